@@ -1,0 +1,26 @@
+# Starfish: `make demo` sets up and runs the whole system locally; `make test` runs the tests.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.starfish-setup-done
+
+.PHONY: setup demo test bench bench-quick clean
+
+$(STAMP): scripts/setup.sh requirements.txt pyproject.toml
+	bash scripts/setup.sh
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m starfish.cli demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m starfish.cli bench
+
+bench-quick: $(STAMP)
+	$(PY) -m starfish.cli bench --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,95 @@
+"""Plaintext reference backend: secrets are float64 torch tensors held in the clear.
+
+Used for fast experiments and as the ground truth the CrypTen backend must match.
+It implements only the primitives; the composite protocols of `mpc/protocols/` run
+on top of them exactly as they do under 2PC, so orders, selections and flags agree.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from mpc.backend import Backend, Public, Secret
+
+
+class PlainSecret(Secret):
+    """A 'secret' that is just a float64 tensor (reference semantics)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.value.shape
+
+    def __repr__(self) -> str:
+        return f"PlainSecret(shape={tuple(self.value.shape)})"
+
+
+def _val(x: Secret | Public) -> torch.Tensor | float | int:
+    if isinstance(x, PlainSecret):
+        return x.value
+    if isinstance(x, Secret):
+        raise TypeError(f"PlainBackend cannot operate on {type(x).__name__}")
+    if isinstance(x, torch.Tensor):
+        return x.to(torch.float64)
+    return x
+
+
+class PlainBackend(Backend):
+    """Reference implementation of `Backend` in float64."""
+
+    name = "plain"
+    is_secure = False
+
+    def share(self, x: torch.Tensor, src: int = 0) -> PlainSecret:
+        return PlainSecret(torch.as_tensor(x).to(torch.float64).clone())
+
+    def reveal(self, x: Secret) -> torch.Tensor:
+        return _val(x).clone()  # type: ignore[union-attr]
+
+    def zeros(self, shape: Sequence[int]) -> PlainSecret:
+        return PlainSecret(torch.zeros(tuple(shape), dtype=torch.float64))
+
+    def add(self, a: Secret, b: Secret | Public) -> PlainSecret:
+        return PlainSecret(_val(a) + _val(b))
+
+    def sub(self, a: Secret, b: Secret | Public) -> PlainSecret:
+        return PlainSecret(_val(a) - _val(b))
+
+    def neg(self, a: Secret) -> PlainSecret:
+        return PlainSecret(-_val(a))
+
+    def mul(self, a: Secret, b: Secret | Public) -> PlainSecret:
+        return PlainSecret(_val(a) * _val(b))
+
+    def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> PlainSecret:
+        return PlainSecret(torch.matmul(_val(a), _val(b)))  # type: ignore[arg-type]
+
+    def sum(self, a: Secret, dim: int | None = None) -> PlainSecret:
+        v = _val(a)
+        return PlainSecret(v.sum() if dim is None else v.sum(dim))  # type: ignore[union-attr]
+
+    def stack(self, items: Sequence[Secret], dim: int = 0) -> PlainSecret:
+        return PlainSecret(torch.stack([_val(i) for i in items], dim))  # type: ignore[misc]
+
+    def cat(self, items: Sequence[Secret], dim: int = 0) -> PlainSecret:
+        return PlainSecret(torch.cat([_val(i) for i in items], dim))  # type: ignore[misc]
+
+    def index(self, a: Secret, key: Any) -> PlainSecret:
+        return PlainSecret(_val(a)[key])  # type: ignore[index]
+
+    def reshape(self, a: Secret, shape: Sequence[int]) -> PlainSecret:
+        return PlainSecret(_val(a).reshape(tuple(shape)))  # type: ignore[union-attr]
+
+    def transpose(self, a: Secret, dim0: int = 0, dim1: int = 1) -> PlainSecret:
+        return PlainSecret(_val(a).transpose(dim0, dim1))  # type: ignore[union-attr]
+
+    def ge(self, a: Secret, b: Secret | Public) -> PlainSecret:
+        return PlainSecret((_val(a) >= _val(b)).to(torch.float64))  # type: ignore[operator]
+
+    def div(self, a: Secret, b: Secret | Public) -> PlainSecret:
+        return PlainSecret(_val(a) / _val(b))  # type: ignore[operator]

