@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 
 from mpc.backend import Backend
 from unlearning.history import GradientOracle, SharedHistory
+
+if TYPE_CHECKING:  # pragma: no cover - import for type checkers only
+    from unlearning.probes import ModelProbe
 
 
 class UnlearningError(ValueError):
@@ -45,6 +48,8 @@ class UnlearnContext:
     on_checkpoint: Callable[[Any], None] | None = None
     #: state from a previous run's last checkpoint (resume), or None
     resume_from: Any = None
+    #: model outputs/loss on a probe set, for strategies that need them (Crab, FedADP)
+    probe: "ModelProbe | None" = None
 
     def progress(self, step: str, t: int, total: int, detail: str = "") -> None:
         if self.on_progress is not None:
