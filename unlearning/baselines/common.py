@@ -1,0 +1,252 @@
+"""Pieces shared by the baseline strategies.
+
+* `parse_params`: typed, validated strategy parameters from `UnlearnContext.params`
+  (unknown names, wrong types and out-of-range values give `UnlearningError`);
+* `RunLog`: fresh gradients through the `GradientOracle` with per-client participation
+  accounting (for ARP, Starfish §V: ARP = mean over remaining clients of (T − T_r)/T·100 %,
+  T_r = rounds the client was asked to compute in), per-step timings, and the JSON report;
+* FedAvg helpers: weights n_j / Σ n_j and the weighted aggregate Σ_j w_j·[g_j], of which
+  only the aggregate is revealed (so the helpers work on the secure backend too);
+* plaintext helpers (norms, cosines, loss windows, top-fraction selection) for the
+  strategies that declare `requires_plaintext = True`.
+"""
+from __future__ import annotations
+
+import math
+import time
+import types
+import typing
+from contextlib import contextmanager
+from dataclasses import MISSING, asdict, fields
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
+
+import torch
+
+from mpc.backend import Backend, Secret
+from unlearning.history import GradientRequest, RoundInfo
+from unlearning.strategy import UnlearnContext, UnlearningError
+
+P = TypeVar("P")
+
+
+# --------------------------------------------------------------------------- parameters
+def parse_params(cls: type[P], raw: Mapping[str, Any], strategy: str) -> P:
+    """Build the parameter dataclass `cls` from `raw`, rejecting unknown names and
+    values of the wrong type, then run the dataclass's own `check()`."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise UnlearningError(f"{strategy}: unknown parameter(s) {unknown}; known: {sorted(known)}")
+    kwargs = {name: _coerce(strategy, name, raw[name], hints[name]) for name in known if name in raw}
+    params = cls(**kwargs)
+    check = getattr(params, "check", None)
+    if check is not None:
+        check()
+    return params
+
+
+def _coerce(strategy: str, name: str, value: Any, hint: Any) -> Any:
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    if value is None and type(None) in allowed:
+        return None
+    for kind in allowed:
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(float(value)):
+                raise UnlearningError(f"{strategy}: parameter {name!r} must be finite, got {value!r}")
+            return float(value)
+        if kind is str and isinstance(value, str):
+            return value
+    names = " or ".join(getattr(k, "__name__", str(k)) for k in allowed)
+    raise UnlearningError(f"{strategy}: parameter {name!r} must be {names}, got {value!r}")
+
+
+def check_range(strategy: str, name: str, value: float | int, low: float, high: float,
+                low_open: bool = False, high_open: bool = False) -> None:
+    """Raise `UnlearningError` unless `value` lies in the interval (bounds as flagged)."""
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if below or above:
+        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+        raise UnlearningError(f"{strategy}: parameter {name!r} must be in {lo}{low}, {high}{hi}, got {value!r}")
+
+
+def check_choice(strategy: str, name: str, value: str, choices: Sequence[str]) -> None:
+    """Raise `UnlearningError` unless `value` is one of `choices`."""
+    if value not in choices:
+        raise UnlearningError(f"{strategy}: parameter {name!r} must be one of {list(choices)}, got {value!r}")
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """JSON-ready copy of a parameter dataclass."""
+    return asdict(params)
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """Default value of every field of a parameter dataclass (for documentation)."""
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+# --------------------------------------------------------------------------- FedAvg
+def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
+    """FedAvg weights n_j / Σ_{k∈clients} n_k over `clients` of round `info`."""
+    total = sum(info.n_samples[c] for c in clients)
+    if total <= 0:
+        raise UnlearningError(f"round {info.index}: clients {list(clients)} hold no samples")
+    return {c: info.n_samples[c] / total for c in clients}
+
+
+def aggregate(backend: Backend, grads: Mapping[str, Secret], weights: Mapping[str, float]) -> torch.Tensor:
+    """Reveal only G = Σ_j w_j·[g_j] (public weights: a local product, then one reveal)."""
+    clients = list(grads)
+    stacked = backend.stack([grads[c] for c in clients])
+    w = torch.tensor([weights[c] for c in clients], dtype=torch.float64)
+    return backend.reveal(backend.matmul(w, stacked)).to(torch.float64)
+
+
+def descend(model: torch.Tensor, update: torch.Tensor, lr: float) -> torch.Tensor:
+    """M ← M − η·G, kept as the flat float32 public model of the history contract."""
+    return (model.to(torch.float64) - lr * update.to(torch.float64)).to(torch.float32)
+
+
+def stored_round_update(ctx: UnlearnContext, i: int) -> torch.Tensor:
+    """The public aggregate of stored round i, G_i = (M_{i−1} − M_i)/η_i (no secret read)."""
+    info = ctx.history.round_info(i)
+    return (ctx.history.model(i - 1).to(torch.float64) - ctx.history.model(i).to(torch.float64)) / info.lr
+
+
+# --------------------------------------------------------------------------- plaintext maths
+def plain(backend: Backend, value: Secret) -> torch.Tensor:
+    """The float64 value of a secret on the plaintext backend (strategies that need it
+    declare `requires_plaintext`, so `validate` has already refused a secure backend)."""
+    if backend.is_secure:
+        raise UnlearningError("internal error: plaintext access attempted on a secure backend")
+    return backend.reveal(value).to(torch.float64)
+
+
+def stored_plain(ctx: UnlearnContext, i: int, clients: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Stored gradients g_i^j of `clients` in round i as float64 tensors (plaintext only)."""
+    if not clients:
+        return {}
+    rows = plain(ctx.backend, ctx.history.gradients(ctx.backend, i, list(clients)))
+    return {c: rows[k] for k, c in enumerate(clients)}
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    """cos(a, b) = ⟨a, b⟩ / (‖a‖·‖b‖); 0 when either vector is zero."""
+    na, nb = float(a.norm()), float(b.norm())
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(torch.dot(a.to(torch.float64), b.to(torch.float64))) / (na * nb)
+
+
+def top_fraction(scores: Mapping[Any, float], fraction: float, largest: bool = True) -> list[Any]:
+    """The ⌈fraction·n⌉ keys with the largest (or smallest) scores; ties go to the key
+    that comes first in `scores`' order. Returned in that order too."""
+    keys = list(scores)
+    count = min(len(keys), max(1, math.ceil(fraction * len(keys) - 1e-9))) if keys else 0
+    order = sorted(range(len(keys)), key=lambda k: (-scores[keys[k]] if largest else scores[keys[k]], k))
+    chosen = sorted(order[:count])
+    return [keys[k] for k in chosen]
+
+
+def loss_windows(losses: Sequence[float], rate: float) -> list[list[int]]:
+    """Split rounds 1..T into time windows by loss reduction (Crab Algorithm 2 lines 12–17,
+    FedADP Algorithm 1 line 18): a window closes at round i once F(M_i) ≤ (1 − rate)·F at the
+    previous window's end. `losses[i]` is F(M_i) for i = 0..T. Rounds left open when
+    training stops form a last window (the papers leave them unstored; we keep them)."""
+    windows: list[list[int]] = []
+    current: list[int] = []
+    prev = losses[0]
+    for i in range(1, len(losses)):
+        current.append(i)
+        if losses[i] <= (1.0 - rate) * prev:
+            windows.append(current)
+            current = []
+            prev = losses[i]
+    if current:
+        windows.append(current)
+    return windows
+
+
+# --------------------------------------------------------------------------- run log
+class RunLog:
+    """Oracle calls, participation, missing answers, timings and the JSON report of one run."""
+
+    def __init__(self, ctx: UnlearnContext, strategy: str) -> None:
+        self.ctx = ctx
+        self.strategy = strategy
+        self.remaining = ctx.remaining_clients()
+        self.rounds_asked: dict[str, set[int]] = {c: set() for c in self.remaining}
+        self.target_rounds: dict[str, set[int]] = {c: set() for c in ctx.targets}
+        self.missing: list[dict[str, Any]] = []
+        self.rounds_used = 0
+        self.seconds: dict[str, float] = {}
+        self._start = time.perf_counter()
+        self._dim = int(ctx.history.model(0).numel())
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Time a step in the backend's cost ledger and in this run's report."""
+        start = time.perf_counter()
+        with self.ctx.backend.step(f"{self.strategy}.{name}"):
+            yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def fresh_gradients(self, model: torch.Tensor, t: int, original_round: int,
+                        clients: Sequence[str], reason: str) -> dict[str, Secret]:
+        """Ask `clients` for their exact gradient at `model` (unlearning round t, data order
+        of stored round `original_round`); clients that do not answer are recorded."""
+        if not clients:
+            return {}
+        request = GradientRequest(model=model, unlearning_round=t, original_round=original_round,
+                                  clients=tuple(clients), reason=reason)
+        answers = self.ctx.oracle.exact_gradients(self.ctx.backend, request)
+        got: dict[str, Secret] = {}
+        for c in clients:
+            value = answers.get(c)
+            if value is None:
+                self.missing.append({"round": t, "client": c, "reason": reason})
+                continue
+            if tuple(value.shape) != (self._dim,):
+                raise UnlearningError(f"oracle returned a gradient of shape {tuple(value.shape)} for client {c!r}, "
+                                      f"expected ({self._dim},)")
+            (self.target_rounds if c in self.target_rounds else self.rounds_asked)[c].add(t)
+            got[c] = value
+        return got
+
+    def arp(self) -> float:
+        """Average round-saving percentage over remaining clients, (T − T_r)/T × 100."""
+        total = self.ctx.history.num_rounds
+        if not self.remaining or total == 0:
+            return 0.0
+        saved = [(total - len(self.rounds_asked[c])) / total for c in self.remaining]
+        return 100.0 * sum(saved) / len(saved)
+
+    def report(self, params: Any, **extra: Any) -> dict[str, Any]:
+        """The JSON-ready report every baseline returns."""
+        report: dict[str, Any] = {
+            "strategy": self.strategy,
+            "backend": self.ctx.backend.name,
+            "targets": list(self.ctx.targets),
+            "params": params_dict(params),
+            "stored_rounds": self.ctx.history.num_rounds,
+            "rounds_used": self.rounds_used,
+            "client_rounds": {c: len(r) for c, r in self.rounds_asked.items()},
+            "target_rounds": {c: len(r) for c, r in self.target_rounds.items()},
+            "arp": self.arp(),
+            "missing_answers": self.missing,
+            "timings": {"total_seconds": time.perf_counter() - self._start, "steps": dict(self.seconds)},
+        }
+        report.update(extra)
+        return report
+
+
+def refuse_resume(ctx: UnlearnContext, strategy: str) -> None:
+    """Baselines run start to end; a resume request gets a clear error, not a silent restart."""
+    if ctx.resume_from is not None:
+        raise UnlearningError(f"strategy {strategy!r} does not support resuming from a checkpoint")
