@@ -1,0 +1,76 @@
+"""`GradientOracle` for the simulator: remaining clients recompute their gradients
+locally, as the client SDK's correction-task handler does in the service.
+
+A request "your exact gradient at M̂ for unlearning round t, replacing original round i"
+(warm-up or correction, Starfish Algorithm 4; also retraining) is answered with the
+pseudo-gradient of `LocalTrainer` started at M̂, with the client's data order of
+original round i (`training.order_seed`). Asked at the stored model M_{i−1} for round i
+it therefore reproduces the stored upload g_i^j.
+
+Every request is logged, so client participation (ARP) is measured from what was
+actually asked rather than from a strategy's own account.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import torch
+
+from evaluation.simulator import SimulationResult
+from evaluation.training import order_seed
+from mpc.backend import Backend, Secret
+from unlearning.history import GradientOracle, GradientRequest
+
+
+@dataclass(frozen=True)
+class OracleCall:
+    """One answered request (public facts only)."""
+
+    unlearning_round: int
+    original_round: int
+    reason: str
+    clients: tuple[str, ...]
+    unanswered: tuple[str, ...]
+
+
+@dataclass
+class SimulatedOracle(GradientOracle):
+    """Answers gradient requests by local training on the simulated clients' data."""
+
+    result: SimulationResult
+    #: clients that never answer (simulates a missed deadline)
+    unresponsive: frozenset[str] = frozenset()
+    calls: list[OracleCall] = field(default_factory=list)
+
+    def exact_gradient(self, model: torch.Tensor, client_id: str, original_round: int) -> torch.Tensor:
+        """Plaintext pseudo-gradient of `client_id` at `model` with round `original_round`'s data order."""
+        if client_id in self.result.targets:
+            raise ValueError(f"client {client_id!r} is being unlearned and must not be asked for gradients")
+        fed = self.result.federation
+        client = fed.client(client_id)
+        return fed.trainer.pseudo_gradient(model, client, order_seed(fed.config.seed, client.index, original_round))
+
+    def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
+        out: dict[str, Secret | None] = {}
+        for cid in request.clients:
+            if cid in self.unresponsive:
+                out[cid] = None
+            else:
+                out[cid] = backend.share(self.exact_gradient(request.model, cid, request.original_round))
+        self.calls.append(
+            OracleCall(
+                request.unlearning_round, request.original_round, request.reason,
+                tuple(request.clients), tuple(c for c in request.clients if c in self.unresponsive),
+            )
+        )
+        return out
+
+    def participation(self) -> dict[str, int]:
+        """T_r^j: the number of distinct unlearning rounds in which client j answered."""
+        rounds: dict[str, set[int]] = {}
+        for call in self.calls:
+            for cid in call.clients:
+                if cid not in call.unanswered:
+                    rounds.setdefault(cid, set()).add(call.unlearning_round)
+        return {cid: len(r) for cid, r in rounds.items()}
