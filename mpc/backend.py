@@ -141,6 +141,22 @@ class Backend(ABC):
     def div(self, a: Secret, b: Secret | Public) -> Secret:
         """*primitive* SecDiv: a / b (b > 0 in the documented range)."""
 
+    def random(self, shape: Sequence[int]) -> Secret:
+        """*primitive* A shared random tensor (entries ~ N(0, 1)-like) that no party knows.
+
+        Used as the mask R of SecMI (Algorithm 7). Each backend must implement it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not provide shared randomness")
+
+    def ge_prod(self, a: Secret, b: Secret | Public, c: Secret | Public, d: Secret | Public) -> Secret:
+        """Shared bit [a·b ≥ c·d], element-wise with broadcasting.
+
+        The building block of SecGE2 and of SecTC's squared comparison. The default is
+        SecGE(SecMul(a, b), SecMul(c, d)); the CrypTen backend compares the products
+        before truncation, which is exact on the fixed-point grid.
+        """
+        return self.ge(self.mul(a, b), self.mul(c, d))
+
     # ----------------------------------------------------------------- composite protocols
     # Implemented in mpc/protocols/ on top of the primitives; see each module.
     def square(self, a: Secret) -> Secret:
@@ -168,28 +184,56 @@ class Backend(ABC):
     def sort_desc(self, keys: Secret, payload: Secret, method: str = "ge") -> tuple[Secret, Secret]:
         """SecSrt: bitonic sort, descending by key, payload columns swapped obliviously.
 
-        `keys` is (n,) for method "ge" or (n, 2) holding (u, v) for method "ge2"
-        (order by u/v without division). Returns (sorted keys, sorted payload).
+        `keys` is (n,) for method "ge", (n, 2) holding (u, v) for method "ge2" (order by
+        u/v without division), (n, 2) = (w, b) for "ge3", (n, 3) = (w, a, v) for "ge4"
+        (Appendix C). Returns (sorted keys, sorted payload).
         """
         from mpc.protocols.sort import sec_sort_desc
 
         return sec_sort_desc(self, keys, payload, method)
 
-    def inverse(self, k: Secret, method: str = "secmi") -> Secret:
+    def inverse(self, k: Secret, method: str = "secmi", iterations: int | None = None) -> Secret:
         """Inverse of a batch of small square matrices (..., d, d).
 
         "secmi": Algorithm 7 (reveal N = K·R for random invertible R, K⁻¹ = R·N⁻¹);
-        "newton": Newton–Schulz iteration, nothing revealed.
+        "newton": Newton–Schulz iteration, nothing revealed (`iterations` steps, default
+        `mpc.protocols.inverse.NEWTON_ITERATIONS_DEFAULT`).
         """
-        from mpc.protocols.inverse import sec_inverse
+        from mpc.protocols.inverse import NEWTON_ITERATIONS_DEFAULT, sec_inverse
 
-        return sec_inverse(self, k, method)
+        return sec_inverse(self, k, method, NEWTON_ITERATIONS_DEFAULT if iterations is None else iterations)
 
-    def threshold_flags(self, g: Secret, delta: Secret) -> torch.Tensor:
+    def threshold_flags(self, g: Secret, delta: Secret, sample: torch.Tensor | None = None) -> torch.Tensor:
         """SecTC (Algorithm 3): public flags f_j = 1 iff some |g_j(k)| > δ_j.
 
         `g` is (n, m), `delta` is (n,). Returns a public bool tensor of shape (n,).
+        `sample`: optional PUBLIC coordinate indices checked first (DESIGN §6.4); reveals
+        one extra bit per client (whether the sample decided its flag).
         """
         from mpc.protocols.threshold import sec_tc
 
-        return sec_tc(self, g, delta)
+        return sec_tc(self, g, delta, sample)
+
+    def mul3(self, a: Secret, b: Secret | Public, c: Secret | Public) -> Secret:
+        """SecMul3: [a·b·c]."""
+        from mpc.protocols.arith import sec_mul3
+
+        return sec_mul3(self, a, b, c)
+
+    def dot(self, x: Secret, y: Secret | torch.Tensor) -> Secret:
+        """SecSP: scalar product over the last dimension."""
+        from mpc.protocols.arith import sec_sp
+
+        return sec_sp(self, x, y)
+
+    def ge3(self, w_i: Secret, b_i: Secret, w_j: Secret, b_j: Secret) -> Secret:
+        """SecGE3 (Appendix C, Algorithm 5): signed-key comparison (2w − 1)·√b."""
+        from mpc.protocols.compare import sec_ge3
+
+        return sec_ge3(self, w_i, b_i, w_j, b_j)
+
+    def ge4(self, w_i: Secret, a_i: Secret, v_i: Secret, w_j: Secret, a_j: Secret, v_j: Secret) -> Secret:
+        """SecGE4 (Appendix C): SecGE3 comparing (2w − 1)·√(a/v) without division."""
+        from mpc.protocols.compare import sec_ge4
+
+        return sec_ge4(self, w_i, a_i, v_i, w_j, a_j, v_j)

@@ -6,6 +6,7 @@ on top of them exactly as they do under 2PC, so orders, selections and flags agr
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 import torch
@@ -93,3 +94,12 @@ class PlainBackend(Backend):
 
     def div(self, a: Secret, b: Secret | Public) -> PlainSecret:
         return PlainSecret(_val(a) / _val(b))  # type: ignore[operator]
+
+    def random(self, shape: Sequence[int]) -> PlainSecret:
+        """Gaussian entries from a generator seeded by the OS CSPRNG (SecMI's mask R)."""
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        return PlainSecret(torch.randn(tuple(shape), generator=gen, dtype=torch.float64))
+
+    def select(self, bit: Secret, a: Secret | Public, b: Secret | Public) -> PlainSecret:
+        """SecSel as an exact choice (bit·a + (1 − bit)·b would round in float64)."""
+        return PlainSecret(torch.where(_val(bit) > 0.5, _val(a), _val(b)))  # type: ignore[arg-type]

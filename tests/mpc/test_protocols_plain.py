@@ -1,0 +1,171 @@
+"""Composite protocols on the plaintext backend against direct torch references."""
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mpc.plain_backend import PlainBackend
+from mpc.protocols.sort import bitonic_stages
+
+B = PlainBackend()
+GRID = 2.0**-16
+# values on the fixed-point grid, including negatives, tiny and large ones
+grid_values = st.integers(min_value=-(2**24), max_value=2**24).map(lambda k: k * GRID)
+positive_values = st.integers(min_value=1, max_value=2**24).map(lambda k: k * GRID)
+
+
+def sh(x) -> object:
+    return B.share(torch.as_tensor(x, dtype=torch.float64))
+
+
+@given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
+def test_ge2_matches_cross_products(rows):
+    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
+    got = B.reveal(B.ge2(sh(u_i), sh(v_i), sh(u_j), sh(v_j)))
+    assert torch.equal(got, (u_i * v_j >= u_j * v_i).double())
+
+
+def _signed_key(w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (2 * w - 1) * b.sqrt()
+
+
+@given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
+def test_ge3_ge4_compare_signed_cosine_keys(rows):
+    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
+    w_i, w_j = (u_i >= 0).double(), (u_j >= 0).double()
+    a_i, a_j = u_i * u_i, u_j * u_j
+    # (2w−1)·√(a/v) = u/√v: the keys are the cosines' order
+    key_i, key_j = u_i / v_i.sqrt(), u_j / v_j.sqrt()
+    got4 = B.reveal(B.ge4(sh(w_i), sh(a_i), sh(v_i), sh(w_j), sh(a_j), sh(v_j)))
+    b_i, b_j = a_i / v_i, a_j / v_j
+    got3 = B.reveal(B.ge3(sh(w_i), sh(b_i), sh(w_j), sh(b_j)))
+    assert torch.equal(got3, (_signed_key(w_i, b_i) >= _signed_key(w_j, b_j)).double())
+    # ge4 is exact on squares: same sign -> compare a_i·v_j with a_j·v_i (reversed if negative)
+    exact4 = torch.where(w_i != w_j, (w_i > w_j).double(),
+                         torch.where(w_i > 0, (a_i * v_j >= a_j * v_i).double(), (a_j * v_i >= a_i * v_j).double()))
+    assert torch.equal(got4, exact4)
+    clear = (key_i - key_j).abs() > 1e-9 * (key_i.abs() + key_j.abs())
+    assert torch.equal(got4[clear], (key_i >= key_j).double()[clear])
+    assert torch.equal(got3[clear], got4[clear])
+
+
+def test_ge3_ties_are_symmetric():
+    w = sh([0.0, 1.0]); b = sh([0.25, 0.25])
+    assert torch.equal(B.reveal(B.ge3(w, b, w, b)), torch.ones(2, dtype=torch.float64))
+
+
+@given(st.lists(grid_values, min_size=1, max_size=40))
+def test_select_picks_exactly(values):
+    a = torch.tensor(values, dtype=torch.float64)
+    b = a.flip(0)
+    bit = (a >= b).double()
+    assert torch.equal(B.reveal(B.select(sh(bit), sh(a), sh(b))), torch.where(bit > 0, a, b))
+    assert torch.equal(B.reveal(B.select(sh(bit), a, sh(b))), torch.where(bit > 0, a, b))
+    assert torch.equal(B.reveal(B.select(sh(bit), sh(a), b)), torch.where(bit > 0, a, b))
+
+
+@given(st.integers(1, 5), st.integers(1, 9), st.integers(0, 1), st.data())
+def test_max_matches_torch(rows, cols, dim, data):
+    vals = data.draw(st.lists(grid_values, min_size=rows * cols, max_size=rows * cols))
+    x = torch.tensor(vals, dtype=torch.float64).reshape(rows, cols)
+    assert torch.equal(B.reveal(B.max(sh(x), dim)), x.max(dim).values)
+
+
+def test_max_three_dims_keeps_order():
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    for dim in range(3):
+        assert torch.equal(B.reveal(B.max(sh(x), dim)), x.max(dim).values)
+
+
+@given(st.integers(1, 7).flatmap(lambda k: st.just(2**k)))
+def test_bitonic_network_sorts_all_zero_one_inputs(n):
+    # 0-1 principle on random inputs plus structure: every stage pairs disjoint positions
+    stages = bitonic_stages(n)
+    assert len(stages) == (int(math.log2(n)) * (int(math.log2(n)) + 1)) // 2
+    for stage in stages:
+        flat = [p for pair in stage for p in pair]
+        assert len(flat) == len(set(flat)) == n
+    gen = torch.Generator().manual_seed(n)
+    for _ in range(50):
+        x = torch.randint(0, 2, (n,), generator=gen).tolist()
+        for stage in stages:
+            for hi, lo in stage:
+                if x[hi] < x[lo]:
+                    x[hi], x[lo] = x[lo], x[hi]
+        assert x == sorted(x, reverse=True)
+
+
+@given(st.lists(st.integers(-50, 50), min_size=1, max_size=70))
+def test_sort_ge_descending_with_payload(keys):
+    k = torch.tensor(keys, dtype=torch.float64) * 0.125
+    idx = torch.arange(len(keys), dtype=torch.float64)
+    pay = torch.stack([idx, -idx], dim=1)
+    sk, sp = B.sort_desc(sh(k), sh(pay), "ge")
+    sk, sp = B.reveal(sk), B.reveal(sp)
+    assert torch.equal(sk, torch.sort(k, descending=True).values)
+    perm = sp[:, 0].long()
+    assert sorted(perm.tolist()) == list(range(len(keys)))  # payload is a permutation
+    assert torch.equal(k[perm], sk)                          # and travels with its key
+    assert torch.equal(sp[:, 1], -sp[:, 0])
+
+
+def test_sort_ties_are_deterministic():
+    k = torch.tensor([1.0, 2.0, 1.0, 2.0, 1.0], dtype=torch.float64)
+    runs = [B.reveal(B.sort_desc(sh(k), sh(torch.arange(5.0)))[1]) for _ in range(3)]
+    assert all(torch.equal(r, runs[0]) for r in runs)
+
+
+@given(st.lists(st.tuples(grid_values, positive_values), min_size=2, max_size=40))
+def test_sort_ge2_orders_by_ratio(pairs):
+    uv = torch.tensor(pairs, dtype=torch.float64)
+    sk, sp = B.sort_desc(sh(uv), sh(torch.arange(len(pairs), dtype=torch.float64)), "ge2")
+    ratio = B.reveal(sk)[:, 0] / B.reveal(sk)[:, 1]
+    assert (ratio[:-1] >= ratio[1:]).all()
+    assert torch.equal(uv[B.reveal(sp).long()], B.reveal(sk))
+
+
+@given(st.lists(st.tuples(grid_values, positive_values), min_size=2, max_size=20))
+def test_sort_ge4_equals_ge2_order_of_cosines(pairs):
+    uv = torch.tensor(pairs, dtype=torch.float64)
+    u, v = uv[:, 0], uv[:, 1]
+    keys = torch.stack([(u >= 0).double(), u * u, v], dim=1)
+    _, perm = B.sort_desc(sh(keys), sh(torch.arange(len(pairs), dtype=torch.float64)), "ge4")
+    key = u / v.sqrt()
+    sorted_key = key[B.reveal(perm).long()]
+    assert (sorted_key[:-1] >= sorted_key[1:] - 1e-12 * sorted_key.abs()[:-1].clamp(min=1)).all()
+
+
+def test_sort_rejects_bad_shapes():
+    import pytest
+
+    with pytest.raises(ValueError, match="column"):
+        B.sort_desc(sh([1.0, 2.0]), sh([0.0, 1.0]), "ge2")
+    with pytest.raises(ValueError, match="unknown"):
+        B.sort_desc(sh([1.0, 2.0]), sh([0.0, 1.0]), "nope")
+
+
+@given(st.integers(1, 6), st.integers(2, 5), st.sampled_from(["secmi", "newton"]))
+@settings(deadline=None)
+def test_inverse_matches_torch(batch, d, method):
+    gen = torch.Generator().manual_seed(batch * 10 + d)
+    k = torch.randn(batch, d, d, generator=gen, dtype=torch.float64) + 3 * torch.eye(d, dtype=torch.float64)
+    got = B.reveal(B.inverse(sh(k), method))
+    assert torch.allclose(got, torch.linalg.inv(k), atol=1e-8)
+
+
+@given(st.integers(1, 6), st.integers(1, 60), st.data())
+def test_threshold_flags_any_coordinate_exceeds(n, m, data):
+    g = torch.tensor(data.draw(st.lists(grid_values, min_size=n * m, max_size=n * m)), dtype=torch.float64).reshape(n, m)
+    delta = torch.tensor(data.draw(st.lists(positive_values, min_size=n, max_size=n)), dtype=torch.float64)
+    expected = (g.abs() > delta[:, None]).any(dim=1)
+    assert torch.equal(B.threshold_flags(sh(g), sh(delta)), expected)
+    sample = torch.tensor(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=m)))
+    assert torch.equal(B.threshold_flags(sh(g), sh(delta), sample), expected)
+
+
+def test_threshold_equal_to_delta_does_not_fire():
+    g = sh([[0.5, -0.5], [0.5, -0.75]])
+    assert B.threshold_flags(g, sh([0.5, 0.5])).tolist() == [False, True]
