@@ -1,0 +1,16 @@
+"""Starfish (privacy-preserving federated unlearning under 2PC), one module per step:
+
+* `params`     — parameters σ, α, β, B, η_u, T_δ, method, inverse, safeguards (validated);
+* `threshold`  — threshold determination [δ^j] = SecMax_i [δ_i^j];
+* `selection`  — round selection SecRS (Algorithm 1) and SecRS(alt) (Algorithm 6);
+* `estimation` — update estimation SecUE (Algorithm 2) with compact L-BFGS (`unlearning.lbfgs`);
+* `checking`   — threshold checking SecTC (Algorithm 3) and correction;
+* `state`      — the resumable state (public parts and secrets);
+* `report`     — ARP, Theorem 1 inputs, revealed values;
+* `strategy`   — Algorithm 4 as `StarfishStrategy`.
+"""
+from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.state import StarfishState
+from unlearning.starfish.strategy import StarfishStrategy
+
+__all__ = ["StarfishParams", "StarfishState", "StarfishStrategy"]

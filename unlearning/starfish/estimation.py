@@ -1,0 +1,97 @@
+"""Update estimation (Starfish §IV-B, Algorithm 2 SecUE) with the compact L-BFGS product.
+
+For remaining client j in unlearning round t replaying stored round r (gradient g_r^j taken
+at M_{r−1}), with v = M̂_t − M_{r−1} (public):
+
+    ĝ_t^j = g_r^j + H^j v      (FedRecover's estimate; H^j from client j's B latest pairs)
+
+where H^j v is `unlearning.lbfgs.hessian_vector_product` on the client's pairs
+s = M̂ − M_{r−1} (public) and y = g_exact^j(M̂) − g_r^j (secret), collected whenever the client
+computed an exact gradient (warm-up and correction). Pairs are normalised by the public ‖s‖,
+v by the public ‖v‖ (the product is linear in v), and the safeguards of `unlearning.lbfgs`
+apply. The FedAvg aggregate Ĝ_t = Σ_j n_j ĝ_t^j / Σ_j n_j is the only value revealed, and
+M̂_{t+1} = M̂_t − η_u·Ĝ_t (Equation 2).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import torch
+
+from mpc.backend import Backend, Secret
+from unlearning.lbfgs import bounded_correction, curvature_accepted, hessian_vector_product
+from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.state import CurvaturePair, StarfishState
+
+
+def add_pairs(
+    backend: Backend,
+    state: StarfishState,
+    clients: Sequence[str],
+    t: int,
+    s: torch.Tensor,
+    exact: Secret,
+    stored: Secret,
+    params: StarfishParams,
+) -> None:
+    """Offer the pair (s, y = exact − stored) to each client's buffer (keeps the B latest).
+
+    A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise the curvature bit
+    [ŷᵀŝ ≥ ε] is revealed per client and the pair is kept only if it holds.
+    """
+    norm = float(torch.linalg.vector_norm(s))
+    if not clients or norm <= params.min_step:
+        return
+    s_hat = (s / norm).to(torch.float64)
+    y_hat = backend.mul(backend.sub(exact, stored), 1.0 / norm)
+    accepted = curvature_accepted(backend, s_hat, y_hat, params.curvature_eps)
+    log = state.log.setdefault("curvature", [])
+    for idx, client in enumerate(clients):
+        ok = bool(accepted[idx])
+        log.append({"round": t, "client": client, "accepted": ok})
+        if ok:
+            pair = CurvaturePair(round=t, s=s_hat, y=backend.index(y_hat, idx))
+            state.buffers[client] = (state.buffers.get(client, []) + [pair])[-params.buffer_size :]
+
+
+def estimate_gradients(
+    backend: Backend,
+    state: StarfishState,
+    clients: Sequence[str],
+    stored: Secret,
+    v: torch.Tensor,
+    params: StarfishParams,
+) -> Secret:
+    """[ĝ^j] = [g_r^j] + H^j v for `clients` (rows of `stored`), shape (n, m).
+
+    Clients are batched by buffer length; a client with no accepted pair keeps g_r^j.
+    """
+    n, m = stored.shape
+    v = v.to(torch.float64)
+    v_norm = float(torch.linalg.vector_norm(v))
+    groups: dict[int, list[int]] = defaultdict(list)
+    for idx, client in enumerate(clients):
+        groups[len(state.buffers.get(client, []))].append(idx)
+    rows: dict[int, Secret] = {}
+    for k, members in groups.items():
+        g_group = backend.cat([backend.index(stored, slice(i, i + 1)) for i in members], dim=0)
+        if k == 0 or v_norm <= params.min_step:
+            estimate = g_group
+        else:
+            pairs = [state.buffers[clients[i]] for i in members]
+            s = torch.stack([torch.stack([p.s for p in ps], dim=1) for ps in pairs])  # (n_g, m, k)
+            y = backend.stack([backend.stack([p.y for p in ps], dim=1) for ps in pairs])
+            state.log["inverses"] = state.log.get("inverses", 0) + len(members)
+            hv = backend.mul(hessian_vector_product(backend, s, y, v / v_norm, params.inverse), v_norm)
+            estimate = backend.add(g_group, bounded_correction(backend, hv, g_group, params.hv_bound))
+        for pos, i in enumerate(members):
+            rows[i] = backend.index(estimate, slice(pos, pos + 1))
+    return backend.cat([rows[i] for i in range(n)], dim=0)
+
+
+def aggregate(backend: Backend, gradients: Secret, weights: Sequence[float]) -> torch.Tensor:
+    """Reveal only Ĝ = Σ_j n_j ĝ^j / Σ_j n_j (Algorithm 2 lines 13–14)."""
+    w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
+    w = (w / w.sum()).reshape(1, -1)
+    return backend.reveal(backend.matmul(w, gradients)).reshape(-1)

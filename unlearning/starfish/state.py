@@ -1,0 +1,130 @@
+"""Resumable state of a Starfish run (checkpointed after every unlearning round).
+
+The state splits into three parts so a party can persist it without pickle:
+
+* `public_json()` — JSON-ready facts (round reached, selected rounds, flags, logs);
+* `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
+* `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y]).
+
+`StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+
+from mpc.backend import Secret
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CurvaturePair:
+    """One L-BFGS pair of a client: ŝ = s/‖s‖ (public), ŷ = y/‖s‖ (secret), from unlearning round t.
+
+    Scaling a pair by a positive constant leaves the BFGS matrix unchanged (both rank-one
+    terms are homogeneous of degree 0 in (s, y)), and unit ‖ŝ‖ keeps the 2B×2B system
+    well scaled in fixed point.
+    """
+
+    round: int
+    s: torch.Tensor
+    y: Secret
+
+
+@dataclass
+class StarfishState:
+    """Everything needed to continue a run after unlearning round `round`."""
+
+    clients: tuple[str, ...]  #: remaining clients (the order of `deltas`)
+    ranked: tuple[int, ...]  #: revealed top-T′ rounds, best first
+    method: str  #: round-selection method used
+    deltas: Secret  #: [δ^j], shape (len(clients),)
+    model: torch.Tensor  #: M̂_t (float64, public)
+    round: int = 0  #: t, unlearning rounds completed
+    warmup_pairs: int = 0  #: non-degenerate warm-up rounds done so far
+    warmup_over: bool = False
+    buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
+    #: JSON-ready logs: "flags", "corrections", "curvature", "warmup", "asked", "revealed", "rounds"
+    log: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def selected(self) -> tuple[int, ...]:
+        """Selected rounds in training order."""
+        return tuple(sorted(self.ranked))
+
+    def snapshot(self) -> "StarfishState":
+        """An independent copy (secrets are immutable handles and are shared)."""
+        return StarfishState(
+            clients=self.clients,
+            ranked=self.ranked,
+            method=self.method,
+            deltas=self.deltas,
+            model=self.model.clone(),
+            round=self.round,
+            warmup_pairs=self.warmup_pairs,
+            warmup_over=self.warmup_over,
+            buffers={c: list(pairs) for c, pairs in self.buffers.items()},
+            log=copy.deepcopy(self.log),
+        )
+
+    # ------------------------------------------------------------------ persistence parts
+    def public_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "clients": list(self.clients),
+            "ranked": list(self.ranked),
+            "method": self.method,
+            "round": self.round,
+            "warmup_pairs": self.warmup_pairs,
+            "warmup_over": self.warmup_over,
+            "buffers": {c: [p.round for p in pairs] for c, pairs in self.buffers.items()},
+            "log": copy.deepcopy(self.log),
+        }
+
+    def public_tensors(self) -> dict[str, torch.Tensor]:
+        out = {"model": self.model.clone()}
+        for c, pairs in self.buffers.items():
+            for k, pair in enumerate(pairs):
+                out[f"buffer/{c}/{k}/s"] = pair.s.clone()
+        return out
+
+    def secrets(self) -> dict[str, Secret]:
+        out: dict[str, Secret] = {"deltas": self.deltas}
+        for c, pairs in self.buffers.items():
+            for k, pair in enumerate(pairs):
+                out[f"buffer/{c}/{k}/y"] = pair.y
+        return out
+
+    @classmethod
+    def from_parts(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> "StarfishState":
+        """Rebuild a state from the three parts; raises ValueError if any part is missing."""
+        if public.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported Starfish state version {public.get('version')!r}")
+        try:
+            buffers = {
+                c: [
+                    CurvaturePair(round=int(r), s=tensors[f"buffer/{c}/{k}/s"], y=secrets[f"buffer/{c}/{k}/y"])
+                    for k, r in enumerate(rounds)
+                ]
+                for c, rounds in public["buffers"].items()
+            }
+            return cls(
+                clients=tuple(public["clients"]),
+                ranked=tuple(int(r) for r in public["ranked"]),
+                method=str(public["method"]),
+                deltas=secrets["deltas"],
+                model=tensors["model"].to(torch.float64).clone(),
+                round=int(public["round"]),
+                warmup_pairs=int(public["warmup_pairs"]),
+                warmup_over=bool(public["warmup_over"]),
+                buffers=buffers,
+                log=copy.deepcopy(dict(public["log"])),
+            )
+        except KeyError as exc:
+            raise ValueError(f"incomplete Starfish state: missing {exc}") from None

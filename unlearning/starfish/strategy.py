@@ -1,0 +1,255 @@
+"""Algorithm 4 (Stage II) of Starfish as an unlearning `Strategy`.
+
+1. Threshold determination: [δ^j] = SecMax over stored rounds (threshold.py).
+2. Round selection: SecRS / SecRS(alt), top T′ = ⌈σT⌉ rounds revealed (selection.py).
+3. For t = 1..T′, replaying stored round r = t-th selected round in training order:
+   * warm-up (the first B rounds whose step s = M̂_t − M_{r−1} is non-zero, plus any
+     degenerate s = 0 round before them): remaining clients compute exact gradients at M̂_t;
+   * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (estimation.py);
+     every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected;
+   * Ĝ_t = FedAvg(ĝ) is revealed and M̂_{t+1} = M̂_t − η_u·Ĝ_t.
+   After each round the state is checkpointed through `ctx.on_checkpoint`.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+
+from mpc.backend import Backend, Secret
+from unlearning.history import GradientRequest
+from unlearning.starfish.checking import flags_for, replace_rows
+from unlearning.starfish.estimation import add_pairs, aggregate, estimate_gradients
+from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.report import average_round_saving, revealed_section, theorem1_inputs
+from unlearning.starfish.selection import select_rounds
+from unlearning.starfish.state import StarfishState
+from unlearning.starfish.threshold import determine_thresholds
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+
+
+class StarfishStrategy(Strategy):
+    """Privacy-preserving federated unlearning by Starfish (runs on any `Backend`)."""
+
+    name = "starfish"
+    requires_plaintext = False
+
+    def params(self, ctx: UnlearnContext) -> StarfishParams:
+        """Validated parameters of the request (raises `UnlearningError`)."""
+        return StarfishParams.from_mapping(ctx.params)
+
+    def validate(self, ctx: UnlearnContext) -> None:
+        super().validate(ctx)
+        self.params(ctx)
+        if ctx.history.num_rounds < 1:
+            raise UnlearningError("the history holds no stored round")
+        if ctx.resume_from is not None:
+            self._check_resume(ctx, ctx.resume_from)
+
+    def run(self, ctx: UnlearnContext) -> UnlearnResult:
+        self.validate(ctx)
+        params = self.params(ctx)
+        total = ctx.history.num_rounds
+        if ctx.resume_from is not None:
+            state = ctx.resume_from.snapshot()
+            state.log.setdefault("resumed_at", []).append(state.round)
+        else:
+            state = self._start(ctx, params)
+        selected = len(state.ranked)
+        interval = params.check_interval(total)
+        for t in range(state.round + 1, selected + 1):
+            self._unlearning_round(ctx, params, state, t, interval)
+            state.round = t
+            if ctx.on_checkpoint is not None:
+                ctx.on_checkpoint(state.snapshot())
+        ctx.progress("done", selected, selected)
+        return UnlearnResult(model=state.model.to(torch.float32), report=self._report(ctx, params, state))
+
+    # ------------------------------------------------------------------ stages
+    def _start(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
+        backend, history = ctx.backend, ctx.history
+        total = history.num_rounds
+        count = params.selected_count(total)
+        remaining = tuple(ctx.remaining_clients())
+        ctx.progress("threshold", 0, count, f"{len(remaining)} remaining clients")
+        with backend.step("TD"):
+            deltas = determine_thresholds(backend, history, remaining)
+        comparison = params.comparison(total)
+        ctx.progress("round_selection", 0, count, f"T={total}, T'={count}")
+        with backend.step("RS"):
+            selection = select_rounds(backend, history, ctx.targets, count, comparison, alt=params.method == "alt")
+        return StarfishState(
+            clients=remaining,
+            ranked=selection.ranked,
+            method=selection.method,
+            deltas=deltas,
+            model=history.model(0).to(torch.float64).clone(),
+            log={"rounds": [], "flags": [], "corrections": [], "curvature": [], "asked": {}, "inverses": 0},
+        )
+
+    def _unlearning_round(
+        self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, t: int, interval: int
+    ) -> None:
+        backend, history = ctx.backend, ctx.history
+        r = state.selected[t - 1]
+        info = history.round_info(r)
+        members = set(state.clients)
+        participants = [c for c in info.clients if c in members]
+        entry: dict = {"t": t, "round": r, "participants": len(participants)}
+        if not participants:
+            entry["kind"] = "skipped"
+            state.log["rounds"].append(entry)
+            return
+        eta = params.eta_u if params.eta_u is not None else info.lr
+        stored = history.gradients(backend, r, participants)
+        v = state.model - history.model(r - 1).to(torch.float64)
+        degenerate = float(torch.linalg.vector_norm(v)) <= params.min_step
+        total = len(state.ranked)
+        if not state.warmup_over:
+            entry["kind"] = "warmup"
+            ctx.progress("warmup", t, total, f"round {r}")
+            with backend.step("warmup"):
+                answers = self._ask(ctx, state, t, r, participants, "warmup")
+            with backend.step("UE"):
+                if len(answers) < len(participants):
+                    gradients = estimate_gradients(backend, state, participants, stored, v, params)
+                else:
+                    gradients = stored
+                gradients = self._apply_answers(backend, state, params, t, participants, gradients, stored, v, answers)
+            if not degenerate:
+                state.warmup_pairs += 1
+                state.warmup_over = state.warmup_pairs >= params.buffer_size
+        else:
+            entry["kind"] = "estimate"
+            ctx.progress("estimate", t, total, f"round {r}")
+            with backend.step("UE"):
+                gradients = estimate_gradients(backend, state, participants, stored, v, params)
+            if t % interval == 0:
+                entry["kind"] = "check"
+                ctx.progress("threshold_check", t, total, f"{len(participants)} clients")
+                with backend.step("TC"):
+                    flags = flags_for(backend, state, participants, gradients)
+                state.log["flags"].append({"t": t, "round": r, "flags": dict(zip(participants, flags))})
+                flagged = [c for c, f in zip(participants, flags) if f]
+                if flagged:
+                    ctx.progress("correction", t, total, f"{len(flagged)} flagged")
+                    with backend.step("correction"):
+                        answers = self._ask(ctx, state, t, r, flagged, "correction")
+                    with backend.step("UE"):
+                        gradients = self._apply_answers(
+                            backend, state, params, t, participants, gradients, stored, v, answers
+                        )
+        with backend.step("UE"):
+            g_agg = aggregate(backend, gradients, [info.n_samples[c] for c in participants])
+        state.model = state.model - eta * g_agg
+        entry["eta_u"] = eta
+        state.log["rounds"].append(entry)
+
+    # ------------------------------------------------------------------ helpers
+    def _ask(
+        self, ctx: UnlearnContext, state: StarfishState, t: int, r: int, clients: Sequence[str], reason: str
+    ) -> dict[str, Secret]:
+        """Ask `clients` for exact gradients at M̂_t; returns only the answers received."""
+        request = GradientRequest(
+            model=state.model.to(torch.float32),
+            unlearning_round=t,
+            original_round=r,
+            clients=tuple(clients),
+            reason=reason,
+        )
+        replies: Mapping[str, Secret | None] = ctx.oracle.exact_gradients(ctx.backend, request)
+        m = state.model.numel()
+        answers: dict[str, Secret] = {}
+        for client in clients:
+            reply = replies.get(client)
+            if reply is None:
+                continue
+            if tuple(reply.shape) != (m,):
+                raise UnlearningError(
+                    f"client {client!r} answered the {reason} of round {t} with shape {tuple(reply.shape)}, expected ({m},)"
+                )
+            answers[client] = reply
+        asked = state.log["asked"]
+        for client in clients:
+            asked[client] = asked.get(client, 0) + 1
+        state.log["corrections"].append(
+            {
+                "t": t,
+                "round": r,
+                "reason": reason,
+                "asked": list(clients),
+                "answered": [c for c in clients if c in answers],
+                "missing": [c for c in clients if c not in answers],
+            }
+        )
+        return answers
+
+    def _apply_answers(
+        self,
+        backend: Backend,
+        state: StarfishState,
+        params: StarfishParams,
+        t: int,
+        participants: Sequence[str],
+        gradients: Secret,
+        stored: Secret,
+        v: torch.Tensor,
+        answers: Mapping[str, Secret],
+    ) -> Secret:
+        """Exact answers replace estimates and become L-BFGS pairs (s = v, y = exact − stored)."""
+        if not answers:
+            return gradients
+        answered = [c for c in participants if c in answers]
+        rows = [participants.index(c) for c in answered]
+        exact = backend.stack([answers[c] for c in answered], dim=0)
+        stored_rows = backend.cat([backend.index(stored, slice(i, i + 1)) for i in rows], dim=0)
+        add_pairs(backend, state, answered, t, v, exact, stored_rows, params)
+        return replace_rows(backend, gradients, participants, answers)
+
+    def _check_resume(self, ctx: UnlearnContext, state: object) -> None:
+        if not isinstance(state, StarfishState):
+            raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
+        if tuple(ctx.remaining_clients()) != state.clients:
+            raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
+        if not 0 <= state.round <= len(state.ranked):
+            raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.ranked)}")
+        if state.model.numel() != ctx.history.model(0).numel():
+            raise UnlearningError("the checkpoint's model does not match the history's model size")
+
+    def _report(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState) -> dict:
+        total = ctx.history.num_rounds
+        log = state.log
+        answered = sum(len(e["answered"]) for e in log["corrections"] if e["reason"] == "correction")
+        missing = sum(len(e["missing"]) for e in log["corrections"] if e["reason"] == "correction")
+        eta = params.eta_u if params.eta_u is not None else ctx.history.round_info(state.selected[0]).lr
+        return {
+            "strategy": self.name,
+            "backend": ctx.backend.name,
+            "targets": list(ctx.targets),
+            "params": params.as_dict,
+            "stored_rounds": total,
+            "selected_count": len(state.ranked),
+            "check_interval": params.check_interval(total),
+            "selection": {
+                "method": state.method,
+                "ranked": list(state.ranked),
+                "selected_rounds": list(state.selected),
+            },
+            "rounds": log["rounds"],
+            "flags": log["flags"],
+            "warmup": {
+                "rounds": sum(1 for e in log["rounds"] if e.get("kind") == "warmup"),
+                "nondegenerate": state.warmup_pairs,
+            },
+            "corrections": {"answered": answered, "missing": missing, "events": log["corrections"]},
+            "curvature": {
+                "offered": len(log["curvature"]),
+                "rejected": sum(1 for c in log["curvature"] if not c["accepted"]),
+            },
+            "asked_rounds": dict(log["asked"]),
+            "arp_percent": average_round_saving(log["asked"], state.clients, total),
+            "revealed": revealed_section(log, state.ranked, params.inverse),
+            "costs": ctx.backend.ledger.to_dict(),
+            "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),
+            "resumed_at": log.get("resumed_at", []),
+        }
