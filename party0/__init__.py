@@ -1,0 +1,1 @@
+"""party0: entry point and default configuration of Starfish's leader (orders rounds, serves the admin API)."""

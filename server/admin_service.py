@@ -1,0 +1,103 @@
+"""Admin gRPC service (party0): start training, training status, erase.
+
+The unlearning-job RPCs are part of the contract (Stage II); this build answers them
+with UNIMPLEMENTED.
+"""
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from client_sdk.wire import collect_model
+from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2, peer_pb2
+from server.auth import require_admin
+from server.client_service import round_state
+from server.peer_client import PeerClient, PeerRefused
+from server.peer_service import receipt_message
+from server.state import PartyState
+from server.store import ConflictError
+
+log = logging.getLogger(__name__)
+NO_JOBS = "unlearning jobs are not available in this build"
+
+
+def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
+    store = state.store
+    rs = round_state(state)
+    msg = admin_pb2.TrainingStatus(phase=rs.phase, latest_committed=rs.latest_committed,
+                                   latest_model_hash=store.global_model_hash(max(store.latest_committed(), 0)) or "",
+                                   registered=store.registered(), error=rs.error,
+                                   max_rounds=state.config.rounds.max_rounds)
+    if rs.phase in (common_pb2.ROUND_PHASE_OPEN, common_pb2.ROUND_PHASE_CLOSING):
+        msg.open_round = rs.round
+    for rec in store.all_round_records():
+        members = store.round_members(rec.round)
+        msg.rounds.append(admin_pb2.RoundSummary(
+            round=rec.round, state=rec.state, model_hash=rec.model_out_hash or "", opened_unix=rec.opened,
+            peer_bytes=rec.peer_bytes, error=rec.error,
+            members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in members.items()]))
+    return msg
+
+
+class AdminService(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, state: PartyState, peer: PeerClient):
+        self.state = state
+        self.cfg = state.config
+        self.peer = peer
+
+    def StartTraining(self, request_iterator, context):
+        require_admin(self.cfg, context)
+        try:
+            header, params = collect_model(request_iterator, self.cfg.limits.max_model_params)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"initial model refused: {exc}")
+        if not header.lr > 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"learning rate must be positive, got {header.lr}")
+        try:
+            digest = self.state.store.install_initial_model(header.arch, params, header.lr)
+        except ConflictError as exc:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        log.info("initial model %s installed (%s, %d parameters)", digest[:12], header.arch, params.size)
+        return training_status(self.state)
+
+    def GetTrainingStatus(self, request, context):
+        require_admin(self.cfg, context)
+        return training_status(self.state)
+
+    def Erase(self, request, context):
+        require_admin(self.cfg, context)
+        client = request.client_id
+        if client not in self.cfg.clients:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown client {client!r}")
+        try:
+            theirs = self.peer.unary("EraseClient", peer_pb2.EraseClientRequest(client_id=client))
+        except PeerRefused as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"party1 did not erase {client!r}: {exc}")
+        mine = receipt_message(self.state.store.erase_client(client))
+        log.info("client %s erased on both parties", client)
+        return admin_pb2.EraseReply(receipts=[mine, theirs])
+
+    def Unlearn(self, request, context):
+        require_admin(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
+
+    def GetJobStatus(self, request, context):
+        require_admin(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
+
+    def WatchJob(self, request, context):
+        require_admin(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
+
+    def GetJobModel(self, request, context):
+        require_admin(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
+
+    def GetJobReport(self, request, context):
+        require_admin(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
+
+    def ListJobs(self, request, context):
+        require_admin(self.cfg, context)
+        return admin_pb2.ListJobsReply()

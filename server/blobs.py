@@ -1,0 +1,48 @@
+"""Durable file writes: temp file in the target directory, fsync, rename, fsync directory.
+
+After `atomic_write` returns, the file exists with its full content or (after a crash
+before the rename) not at all; it never exists half-written.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_temp(directory: Path, data: bytes) -> Path:
+    """Write `data` to a fresh temp file in `directory` and fsync it (not yet visible)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".tmp-{secrets.token_hex(8)}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return tmp
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Atomically rename a synced temp file into place and make the rename durable."""
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+
+
+def atomic_write(final: Path, data: bytes) -> None:
+    publish(write_temp(final.parent, data), final)
+
+
+def remove_stale_temps(root: Path) -> int:
+    """Delete temp files left by a crash between write and rename; returns how many."""
+    count = 0
+    for tmp in root.rglob(".tmp-*"):
+        tmp.unlink(missing_ok=True)
+        count += 1
+    return count

@@ -1,0 +1,162 @@
+"""Client-facing gRPC service (both parties): register, round state, models, uploads, tasks."""
+from __future__ import annotations
+
+import logging
+import time
+
+import grpc
+
+from client_sdk.wire import model_messages
+from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+from server.auth import authenticate_client
+from server.state import PartyState
+from server.store import ConflictError, RoundClosedError, StoreError
+from server.uploads import UploadError, read_body, read_header
+
+log = logging.getLogger(__name__)
+
+PHASES = {
+    "open": common_pb2.ROUND_PHASE_OPEN,
+    "closed": common_pb2.ROUND_PHASE_CLOSING,
+    "agreed": common_pb2.ROUND_PHASE_CLOSING,
+    "aggregated": common_pb2.ROUND_PHASE_CLOSING,
+    "failed": common_pb2.ROUND_PHASE_HALTED,
+}
+TASK_POLL_S = 1.0  #: upper bound on how long WatchTasks sleeps between store checks
+
+
+def round_state(state: PartyState) -> client_pb2.RoundState:
+    """Where training stands on this party (the reply of GetRound)."""
+    cfg, store = state.config, state.store
+    latest = store.latest_committed()
+    msg = client_pb2.RoundState(party=cfg.role, latest_committed=max(latest, 0), precision_bits=cfg.precision_bits,
+                                max_abs=cfg.max_abs)
+    if latest < 0:
+        msg.phase = common_pb2.ROUND_PHASE_NOT_STARTED
+        return msg
+    rec = store.current_round()
+    if rec is None:
+        msg.phase = common_pb2.ROUND_PHASE_IDLE
+        msg.round = latest
+        msg.model_hash = store.global_model_hash(latest) or ""
+        return msg
+    msg.phase = PHASES[rec.state]
+    msg.round = rec.round
+    msg.model_hash = rec.model_in_hash
+    msg.deadline_unix = rec.deadline
+    msg.lr = rec.lr
+    msg.error = rec.error
+    msg.uploaded.extend(sorted(store.uploads(rec.round)))
+    return msg
+
+
+class ClientService(client_pb2_grpc.ClientServiceServicer):
+    def __init__(self, state: PartyState):
+        self.state = state
+        self.cfg = state.config
+
+    def Register(self, request, context):
+        client = authenticate_client(self.cfg, context)
+        if self.state.store.is_erased(client):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased and cannot rejoin")
+        self.state.store.register(client)
+        log.info("client %s registered", client)
+        return client_pb2.RegisterReply(client_id=client, party=self.cfg.role, precision_bits=self.cfg.precision_bits,
+                                        max_abs=self.cfg.max_abs)
+
+    def GetRound(self, request, context):
+        authenticate_client(self.cfg, context)
+        return round_state(self.state)
+
+    def GetModel(self, request, context):
+        authenticate_client(self.cfg, context)
+        store = self.state.store
+        index = store.latest_committed() if request.latest else request.round
+        try:
+            model = store.global_model(index)
+        except StoreError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        header = common_pb2.ModelHeader(round=index, arch=model.arch, num_params=model.params.size,
+                                        model_hash=model.hash, lr=model.lr, precision_bits=self.cfg.precision_bits)
+        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
+
+    def UploadShares(self, request_iterator, context):
+        client = authenticate_client(self.cfg, context)
+        try:
+            header, rest = read_header(request_iterator)
+            target = header.WhichOneof("target")
+            if target == "round":
+                return self._round_upload(client, header, rest, context)
+            if target == "task_id":
+                return self._task_upload(client, header, rest, context)
+            raise UploadError("upload header names neither a round nor a task")
+        except UploadError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except ConflictError as exc:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        except RoundClosedError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+
+    def _round_upload(self, client: str, header, rest, context):
+        store = self.state.store
+        if store.is_erased(client):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
+        rec = store.round_record(header.round)
+        current = store.current_round()
+        if rec is None or rec.state != "open":
+            open_now = current.round if current is not None and current.state == "open" else None
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"round {header.round} is not open for uploads (open round: {open_now or 'none'})")
+        if header.model_hash != rec.model_in_hash:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
+                          f"starts from {rec.model_in_hash[:12]}…")
+        num_params = store.model_by_hash(rec.model_in_hash).params.size
+        parsed = read_body(header, rest, num_params, self.cfg.limits)
+        digest, duplicate = store.put_upload(header.round, client, header.n_samples, parsed.gradient, parsed.norm,
+                                             parsed.delta, rec.model_in_hash)
+        log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
+        return client_pb2.UploadAck(party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest,
+                                    duplicate=duplicate)
+
+    def _task_upload(self, client: str, header, rest, context):
+        store = self.state.store
+        task = store.task(header.task_id)
+        if task is None or task.client != client:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no task {header.task_id!r} for client {client!r}")
+        if task.deadline < time.time():
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline")
+        if header.model_hash != task.model_hash:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task {task.task_id} asks for model {task.model_hash[:12]}…")
+        num_params = store.model_by_hash(task.model_hash).params.size
+        parsed = read_body(header, rest, num_params, self.cfg.limits)
+        digest, duplicate = store.put_task_upload(task.task_id, client, header.n_samples, parsed.gradient, parsed.norm,
+                                                  parsed.delta)
+        log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
+        self.state.notify_tasks()
+        return client_pb2.UploadAck(party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest,
+                                    duplicate=duplicate)
+
+    def WatchTasks(self, request, context):
+        client = authenticate_client(self.cfg, context)
+        sent: set[str] = set()
+        while context.is_active() and not self.state.stopping.is_set():
+            for task in self.state.store.open_tasks(client, time.time()):
+                if task.task_id in sent:
+                    continue
+                sent.add(task.task_id)
+                yield client_pb2.Task(task_id=task.task_id, job_id=task.job_id, kind=task.kind,
+                                      unlearning_round=task.unlearning_round, original_round=task.original_round,
+                                      model_hash=task.model_hash, deadline_unix=task.deadline)
+            with self.state.tasks_changed:
+                self.state.tasks_changed.wait(TASK_POLL_S)
+
+    def GetTaskModel(self, request, context):
+        client = authenticate_client(self.cfg, context)
+        task = self.state.store.task(request.task_id)
+        if task is None or task.client != client:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no task {request.task_id!r} for client {client!r}")
+        model = self.state.store.model_by_hash(task.model_hash)
+        header = common_pb2.ModelHeader(arch=model.arch, num_params=model.params.size, model_hash=model.hash,
+                                        precision_bits=self.cfg.precision_bits)
+        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)

@@ -1,0 +1,165 @@
+"""Party configuration, read from a TOML file (tomllib; no code is evaluated).
+
+One file per party. Paths inside it are relative to the file's directory.
+Client and admin credentials are stored as sha256 hex digests of the tokens, so a
+leaked config file does not leak credentials. See docs/SERVICE.md for every key.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+
+CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""Client ids are used in file names: letters, digits, `_ . -`, at most 64 characters."""
+
+
+class ConfigError(ValueError):
+    """The party configuration is missing a key or holds an invalid value."""
+
+
+def token_digest(token: str) -> str:
+    """sha256 hex digest under which a credential token is stored in the config."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """Certificates: the CA that signs everything, this party's certificate and key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    peer_name: str  #: common name the other party's certificate must carry
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """Stage I round timing (party0 decides; party1 follows)."""
+
+    deadline_s: float = 60.0  #: a round closes this long after it opens at the latest
+    min_clients: int = 1  #: fewer agreed members than this: the round stays open past its deadline
+    max_rounds: int = 0  #: stop opening rounds after this many (0: no limit)
+    poll_s: float = 0.1  #: how often the coordinator looks at upload progress
+    peer_timeout_s: float = 30.0  #: per-call deadline on the peer channel
+    peer_retry_s: float = 0.5  #: first back-off after a failed peer call (doubles, capped at 5 s)
+
+
+@dataclass(frozen=True)
+class LimitConfig:
+    """Message and payload limits (a model of 582,026 parameters is 4.7 MB as a share)."""
+
+    max_message_bytes: int = 4 * 1024 * 1024  #: gRPC per-message cap; larger payloads are streamed
+    chunk_bytes: int = 1024 * 1024  #: size of each streamed data chunk
+    max_model_params: int = 50_000_000
+    max_samples: int = 1_000_000_000  #: largest accepted n_j
+
+
+@dataclass(frozen=True)
+class PartyConfig:
+    role: int
+    listen: str  #: client/admin service address (server-side TLS + tokens)
+    peer_listen: str  #: peer service address (mutual TLS)
+    peer_address: str  #: the other party's peer service address
+    data_dir: Path
+    tls: TlsConfig
+    precision_bits: int = DEFAULT_PRECISION_BITS
+    max_abs: float = MAX_ABS_DEFAULT
+    admin_token_sha256: str = ""
+    clients: dict[str, str] = field(default_factory=dict)  #: client id -> token sha256
+    rounds: RoundConfig = field(default_factory=RoundConfig)
+    limits: LimitConfig = field(default_factory=LimitConfig)
+
+    @property
+    def name(self) -> str:
+        return f"party{self.role}"
+
+
+def _require(table: dict, key: str, where: str):
+    if key not in table:
+        raise ConfigError(f"missing key '{key}' in [{where}]")
+    return table[key]
+
+
+def _path(base: Path, value: object, key: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"'{key}' must be a non-empty path string")
+    p = Path(value)
+    return p if p.is_absolute() else (base / p)
+
+
+def _sub(cls, table: dict, where: str):
+    known = set(cls.__dataclass_fields__)
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"unknown key(s) {sorted(unknown)} in [{where}]")
+    try:
+        return cls(**table)
+    except TypeError as exc:
+        raise ConfigError(f"bad [{where}]: {exc}") from exc
+
+
+def parse_config(data: dict, base: Path) -> PartyConfig:
+    """Validate a parsed TOML document; relative paths are resolved against `base`."""
+    role = _require(data, "role", "top level")
+    if role not in (0, 1):
+        raise ConfigError(f"role must be 0 or 1, got {role!r}")
+    tls_t = _require(data, "tls", "top level")
+    tls = TlsConfig(
+        ca=_path(base, _require(tls_t, "ca", "tls"), "tls.ca"),
+        cert=_path(base, _require(tls_t, "cert", "tls"), "tls.cert"),
+        key=_path(base, _require(tls_t, "key", "tls"), "tls.key"),
+        peer_name=str(tls_t.get("peer_name", f"party{1 - role}")),
+    )
+    fp = data.get("fixed_point", {})
+    precision = fp.get("precision_bits", DEFAULT_PRECISION_BITS)
+    if not isinstance(precision, int) or not 1 <= precision <= 40:
+        raise ConfigError(f"fixed_point.precision_bits must be an int in [1, 40], got {precision!r}")
+    max_abs = float(fp.get("max_abs", MAX_ABS_DEFAULT))
+    if not max_abs > 0:
+        raise ConfigError("fixed_point.max_abs must be positive")
+    auth = data.get("auth", {})
+    clients = dict(auth.get("clients", {}))
+    for cid, digest in clients.items():
+        if not CLIENT_ID_RE.match(cid):
+            raise ConfigError(f"invalid client id {cid!r} in [auth.clients]")
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ConfigError(f"credential of client {cid!r} must be a sha256 hex digest")
+    admin = auth.get("admin_token_sha256", "")
+    if admin and not re.fullmatch(r"[0-9a-f]{64}", admin):
+        raise ConfigError("auth.admin_token_sha256 must be a sha256 hex digest")
+    rounds = _sub(RoundConfig, data.get("rounds", {}), "rounds")
+    limits = _sub(LimitConfig, data.get("limits", {}), "limits")
+    if limits.chunk_bytes <= 0 or limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
+        raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
+    return PartyConfig(
+        role=role,
+        listen=str(_require(data, "listen", "top level")),
+        peer_listen=str(_require(data, "peer_listen", "top level")),
+        peer_address=str(_require(data, "peer_address", "top level")),
+        data_dir=_path(base, _require(data, "data_dir", "top level"), "data_dir"),
+        tls=tls,
+        precision_bits=precision,
+        max_abs=max_abs,
+        admin_token_sha256=admin,
+        clients=clients,
+        rounds=rounds,
+        limits=limits,
+    )
+
+
+def load_config(path: str | Path) -> PartyConfig:
+    """Read and validate a party's TOML configuration file."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {p} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {p} is not valid TOML: {exc}") from exc
+    return parse_config(data, p.resolve().parent)

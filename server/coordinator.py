@@ -1,0 +1,157 @@
+"""The leader's round coordinator (party0), DESIGN §5.
+
+Per round i, every step idempotent on both parties so a restart of either resumes:
+
+1. open round i from M_{i−1} here and on party1 (party1 checks the hash of M_{i−1});
+2. wait until every registered client has an upload on both parties, or the deadline
+   passes (with fewer than `min_clients` common uploads the deadline is extended);
+3. close here and on party1; S = clients whose two uploads both arrived, with equal n_j;
+4. fix S on both parties (membership digest compared);
+5. A_0 = Σ_{j∈S} n_j·[g_j]_0 here; exchange with party1's A_1 over the peer channel;
+6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
+   equals ours; a mismatch fails the round with a clear error and training halts.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from client_sdk.wire import model_messages, sha256_hex
+from mpc.fixedpoint import to_wire
+from proto.starfish.v1 import common_pb2, peer_pb2
+from server.aggregation import fedavg_update, local_aggregate
+from server.exchange import read_share_stream, share_messages
+from server.peer_client import PeerClient, PeerRefused, Stopped
+from server.state import PartyState
+from server.store import RoundRecord, membership_digest
+
+log = logging.getLogger(__name__)
+
+
+class RoundCoordinator:
+    """Drives Stage I rounds from party0; run `run()` in a thread, stop via state.stopping."""
+
+    def __init__(self, state: PartyState, peer: PeerClient):
+        self.state = state
+        self.store = state.store
+        self.cfg = state.config
+        self.peer = peer
+        self._peer_has_m0 = False
+        self.thread = threading.Thread(target=self.run, name="round-coordinator", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def run(self) -> None:
+        stop = self.state.stopping
+        while not stop.is_set():
+            try:
+                if not self.step():
+                    stop.wait(self.cfg.rounds.poll_s)
+            except Stopped:
+                return
+            except PeerRefused as exc:
+                rec = self.store.current_round()
+                if rec is not None and rec.state != "committed":
+                    error = f"round {rec.round} stopped: {exc}"
+                    self.store.set_round_state(rec.round, "failed", error)
+                    log.error(error)
+                else:
+                    log.error("peer refused: %s", exc)
+                    stop.wait(self.cfg.rounds.peer_retry_s)
+            except Exception:  # keep serving clients; the next step retries
+                log.exception("round coordinator step failed")
+                stop.wait(self.cfg.rounds.peer_retry_s)
+
+    def step(self) -> bool:
+        """Advance training by one step; returns False when there is nothing to do now."""
+        latest = self.store.latest_committed()
+        if latest < 0:
+            return False
+        if not self._peer_has_m0:
+            self._send_initial_model()
+        rec = self.store.current_round()
+        if rec is None:
+            if self.cfg.rounds.max_rounds and latest >= self.cfg.rounds.max_rounds:
+                return False
+            self._open(latest + 1)
+            return True
+        if rec.state == "failed":
+            return False
+        if rec.state == "open":
+            self.peer.unary("OpenRound", self._open_request(rec))
+            if not self._ready_to_close(rec):
+                return False
+            self.store.set_round_state(rec.round, "closed")
+            rec = self.store.round_record(rec.round)
+        self._finish(rec)
+        return True
+
+    # -- steps ---------------------------------------------------------------------------
+    def _send_initial_model(self) -> None:
+        m0 = self.store.global_model(0)
+        header = common_pb2.ModelHeader(round=0, arch=m0.arch, num_params=m0.params.size, model_hash=m0.hash, lr=m0.lr)
+        ack = self.peer.stream_unary("InitModel", lambda: model_messages(common_pb2, header, m0.params,
+                                                                          self.cfg.limits.chunk_bytes))
+        if ack.model_hash != m0.hash:
+            raise PeerRefused(None, f"party1 holds initial model {ack.model_hash[:12]}, party0 {m0.hash[:12]}")
+        self._peer_has_m0 = True
+
+    def _open_request(self, rec: RoundRecord) -> peer_pb2.OpenRoundRequest:
+        return peer_pb2.OpenRoundRequest(round=rec.round, model_hash=rec.model_in_hash, deadline_unix=rec.deadline,
+                                         lr=rec.lr)
+
+    def _open(self, round_index: int) -> None:
+        previous = self.store.global_model(round_index - 1)
+        lr = self.store.global_model(0).lr
+        rec = self.store.open_round(round_index, previous.hash, time.time() + self.cfg.rounds.deadline_s, lr)
+        self.peer.unary("OpenRound", self._open_request(rec))
+        log.info("round %d opened from model %s", round_index, previous.hash[:12])
+
+    def _common(self, round_index: int, follower: peer_pb2.MemberList) -> dict[str, int]:
+        mine = self.store.uploads(round_index)
+        return {m.client_id: int(m.n_samples) for m in follower.members
+                if m.client_id in mine and mine[m.client_id].n_samples == m.n_samples}
+
+    def _ready_to_close(self, rec: RoundRecord) -> bool:
+        registered = set(self.store.registered())
+        mine = set(self.store.uploads(rec.round))
+        deadline_passed = time.time() >= rec.deadline
+        if not deadline_passed and not (registered and registered <= mine):
+            return False
+        common = self._common(rec.round, self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round)))
+        if registered and registered <= set(common):
+            return True
+        if deadline_passed:
+            if len(common) >= max(1, self.cfg.rounds.min_clients):
+                return True
+            self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s)
+            log.warning("round %d: only %d common uploads at the deadline; extended", rec.round, len(common))
+        return False
+
+    def _finish(self, rec: RoundRecord) -> None:
+        i = rec.round
+        follower = self.peer.unary("CloseRound", peer_pb2.RoundRef(round=i))
+        if rec.membership_sha256 is None:
+            members = self._common(i, follower)
+            self.store.set_membership(i, members)
+        members = self.store.round_members(i)
+        digest = membership_digest(members, i)
+        self.peer.unary("AgreeMembership", peer_pb2.Membership(round=i, membership_sha256=digest, members=[
+            common_pb2.Member(client_id=c, n_samples=n) for c, n in sorted(members.items())]))
+        previous = self.store.model_by_hash(rec.model_in_hash)
+        mine = local_aggregate(self.store, i, members, previous.params.size)
+        data = to_wire(mine)
+        header = common_pb2.ShareHeader(round=i, shape=[mine.size], dtype="int64", membership_sha256=digest,
+                                        content_sha256=sha256_hex(data))
+        reply = self.peer.stream_stream("ExchangeAggregate",
+                                        lambda: share_messages(header, data, self.cfg.limits.chunk_bytes))
+        their_header, theirs = read_share_stream(iter(reply), self.cfg.limits.max_model_params)
+        if their_header.membership_sha256 != digest or theirs.size != mine.size:
+            raise PeerRefused(None, f"round {i}: party1's aggregate share is over another membership")
+        new_params = fedavg_update(previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits)
+        new_hash = self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))
+        self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
+        self.store.commit_round(i)
+        log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])

@@ -1,0 +1,77 @@
+"""The leader's client of the follower's peer service (mutual TLS, retries with back-off).
+
+Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED: the follower is down or
+restarting) are retried with doubling back-off until `stop` is set; every other
+status is raised as PeerRefused and stops the caller's step.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, TypeVar
+
+import grpc
+
+from proto.starfish.v1 import peer_pb2_grpc
+from server.config import PartyConfig
+from server.tls import channel_options, peer_channel_credentials
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+MAX_BACKOFF_S = 5.0
+
+
+class PeerRefused(RuntimeError):
+    """The other party answered with a definite error (not a transient failure)."""
+
+    def __init__(self, code: grpc.StatusCode | None, message: str):
+        super().__init__(f"peer refused ({code.name if code else 'inconsistent reply'}): {message}")
+        self.code = code
+
+
+class Stopped(RuntimeError):
+    """The party is shutting down while waiting for its peer."""
+
+
+class PeerClient:
+    def __init__(self, cfg: PartyConfig, stop: threading.Event):
+        self.cfg = cfg
+        self.stop = stop
+        self.channel = grpc.secure_channel(cfg.peer_address, peer_channel_credentials(cfg),
+                                           options=channel_options(cfg.limits.max_message_bytes))
+        self.stub = peer_pb2_grpc.PeerServiceStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def call(self, what: str, fn: Callable[[float], T]) -> T:
+        """Run `fn(timeout)` until it succeeds, retrying transient failures with back-off."""
+        delay = self.cfg.rounds.peer_retry_s
+        while True:
+            if self.stop.is_set():
+                raise Stopped(f"stopping during peer call {what}")
+            try:
+                return fn(self.cfg.rounds.peer_timeout_s)
+            except grpc.RpcError as exc:
+                if self.stop.is_set():
+                    raise Stopped(f"stopping during peer call {what}") from None
+                code = exc.code()
+                if code not in TRANSIENT:
+                    raise PeerRefused(code, exc.details() or "") from None
+                log.warning("peer call %s failed (%s); retrying in %.1f s", what, code.name, delay)
+            self.stop.wait(delay)
+            delay = min(2 * delay, MAX_BACKOFF_S)
+
+    def unary(self, method: str, request):
+        rpc = getattr(self.stub, method)
+        return self.call(method, lambda timeout: rpc(request, timeout=timeout))
+
+    def stream_unary(self, method: str, make_requests: Callable[[], object]):
+        rpc = getattr(self.stub, method)
+        return self.call(method, lambda timeout: rpc(make_requests(), timeout=timeout))
+
+    def stream_stream(self, method: str, make_requests: Callable[[], object]) -> list:
+        rpc = getattr(self.stub, method)
+        return self.call(method, lambda timeout: list(rpc(make_requests(), timeout=timeout)))
+

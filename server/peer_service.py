@@ -1,0 +1,164 @@
+"""Peer gRPC service: the follower (party1) side of the Stage I round protocol.
+
+Each handler is idempotent so that the leader may retry any step after a crash
+(DESIGN §5): open round i from M_{i−1} (hash checked) → close and report the upload
+set → fix the agreed membership S → exchange aggregate shares (each party derives
+M_i) → commit only when the leader's hash of M_i equals ours, else fail the round.
+Job-control messages are part of the contract; their handlers arrive with Stage II.
+"""
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from client_sdk.wire import collect_model, sha256_hex
+from mpc.fixedpoint import to_wire
+from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
+from server.aggregation import fedavg_update, local_aggregate
+from server.auth import require_peer
+from server.exchange import read_share_stream, share_messages
+from server.state import PartyState
+from server.store import ConflictError, StoreError, TaskRecord, membership_digest
+
+log = logging.getLogger(__name__)
+
+
+def member_list(state: PartyState, round_index: int) -> peer_pb2.MemberList:
+    ups = state.store.uploads(round_index)
+    return peer_pb2.MemberList(round=round_index, members=[
+        common_pb2.Member(client_id=c, n_samples=u.n_samples, content_sha256=u.grad_sha256) for c, u in sorted(ups.items())])
+
+
+def receipt_message(r) -> common_pb2.EraseReceipt:
+    return common_pb2.EraseReceipt(party=r.party, client_id=r.client, rounds=r.rounds, files_deleted=r.files_deleted,
+                                   bytes_deleted=r.bytes_deleted, rows_deleted=r.rows_deleted, erased_at=r.erased_at,
+                                   content_sha256=r.content_sha256)
+
+
+class PeerService(peer_pb2_grpc.PeerServiceServicer):
+    def __init__(self, state: PartyState):
+        self.state = state
+        self.cfg = state.config
+
+    def _ack(self, model_hash: str = "", detail: str = "") -> peer_pb2.PeerAck:
+        return peer_pb2.PeerAck(party=self.cfg.role, model_hash=model_hash, detail=detail)
+
+    def _record(self, round_index: int, context):
+        rec = self.state.store.round_record(round_index)
+        if rec is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} was never opened on party{self.cfg.role}")
+        if rec.state == "failed":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} failed: {rec.error}")
+        return rec
+
+    def InitModel(self, request_iterator, context):
+        require_peer(self.cfg, context)
+        try:
+            header, params = collect_model(request_iterator, self.cfg.limits.max_model_params)
+            digest = self.state.store.install_initial_model(header.arch, params, header.lr)
+        except (ValueError, ConflictError) as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"initial model refused: {exc}")
+        return self._ack(digest)
+
+    def OpenRound(self, request, context):
+        require_peer(self.cfg, context)
+        try:
+            rec = self.state.store.open_round(request.round, request.model_hash, request.deadline_unix, request.lr)
+        except StoreError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return self._ack(rec.model_in_hash)
+
+    def ListUploads(self, request, context):
+        require_peer(self.cfg, context)
+        self._record(request.round, context)
+        return member_list(self.state, request.round)
+
+    def CloseRound(self, request, context):
+        require_peer(self.cfg, context)
+        rec = self._record(request.round, context)
+        if rec.state == "open":
+            self.state.store.set_round_state(request.round, "closed")
+        return member_list(self.state, request.round)
+
+    def AgreeMembership(self, request, context):
+        require_peer(self.cfg, context)
+        self._record(request.round, context)
+        members = {m.client_id: int(m.n_samples) for m in request.members}
+        if membership_digest(members, request.round) != request.membership_sha256:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "membership digest does not match its member list")
+        mine = self.state.store.uploads(request.round)
+        for client, n in members.items():
+            if client not in mine or mine[client].n_samples != n:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"round {request.round}: party{self.cfg.role} holds no matching upload of {client!r}")
+        try:
+            digest = self.state.store.set_membership(request.round, members)
+        except StoreError as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        log.info("round %d: membership of %d clients agreed", request.round, len(members))
+        return self._ack(detail=digest)
+
+    def ExchangeAggregate(self, request_iterator, context):
+        require_peer(self.cfg, context)
+        store = self.state.store
+        try:
+            header, leader_share = read_share_stream(request_iterator, self.cfg.limits.max_model_params)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        rec = self._record(header.round, context)
+        if rec.membership_sha256 is None or rec.membership_sha256 != header.membership_sha256:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {header.round}: aggregate is over another membership")
+        previous = store.model_by_hash(rec.model_in_hash)
+        if leader_share.size != previous.params.size:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "aggregate share length differs from the model size")
+        members = store.round_members(header.round)
+        mine = local_aggregate(store, header.round, members, previous.params.size)
+        new_params = fedavg_update(previous.params, leader_share, mine, sum(members.values()), rec.lr,
+                                   self.cfg.precision_bits)
+        digest = store.set_round_output(header.round, previous.arch, new_params, peer_bytes=2 * 8 * mine.size)
+        log.info("round %d: aggregate exchanged, candidate model %s", header.round, digest[:12])
+        data = to_wire(mine)
+        out = common_pb2.ShareHeader(round=header.round, shape=[mine.size], dtype="int64",
+                                     membership_sha256=rec.membership_sha256, content_sha256=sha256_hex(data))
+        yield from share_messages(out, data, self.cfg.limits.chunk_bytes)
+
+    def CommitRound(self, request, context):
+        require_peer(self.cfg, context)
+        store = self.state.store
+        rec = self._record(request.round, context)
+        if rec.model_out_hash is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round} has no aggregated model yet")
+        if rec.model_out_hash != request.model_hash:
+            error = (f"model hash mismatch in round {request.round}: party{self.cfg.role} computed "
+                     f"{rec.model_out_hash[:16]}, party{1 - self.cfg.role} computed {request.model_hash[:16]}; "
+                     "training stopped")
+            store.set_round_state(request.round, "failed", error)
+            log.error(error)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
+        store.commit_round(request.round)
+        log.info("round %d committed, model %s", request.round, rec.model_out_hash[:12])
+        return self._ack(rec.model_out_hash)
+
+    def PostTask(self, request, context):
+        require_peer(self.cfg, context)
+        self.state.post_task(TaskRecord(request.task_id, request.client_id, request.job_id, request.kind,
+                                        request.unlearning_round, request.original_round, request.model_hash,
+                                        request.deadline_unix))
+        return self._ack(detail=request.task_id)
+
+    def EraseClient(self, request, context):
+        require_peer(self.cfg, context)
+        return receipt_message(self.state.store.erase_client(request.client_id))
+
+    def StartJob(self, request, context):
+        require_peer(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")
+
+    def GetPeerJob(self, request, context):
+        require_peer(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")
+
+    def CancelJob(self, request, context):
+        require_peer(self.cfg, context)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")

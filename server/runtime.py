@@ -1,0 +1,78 @@
+"""A party process: store, gRPC servers (client/admin/health port and mutual-TLS peer
+port), and on party0 the round coordinator. `PartyServer(cfg).run_until_signal()`
+serves until SIGINT/SIGTERM and then stops cleanly (in-flight calls get a grace period).
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
+from server.admin_service import AdminService
+from server.client_service import ClientService
+from server.config import PartyConfig
+from server.coordinator import RoundCoordinator
+from server.peer_client import PeerClient
+from server.peer_service import PeerService
+from server.state import PartyState
+from server.store import Store
+from server.tls import channel_options, client_port_credentials, peer_port_credentials
+
+log = logging.getLogger(__name__)
+WORKER_THREADS = 32  #: concurrent RPCs per port (uploads of many clients, long task streams)
+STOP_GRACE_S = 2.0
+
+
+class PartyServer:
+    def __init__(self, cfg: PartyConfig):
+        self.cfg = cfg
+        self.state = PartyState(cfg, Store(cfg.data_dir, cfg.role))
+        self.peer = PeerClient(cfg, self.state.stopping)
+        opts = channel_options(cfg.limits.max_message_bytes)
+        self.server = grpc.server(futures.ThreadPoolExecutor(WORKER_THREADS), options=opts)
+        self.peer_server = grpc.server(futures.ThreadPoolExecutor(8), options=opts)
+        client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
+        if cfg.role == 0:
+            admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminService(self.state, self.peer), self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        peer_pb2_grpc.add_PeerServiceServicer_to_server(PeerService(self.state), self.peer_server)
+        self.port = self.server.add_secure_port(cfg.listen, client_port_credentials(cfg))
+        self.peer_port = self.peer_server.add_secure_port(cfg.peer_listen, peer_port_credentials(cfg))
+        if not self.port or not self.peer_port:
+            raise OSError(f"cannot bind {cfg.listen} or {cfg.peer_listen}")
+        self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
+
+    def start(self) -> None:
+        self.server.start()
+        self.peer_server.start()
+        if self.coordinator is not None:
+            self.coordinator.start()
+        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info("%s serving clients on %s, peer on %s", self.cfg.name, self.cfg.listen, self.cfg.peer_listen)
+
+    def stop(self) -> None:
+        self.health.enter_graceful_shutdown()
+        self.state.stopping.set()
+        self.state.notify_tasks()
+        self.peer.close()  # an in-flight peer call ends at once; the coordinator sees `stopping`
+        if self.coordinator is not None:
+            self.coordinator.thread.join(timeout=STOP_GRACE_S)
+        done = [self.server.stop(STOP_GRACE_S), self.peer_server.stop(STOP_GRACE_S)]
+        for event in done:
+            event.wait()
+        self.state.store.close()
+        log.info("%s stopped", self.cfg.name)
+
+    def run_until_signal(self) -> None:
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        self.start()
+        stop.wait()
+        self.stop()

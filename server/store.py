@@ -1,0 +1,564 @@
+"""A party's durable store: SQLite (WAL, synchronous=FULL) for metadata, files for blobs.
+
+Layout under the data dir::
+
+    meta.sqlite                       rounds, membership, uploads, models, clients, tasks
+    models/<hash>.f32                 public models, content-addressed (float32 LE)
+    shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
+    tasks/<task_id>.i64               this party's share of a task answer
+
+A share blob is written to a temp file, fsynced and renamed before its row is
+committed, and a call returns only after the commit: nothing is acknowledged before
+it is durable. The shares of ‖g‖ and δ are 8-byte values kept in the upload row.
+
+The read API (`committed_rounds`, `round_members`, `load_share`, `global_model`,
+`load_task_share`) is what the Stage II job runner uses; `erase_client` deletes a
+client's shares and returns a receipt.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from client_sdk.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
+from server import blobs
+from server.config import CLIENT_ID_RE
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+  hash TEXT PRIMARY KEY, arch TEXT NOT NULL, num_params INTEGER NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS global_models (
+  round INTEGER PRIMARY KEY, hash TEXT NOT NULL REFERENCES models(hash), lr REAL NOT NULL,
+  committed REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS rounds (
+  round INTEGER PRIMARY KEY, state TEXT NOT NULL, model_in_hash TEXT NOT NULL,
+  deadline REAL NOT NULL, lr REAL NOT NULL, opened REAL NOT NULL,
+  membership_sha256 TEXT, model_out_hash TEXT, peer_bytes INTEGER NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS members (
+  round INTEGER NOT NULL, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
+  PRIMARY KEY (round, client));
+CREATE TABLE IF NOT EXISTS uploads (
+  round INTEGER NOT NULL, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
+  num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
+  delta_share INTEGER NOT NULL, model_hash TEXT NOT NULL, received REAL NOT NULL,
+  PRIMARY KEY (round, client));
+CREATE TABLE IF NOT EXISTS clients (
+  client TEXT PRIMARY KEY, registered REAL, erased REAL);
+CREATE TABLE IF NOT EXISTS tasks (
+  task_id TEXT PRIMARY KEY, client TEXT NOT NULL, job_id TEXT NOT NULL, kind INTEGER NOT NULL,
+  unlearning_round INTEGER NOT NULL, original_round INTEGER NOT NULL, model_hash TEXT NOT NULL,
+  deadline REAL NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS task_uploads (
+  task_id TEXT PRIMARY KEY, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
+  num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
+  delta_share INTEGER NOT NULL, received REAL NOT NULL);
+"""
+
+
+class StoreError(Exception):
+    """A store operation cannot be carried out (unknown round, missing model, ...)."""
+
+
+class RoundClosedError(StoreError):
+    """An upload arrived for a round that is not (or no longer) open."""
+
+
+class ConflictError(StoreError):
+    """A second, different upload for the same (client, round) or task."""
+
+
+@dataclass(frozen=True)
+class PublicModel:
+    arch: str
+    params: np.ndarray  #: flat float32
+    hash: str
+    lr: float = 0.0
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    state: str  #: open | closed | agreed | aggregated | committed | failed
+    model_in_hash: str
+    deadline: float
+    lr: float
+    opened: float
+    membership_sha256: str | None
+    model_out_hash: str | None
+    peer_bytes: int
+    error: str
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    client: str
+    n_samples: int
+    grad_sha256: str
+    num_params: int
+
+
+@dataclass(frozen=True)
+class ShareBundle:
+    """One party's shares of one client's upload: [g] (m,), [‖g‖] (1,), [δ] (1,), public n_j."""
+
+    gradient: np.ndarray
+    norm: np.ndarray
+    delta: np.ndarray
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    task_id: str
+    client: str
+    job_id: str
+    kind: int
+    unlearning_round: int
+    original_round: int
+    model_hash: str
+    deadline: float
+
+
+@dataclass
+class EraseReceiptData:
+    party: int
+    client: str
+    rounds: list[int] = field(default_factory=list)
+    files_deleted: int = 0
+    bytes_deleted: int = 0
+    rows_deleted: int = 0
+    erased_at: float = 0.0
+    content_sha256: list[str] = field(default_factory=list)
+
+
+def membership_digest(members: dict[str, int], round_index: int) -> str:
+    """Hash of a round's agreed membership S with weights: both parties must compute the same."""
+    text = f"round={round_index};" + ";".join(f"{c}={members[c]}" for c in sorted(members))
+    return sha256_hex(text.encode("utf-8"))
+
+
+class StoreError(Exception):
+    """A store operation cannot be carried out (unknown round, missing model, ...)."""
+
+
+class RoundClosedError(StoreError):
+    """An upload arrived for a round that is not (or no longer) open."""
+
+
+class ConflictError(StoreError):
+    """A second, different upload for the same (client, round) or task."""
+
+
+@dataclass(frozen=True)
+class PublicModel:
+    arch: str
+    params: np.ndarray  #: flat float32
+    hash: str
+    lr: float = 0.0
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    state: str  #: open | closed | agreed | aggregated | committed | failed
+    model_in_hash: str
+    deadline: float
+    lr: float
+    opened: float
+    membership_sha256: str | None
+    model_out_hash: str | None
+    peer_bytes: int
+    error: str
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    client: str
+    n_samples: int
+    grad_sha256: str
+    num_params: int
+
+
+@dataclass(frozen=True)
+class ShareBundle:
+    """One party's shares of one client's upload: [g] (m,), [‖g‖] (1,), [δ] (1,), public n_j."""
+
+    gradient: np.ndarray
+    norm: np.ndarray
+    delta: np.ndarray
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    task_id: str
+    client: str
+    job_id: str
+    kind: int
+    unlearning_round: int
+    original_round: int
+    model_hash: str
+    deadline: float
+
+
+@dataclass
+class EraseReceiptData:
+    party: int
+    client: str
+    rounds: list[int] = field(default_factory=list)
+    files_deleted: int = 0
+    bytes_deleted: int = 0
+    rows_deleted: int = 0
+    erased_at: float = 0.0
+    content_sha256: list[str] = field(default_factory=list)
+
+
+def membership_digest(members: dict[str, int], round_index: int) -> str:
+    """Hash of a round's agreed membership S with weights: both parties must compute the same."""
+    text = f"round={round_index};" + ";".join(f"{c}={members[c]}" for c in sorted(members))
+    return sha256_hex(text.encode("utf-8"))
+
+
+def _signed64(value: int) -> int:
+    return int(np.int64(np.uint64(value % (1 << 64)).astype(np.int64)))
+
+
+class Store:
+    """Thread-safe durable store of one party (one SQLite connection behind a lock)."""
+
+    def __init__(self, data_dir: Path, party: int):
+        self.root = Path(data_dir)
+        self.party = party
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("models", "shares", "tasks"):
+            (self.root / sub).mkdir(exist_ok=True)
+        blobs.remove_stale_temps(self.root)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.root / "meta.sqlite", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _tx(self, statements: list[tuple[str, tuple]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    self._db.execute(sql, args)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _share_path(self, round_index: int, client: str) -> Path:
+        if not CLIENT_ID_RE.match(client):
+            raise StoreError(f"invalid client id {client!r}")
+        return self.root / "shares" / f"r{round_index:06d}" / f"{client}.i64"
+
+    # -- public models -------------------------------------------------------------------
+    def put_model(self, arch: str, params: np.ndarray) -> str:
+        """Store a public model content-addressed; returns its hash (idempotent)."""
+        flat = np.ascontiguousarray(params, dtype=np.float32).reshape(-1)
+        digest = model_hash(arch, flat)
+        path = self.root / "models" / f"{digest}.f32"
+        if not self._query("SELECT 1 FROM models WHERE hash=?", (digest,)):
+            blobs.atomic_write(path, model_to_bytes(flat))
+            self._tx([("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", (digest, arch, int(flat.size), time.time()))])
+        return digest
+
+    def model_by_hash(self, digest: str) -> PublicModel:
+        rows = self._query("SELECT arch, num_params FROM models WHERE hash=?", (digest,))
+        if not rows:
+            raise StoreError(f"no model with hash {digest[:12]}…")
+        arch, n = rows[0]
+        params = model_from_bytes((self.root / "models" / f"{digest}.f32").read_bytes(), n)
+        if model_hash(arch, params) != digest:
+            raise StoreError(f"model file {digest[:12]}… is corrupt (hash mismatch)")
+        return PublicModel(arch, params, digest)
+
+    def global_model(self, round_index: int) -> PublicModel:
+        """Public global model M_i (0 = initial model)."""
+        rows = self._query("SELECT hash, lr FROM global_models WHERE round=?", (round_index,))
+        if not rows:
+            raise StoreError(f"no committed global model for round {round_index}")
+        m = self.model_by_hash(rows[0][0])
+        return PublicModel(m.arch, m.params, m.hash, rows[0][1])
+
+    def global_model_hash(self, round_index: int) -> str | None:
+        rows = self._query("SELECT hash FROM global_models WHERE round=?", (round_index,))
+        return rows[0][0] if rows else None
+
+    def latest_committed(self) -> int:
+        """T: index of the newest committed global model; −1 before M_0 is installed."""
+        rows = self._query("SELECT MAX(round) FROM global_models")
+        return -1 if rows[0][0] is None else int(rows[0][0])
+
+    def install_initial_model(self, arch: str, params: np.ndarray, lr: float) -> str:
+        """Commit M_0 (once); a second call must carry the same model."""
+        digest = self.put_model(arch, params)
+        existing = self.global_model_hash(0)
+        if existing is not None:
+            if existing != digest:
+                raise ConflictError(f"an initial model {existing[:12]}… is already installed")
+            return digest
+        self._tx([("INSERT INTO global_models VALUES (0,?,?,?)", (digest, float(lr), time.time()))])
+        return digest
+
+    # -- rounds --------------------------------------------------------------------------
+    def open_round(self, round_index: int, model_in_hash: str, deadline: float, lr: float) -> RoundRecord:
+        """Record round i as open from M_{i−1} (idempotent for the same M_{i−1})."""
+        existing = self.round_record(round_index)
+        if existing is not None:
+            if existing.model_in_hash != model_in_hash:
+                raise ConflictError(f"round {round_index} is already open from model {existing.model_in_hash[:12]}…")
+            return existing
+        expected = self.global_model_hash(round_index - 1)
+        if expected != model_in_hash:
+            raise StoreError(
+                f"cannot open round {round_index}: M_{round_index - 1} here is "
+                f"{(expected or 'missing')[:12]}, asked for {model_in_hash[:12]}"
+            )
+        self._tx([(
+            "INSERT INTO rounds (round, state, model_in_hash, deadline, lr, opened) VALUES (?,?,?,?,?,?)",
+            (round_index, "open", model_in_hash, deadline, lr, time.time()),
+        )])
+        return self.round_record(round_index)  # type: ignore[return-value]
+
+    def round_record(self, round_index: int) -> RoundRecord | None:
+        rows = self._query(
+            "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
+            "peer_bytes, error FROM rounds WHERE round=?", (round_index,))
+        return RoundRecord(*rows[0]) if rows else None
+
+    def all_round_records(self) -> list[RoundRecord]:
+        rows = self._query(
+            "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
+            "peer_bytes, error FROM rounds ORDER BY round")
+        return [RoundRecord(*r) for r in rows]
+
+    def current_round(self) -> RoundRecord | None:
+        """The newest round that is not committed (open, closing or failed), if any."""
+        rows = self._query("SELECT MAX(round) FROM rounds WHERE state != 'committed'")
+        return None if rows[0][0] is None else self.round_record(int(rows[0][0]))
+
+    def set_round_state(self, round_index: int, state: str, error: str = "") -> None:
+        self._tx([("UPDATE rounds SET state=?, error=? WHERE round=?", (state, error, round_index))])
+
+    def extend_deadline(self, round_index: int, deadline: float) -> None:
+        self._tx([("UPDATE rounds SET deadline=? WHERE round=?", (deadline, round_index))])
+
+    def set_membership(self, round_index: int, members: dict[str, int]) -> str:
+        """Fix S of round i with weights n_j (idempotent for the same S); returns its digest."""
+        digest = membership_digest(members, round_index)
+        rec = self.round_record(round_index)
+        if rec is None:
+            raise StoreError(f"round {round_index} was never opened here")
+        if rec.membership_sha256 is not None:
+            if rec.membership_sha256 != digest:
+                raise ConflictError(f"round {round_index} already has a different membership")
+            return digest
+        stmts = [("INSERT INTO members VALUES (?,?,?)", (round_index, c, int(n))) for c, n in members.items()]
+        stmts.append(("UPDATE rounds SET membership_sha256=?, state='agreed' WHERE round=?", (digest, round_index)))
+        self._tx(stmts)
+        return digest
+
+    def round_members(self, round_index: int) -> dict[str, int]:
+        """Agreed membership S of round i: client → n_j (public FedAvg weights)."""
+        rows = self._query("SELECT client, n_samples FROM members WHERE round=? ORDER BY client", (round_index,))
+        return {c: int(n) for c, n in rows}
+
+    def committed_rounds(self) -> list[int]:
+        """Indices i ≥ 1 of committed training rounds, ascending."""
+        return [int(r[0]) for r in self._query("SELECT round FROM rounds WHERE state='committed' ORDER BY round")]
+
+    def set_round_output(self, round_index: int, arch: str, params: np.ndarray, peer_bytes: int) -> str:
+        """Store the candidate M_i (not yet committed) and its hash."""
+        digest = self.put_model(arch, params)
+        self._tx([("UPDATE rounds SET model_out_hash=?, peer_bytes=?, state='aggregated' "
+                   "WHERE round=? AND state != 'committed'",
+                   (digest, int(peer_bytes), round_index))])
+        return digest
+
+    def commit_round(self, round_index: int) -> str:
+        """Make the candidate M_i the committed global model of round i (idempotent)."""
+        rec = self.round_record(round_index)
+        if rec is None or rec.model_out_hash is None:
+            raise StoreError(f"round {round_index} has no aggregated model to commit")
+        if rec.state == "committed":
+            return rec.model_out_hash
+        self._tx([
+            ("INSERT OR IGNORE INTO global_models VALUES (?,?,?,?)", (round_index, rec.model_out_hash, rec.lr, time.time())),
+            ("UPDATE rounds SET state='committed' WHERE round=?", (round_index,)),
+        ])
+        return rec.model_out_hash
+
+    # -- uploads -------------------------------------------------------------------------
+    def put_upload(self, round_index: int, client: str, n_samples: int, gradient_share: np.ndarray,
+                   norm_share: np.ndarray, delta_share: np.ndarray, model_in_hash: str) -> tuple[str, bool]:
+        """Durably store this party's shares of a client's round-i upload.
+
+        Returns (content hash, duplicate). A retry with identical content is a duplicate;
+        different content for the same (round, client) raises ConflictError. A new upload
+        is accepted only while round i is open (checked under the same lock that closes it),
+        so every acknowledged upload is seen by the close.
+        """
+        data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
+        digest = sha256_hex(data)
+        norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
+        key = (int(n_samples), digest, norm_v, delta_v)
+        final = self._share_path(round_index, client)
+        rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM uploads WHERE round=? AND client=?",
+                           (round_index, client))
+        if rows:
+            return self._check_duplicate(tuple(rows[0]), key, f"round {round_index}")
+        tmp = blobs.write_temp(final.parent, data)
+        with self._lock:
+            rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM uploads WHERE round=? AND client=?",
+                               (round_index, client))
+            if rows:
+                tmp.unlink(missing_ok=True)
+                return self._check_duplicate(tuple(rows[0]), key, f"round {round_index}")
+            rec = self.round_record(round_index)
+            if rec is None or rec.state != "open":
+                tmp.unlink(missing_ok=True)
+                raise RoundClosedError(f"round {round_index} is not open for uploads"
+                                       + ("" if rec is None else f" (it is {rec.state})"))
+            blobs.publish(tmp, final)
+            self._tx([("INSERT INTO uploads VALUES (?,?,?,?,?,?,?,?,?)",
+                       (round_index, client, int(n_samples), int(gradient_share.size), digest, norm_v, delta_v,
+                        model_in_hash, time.time()))])
+        return digest, False
+
+    @staticmethod
+    def _check_duplicate(stored: tuple, new: tuple, what: str) -> tuple[str, bool]:
+        if stored != new:
+            raise ConflictError(f"a different upload for {what} is already stored; uploads cannot be replaced")
+        return new[1], True
+
+    def uploads(self, round_index: int) -> dict[str, UploadRecord]:
+        rows = self._query("SELECT client, n_samples, grad_sha256, num_params FROM uploads WHERE round=?", (round_index,))
+        return {c: UploadRecord(c, int(n), h, int(m)) for c, n, h, m in rows}
+
+    def load_share(self, round_index: int, client: str) -> ShareBundle:
+        """This party's int64 shares of client j's round-i upload ([g], [‖g‖], [δ]) and n_j."""
+        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share FROM uploads "
+                           "WHERE round=? AND client=?", (round_index, client))
+        if not rows:
+            raise StoreError(f"no stored upload of client {client!r} for round {round_index}")
+        n, m, digest, norm_v, delta_v = rows[0]
+        data = self._share_path(round_index, client).read_bytes()
+        if len(data) != 8 * m or sha256_hex(data) != digest:
+            raise StoreError(f"share file of client {client!r}, round {round_index} is corrupt")
+        grad = np.frombuffer(data, dtype="<i8").astype(np.int64)
+        return ShareBundle(grad, np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64), int(n))
+
+    # -- clients -------------------------------------------------------------------------
+    def register(self, client: str) -> None:
+        self._tx([("INSERT INTO clients (client, registered) VALUES (?,?) ON CONFLICT(client) DO NOTHING",
+                   (client, time.time()))])
+
+    def registered(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT client FROM clients WHERE erased IS NULL ORDER BY client")]
+
+    def is_erased(self, client: str) -> bool:
+        return bool(self._query("SELECT 1 FROM clients WHERE client=? AND erased IS NOT NULL", (client,)))
+
+    def erase_client(self, client: str) -> EraseReceiptData:
+        """Delete every stored share of `client` (round uploads and task answers: files and
+        rows) and mark it erased; public membership rows stay. Returns what was deleted."""
+        receipt = EraseReceiptData(party=self.party, client=client, erased_at=time.time())
+        with self._lock:
+            rows = self._query("SELECT round, grad_sha256 FROM uploads WHERE client=? ORDER BY round", (client,))
+            for round_index, digest in rows:
+                path = self._share_path(round_index, client)
+                if path.exists():
+                    receipt.bytes_deleted += path.stat().st_size
+                    path.unlink()
+                    receipt.files_deleted += 1
+                receipt.rounds.append(int(round_index))
+                receipt.content_sha256.append(digest)
+            task_rows = self._query("SELECT task_id, grad_sha256 FROM task_uploads WHERE client=?", (client,))
+            for task_id, digest in task_rows:
+                path = self.root / "tasks" / f"{task_id}.i64"
+                if path.exists():
+                    receipt.bytes_deleted += path.stat().st_size
+                    path.unlink()
+                    receipt.files_deleted += 1
+                receipt.content_sha256.append(digest)
+            receipt.rows_deleted = len(rows) + len(task_rows)
+            self._tx([
+                ("DELETE FROM uploads WHERE client=?", (client,)),
+                ("DELETE FROM task_uploads WHERE client=?", (client,)),
+                ("INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
+                 (client, receipt.erased_at)),
+            ])
+            for directory in (self.root / "shares").iterdir():
+                blobs.fsync_dir(directory)
+        return receipt
+
+    # -- tasks (Stage II) ----------------------------------------------------------------
+    def put_task(self, task: TaskRecord) -> None:
+        self._tx([("INSERT OR IGNORE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                   (task.task_id, task.client, task.job_id, task.kind, task.unlearning_round, task.original_round,
+                    task.model_hash, task.deadline, time.time()))])
+
+    def task(self, task_id: str) -> TaskRecord | None:
+        rows = self._query("SELECT task_id, client, job_id, kind, unlearning_round, original_round, model_hash, deadline "
+                           "FROM tasks WHERE task_id=?", (task_id,))
+        return TaskRecord(*rows[0]) if rows else None
+
+    def open_tasks(self, client: str, now: float) -> list[TaskRecord]:
+        """Tasks for `client` that are unanswered and not past their deadline."""
+        rows = self._query(
+            "SELECT t.task_id, t.client, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline "
+            "FROM tasks t LEFT JOIN task_uploads u ON t.task_id=u.task_id "
+            "WHERE t.client=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created", (client, now))
+        return [TaskRecord(*r) for r in rows]
+
+    def put_task_upload(self, task_id: str, client: str, n_samples: int, gradient_share: np.ndarray,
+                        norm_share: np.ndarray, delta_share: np.ndarray) -> tuple[str, bool]:
+        """Durably store this party's share of a task answer (idempotent like `put_upload`)."""
+        data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
+        digest = sha256_hex(data)
+        norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
+        key = (int(n_samples), digest, norm_v, delta_v)
+        final = self.root / "tasks" / f"{task_id}.i64"
+        tmp = blobs.write_temp(final.parent, data)
+        with self._lock:
+            rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM task_uploads WHERE task_id=?",
+                               (task_id,))
+            if rows:
+                tmp.unlink(missing_ok=True)
+                return self._check_duplicate(tuple(rows[0]), key, f"task {task_id}")
+            blobs.publish(tmp, final)
+            self._tx([("INSERT INTO task_uploads VALUES (?,?,?,?,?,?,?,?)",
+                       (task_id, client, int(n_samples), int(gradient_share.size), digest, norm_v, delta_v, time.time()))])
+        return digest, False
+
+    def load_task_share(self, task_id: str) -> ShareBundle | None:
+        """This party's shares of a task answer, or None while unanswered."""
+        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share FROM task_uploads "
+                           "WHERE task_id=?", (task_id,))
+        if not rows:
+            return None
+        n, m, digest, norm_v, delta_v = rows[0]
+        data = (self.root / "tasks" / f"{task_id}.i64").read_bytes()
+        if len(data) != 8 * m or sha256_hex(data) != digest:
+            raise StoreError(f"share file of task {task_id} is corrupt")
+        grad = np.frombuffer(data, dtype="<i8").astype(np.int64)
+        return ShareBundle(grad, np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64), int(n))

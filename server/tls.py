@@ -1,0 +1,46 @@
+"""gRPC TLS credentials of a party.
+
+* client/admin port: server-side TLS (clients verify the party against the CA) and
+  per-call tokens;
+* peer port: mutual TLS; the caller must present a certificate signed by the CA whose
+  common name is the other party's name (checked in `server.auth.require_peer`).
+"""
+from __future__ import annotations
+
+import grpc
+
+from server.config import PartyConfig
+
+
+def _read(path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"TLS file {path} does not exist (run `starfish certs`)") from exc
+
+
+def client_port_credentials(cfg: PartyConfig) -> grpc.ServerCredentials:
+    return grpc.ssl_server_credentials([(_read(cfg.tls.key), _read(cfg.tls.cert))], root_certificates=None,
+                                       require_client_auth=False)
+
+
+def peer_port_credentials(cfg: PartyConfig) -> grpc.ServerCredentials:
+    return grpc.ssl_server_credentials([(_read(cfg.tls.key), _read(cfg.tls.cert))],
+                                       root_certificates=_read(cfg.tls.ca), require_client_auth=True)
+
+
+def peer_channel_credentials(cfg: PartyConfig) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(root_certificates=_read(cfg.tls.ca), private_key=_read(cfg.tls.key),
+                                        certificate_chain=_read(cfg.tls.cert))
+
+
+def channel_options(max_message_bytes: int, server_name: str | None = None) -> list[tuple[str, object]]:
+    """Message-size caps (both directions) and, for certificates issued to a party name,
+    the TLS name to verify instead of the dialled host."""
+    opts: list[tuple[str, object]] = [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+    if server_name:
+        opts.append(("grpc.ssl_target_name_override", server_name))
+    return opts

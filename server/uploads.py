@@ -1,0 +1,70 @@
+"""Parsing and checking a streamed share upload before anything is stored.
+
+Checks (each failure is INVALID_ARGUMENT with a message naming the problem):
+header first and only once; dtype "int64"; shape equal to (m,) of the round's model;
+total bytes exactly 8·m (reading stops as soon as more arrive); sha256 of the bytes
+equal to the declared content hash; norm and δ shares of shape (1,), int64, 8 bytes;
+1 ≤ n_j ≤ limits.max_samples.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from client_sdk.wire import sha256_hex
+from server.config import LimitConfig
+
+
+class UploadError(ValueError):
+    """The upload is malformed; nothing was stored."""
+
+
+@dataclass(frozen=True)
+class ParsedUpload:
+    header: object  #: common_pb2.UploadHeader
+    gradient: np.ndarray
+    norm: np.ndarray
+    delta: np.ndarray
+
+
+def read_header(stream: Iterable) -> tuple[object, Iterable]:
+    it = iter(stream)
+    first = next(it, None)
+    if first is None or first.WhichOneof("part") != "header":
+        raise UploadError("an upload must start with its header")
+    return first.header, it
+
+
+def _scalar_share(tensor, what: str) -> np.ndarray:
+    if tensor.dtype != "int64" or list(tensor.shape) != [1] or len(tensor.data) != 8:
+        raise UploadError(f"{what} share must be one int64 (shape [1], 8 bytes); got dtype "
+                          f"{tensor.dtype!r}, shape {list(tensor.shape)}, {len(tensor.data)} bytes")
+    return np.frombuffer(tensor.data, dtype="<i8").astype(np.int64)
+
+
+def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> ParsedUpload:
+    """Check the header against the model size, then read exactly 8·m bytes of share."""
+    if header.dtype != "int64":
+        raise UploadError(f"gradient share dtype must be 'int64', got {header.dtype!r}")
+    if list(header.shape) != [num_params]:
+        raise UploadError(f"gradient share shape {list(header.shape)} does not match the model's [{num_params}]")
+    if not 1 <= header.n_samples <= limits.max_samples:
+        raise UploadError(f"n_samples must be in [1, {limits.max_samples}], got {header.n_samples}")
+    norm = _scalar_share(header.norm_share, "norm")
+    delta = _scalar_share(header.delta_share, "delta")
+    expected = 8 * num_params
+    buf = bytearray()
+    for msg in rest:
+        if msg.WhichOneof("part") != "data":
+            raise UploadError("an upload carries exactly one header")
+        buf += msg.data
+        if len(buf) > expected:
+            raise UploadError(f"gradient share is longer than the {expected} bytes of shape [{num_params}]")
+    if len(buf) != expected:
+        raise UploadError(f"gradient share has {len(buf)} bytes, expected {expected} for shape [{num_params}]")
+    if sha256_hex(buf) != header.content_sha256:
+        raise UploadError("gradient share bytes do not match the declared content_sha256 (corrupted in transit?)")
+    grad = np.frombuffer(bytes(buf), dtype="<i8").astype(np.int64)
+    return ParsedUpload(header, grad, norm, delta)
