@@ -101,6 +101,9 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         store = self.state.store
         if store.is_erased(client):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
+        if client not in store.registered():
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"client {client!r} is not registered on party{self.cfg.role}; call Register first")
         rec = store.round_record(header.round)
         current = store.current_round()
         if rec is None or rec.state != "open":

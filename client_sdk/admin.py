@@ -1,0 +1,50 @@
+"""Admin client of party0's AdminService (start training, status, erase).
+
+The admin credential travels as `x-starfish-admin-token` metadata over TLS.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from client_sdk.errors import StarfishError
+from client_sdk.wire import model_hash, model_messages
+from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2
+
+
+class AdminClient:
+    def __init__(self, address: str, token: str, ca_cert: str | Path | bytes, timeout_s: float = 60.0,
+                 chunk_bytes: int = 1024 * 1024, max_message_bytes: int = 4 * 1024 * 1024):
+        root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
+        opts = [("grpc.max_send_message_length", max_message_bytes), ("grpc.max_receive_message_length", max_message_bytes)]
+        self.channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
+        self.stub = admin_pb2_grpc.AdminServiceStub(self.channel)
+        self.metadata = (("x-starfish-admin-token", token),)
+        self.timeout_s = timeout_s
+        self.chunk_bytes = chunk_bytes
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, fn):
+        try:
+            return fn()
+        except grpc.RpcError as exc:
+            raise StarfishError(f"party0 admin call failed ({exc.code().name}): {exc.details()}") from None
+
+    def start_training(self, arch: str, params: np.ndarray, lr: float) -> admin_pb2.TrainingStatus:
+        """Install M_0 (flat float32) with learning rate η_l; party0 then opens round 1."""
+        flat = np.ascontiguousarray(params, dtype=np.float32).reshape(-1)
+        header = common_pb2.ModelHeader(round=0, arch=arch, num_params=flat.size, model_hash=model_hash(arch, flat), lr=lr)
+        return self._call(lambda: self.stub.StartTraining(model_messages(common_pb2, header, flat, self.chunk_bytes),
+                                                          metadata=self.metadata, timeout=self.timeout_s))
+
+    def status(self) -> admin_pb2.TrainingStatus:
+        return self._call(lambda: self.stub.GetTrainingStatus(admin_pb2.TrainingStatusRequest(), metadata=self.metadata,
+                                                              timeout=self.timeout_s))
+
+    def erase(self, client_id: str) -> admin_pb2.EraseReply:
+        return self._call(lambda: self.stub.Erase(admin_pb2.EraseRequest(client_id=client_id), metadata=self.metadata,
+                                                  timeout=self.timeout_s))

@@ -1,0 +1,42 @@
+"""Errors raised by the client SDK; each names what is wrong and on which party."""
+from __future__ import annotations
+
+from mpc.fixedpoint import EncodingError  # re-exported: non-finite / out-of-range values
+
+
+class StarfishError(RuntimeError):
+    """Base class of SDK errors."""
+
+
+class AuthenticationError(StarfishError):
+    """A party does not know this client id or rejects its credential."""
+
+
+class NotRegisteredError(StarfishError):
+    """The client has not registered (or was erased) on a party."""
+
+
+class BadRoundError(StarfishError):
+    """The round is not open for uploads (closed, not yet open, or unknown)."""
+
+
+class ModelMismatchError(StarfishError):
+    """The two parties serve different models (or encodings): one of them equivocates."""
+
+
+class PartyUnreachableError(StarfishError):
+    """A party did not answer after all retries."""
+
+
+class UploadRejectedError(StarfishError):
+    """A party refused an upload (malformed, oversized, or conflicting with an earlier one)."""
+
+
+class ConflictingUploadError(UploadRejectedError):
+    """A different upload for the same round is already stored; uploads cannot be replaced."""
+
+
+__all__ = [
+    "AuthenticationError", "BadRoundError", "ConflictingUploadError", "EncodingError", "ModelMismatchError",
+    "NotRegisteredError", "PartyUnreachableError", "StarfishError", "UploadRejectedError",
+]

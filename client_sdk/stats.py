@@ -1,0 +1,29 @@
+"""Client-side statistics uploaded (secret-shared) with each gradient (DESIGN §4).
+
+* ‖g‖: the L2 norm (used by SecRS's cosine denominator);
+* δ: the tolerance-rate threshold — with α the tolerance rate and m coordinates,
+  δ is the (⌊α·m⌋+1)-th largest |g(k)|, so that ⌊α·m⌋ coordinates (a fraction α, up to
+  ties) exceed it. SecTC flags a client whose estimate has any |ĝ(k)| > δ (Algorithm 3).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def l2_norm(gradient: np.ndarray) -> float:
+    return float(np.linalg.norm(np.asarray(gradient, dtype=np.float64).reshape(-1)))
+
+
+def tolerance_threshold(gradient: np.ndarray, alpha: float) -> float:
+    """δ with #{k : |g(k)| > δ} = ⌊α·m⌋ (absent ties); 0 when ⌊α·m⌋ = m."""
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
+    mags = np.abs(np.asarray(gradient, dtype=np.float64).reshape(-1))
+    m = mags.size
+    if m == 0:
+        raise ValueError("gradient is empty")
+    k = int(np.floor(alpha * m))
+    if k >= m:
+        return 0.0
+    # the (k+1)-th largest = element m-1-k of the ascending order
+    return float(np.partition(mags, m - 1 - k)[m - 1 - k])

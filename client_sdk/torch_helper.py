@@ -1,0 +1,67 @@
+"""Torch helpers (optional; import only where torch is installed).
+
+`make_grad_fn(model, loader)` returns `grad_fn(params) -> (gradient, n_samples)`: it loads
+the flat public parameters into `model`, and returns the sample-weighted mean gradient of
+the loss over one pass of `loader` (flat float32) and the number of samples. With
+`local_steps > 0` it instead runs that many SGD steps at rate `local_lr` and returns the
+pseudo-gradient (M_{i−1} − M_local)/η_l (DESIGN §4). The same function answers tasks
+(its optional second argument, the task, is ignored).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+
+def flatten(model: nn.Module) -> np.ndarray:
+    """The model's parameters as one flat float32 vector (the public model format)."""
+    return parameters_to_vector(model.parameters()).detach().cpu().numpy().astype(np.float32)
+
+
+def load_flat(model: nn.Module, params: np.ndarray) -> None:
+    expected = sum(p.numel() for p in model.parameters())
+    if params.size != expected:
+        raise ValueError(f"model has {expected} parameters, the flat vector {params.size}")
+    vector_to_parameters(torch.as_tensor(np.asarray(params, dtype=np.float32)), model.parameters())
+
+
+def make_grad_fn(model: nn.Module, loader, loss_fn: Callable | None = None, local_steps: int = 0,
+                 local_lr: float = 0.01) -> Callable[..., tuple[np.ndarray, int]]:
+    loss_fn = loss_fn or nn.functional.cross_entropy
+
+    def mean_gradient(params: np.ndarray, task=None) -> tuple[np.ndarray, int]:
+        load_flat(model, params)
+        model.train()
+        model.zero_grad()
+        total = 0
+        for x, y in loader:
+            loss = loss_fn(model(x), y, reduction="sum")
+            loss.backward()
+            total += int(y.shape[0])
+        if total == 0:
+            raise ValueError("the data loader yielded no samples")
+        grad = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                          for p in model.parameters()]) / total
+        return grad.detach().numpy().astype(np.float32), total
+
+    def pseudo_gradient(params: np.ndarray, task=None) -> tuple[np.ndarray, int]:
+        load_flat(model, params)
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=local_lr)
+        steps = 0
+        while steps < local_steps:
+            for x, y in loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+                steps += 1
+                if steps >= local_steps:
+                    break
+        local = flatten(model)
+        return ((params.astype(np.float64) - local) / local_lr).astype(np.float32), len(loader.dataset)
+
+    return pseudo_gradient if local_steps > 0 else mean_gradient
