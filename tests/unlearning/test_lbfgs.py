@@ -1,0 +1,92 @@
+"""Compact L-BFGS (unlearning/lbfgs.py) against the dense BFGS recursion, and its safeguards."""
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mpc.plain_backend import PlainBackend
+from unlearning.lbfgs import (
+    bounded_correction,
+    curvature_accepted,
+    hessian_vector_product,
+    middle_matrix,
+    squared_norms,
+)
+
+
+def dense_bfgs(s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """B_k by the textbook recursion from B_0 = σ_k I, σ_k = y_kᵀs_k / s_kᵀs_k (m×m, tests only)."""
+    m, k = s.shape
+    sigma = float(y[:, -1] @ s[:, -1]) / float(s[:, -1] @ s[:, -1])
+    b = sigma * torch.eye(m, dtype=torch.float64)
+    for i in range(k):
+        si, yi = s[:, i], y[:, i]
+        bs = b @ si
+        b = b - torch.outer(bs, bs) / float(si @ bs) + torch.outer(yi, yi) / float(yi @ si)
+    return b
+
+
+def curvature_pairs(seed: int, m: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """k pairs (s, y = A s) of a random SPD quadratic, so every yᵀs > 0."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(m, m, generator=gen, dtype=torch.float64)
+    a = q @ q.T / m + 0.5 * torch.eye(m, dtype=torch.float64)
+    s = torch.randn(m, k, generator=gen, dtype=torch.float64)
+    return s, a @ s
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(3, 9), k=st.integers(1, 3), clients=st.integers(1, 3),
+       inverse=st.sampled_from(["secmi", "newton"]))
+def test_compact_product_equals_dense_bfgs(seed: int, m: int, k: int, clients: int, inverse: str) -> None:
+    backend = PlainBackend()
+    batch = [curvature_pairs(seed + j, m, k) for j in range(clients)]
+    v = torch.randn(m, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64)
+    s = torch.stack([p[0] for p in batch])
+    y = backend.share(torch.stack([p[1] for p in batch]))
+    got = backend.reveal(hessian_vector_product(backend, s, y, v, inverse))
+    want = torch.stack([dense_bfgs(si, yi) @ v for si, yi in batch])
+    assert got.shape == (clients, m)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-8)
+
+
+def test_middle_matrix_blocks() -> None:
+    backend = PlainBackend()
+    s, y = curvature_pairs(3, 5, 3)
+    kmat, sigma = middle_matrix(backend, s[None], backend.share(y[None]))
+    k = backend.reveal(kmat)[0]
+    a = s.T @ y
+    sig = float(y[:, 2] @ s[:, 2] / (s[:, 2] @ s[:, 2]))
+    assert abs(float(backend.reveal(sigma)[0]) - sig) < 1e-12
+    torch.testing.assert_close(k[:3, :3], sig * s.T @ s)
+    torch.testing.assert_close(k[:3, 3:], torch.tril(a, -1))
+    torch.testing.assert_close(k[3:, :3], torch.tril(a, -1).T)
+    torch.testing.assert_close(k[3:, 3:], -torch.diag(torch.diag(a)))
+
+
+def test_single_pair_reproduces_secant_equation() -> None:
+    """With one pair, B s = y exactly (the secant condition of BFGS)."""
+    backend = PlainBackend()
+    s, y = curvature_pairs(7, 6, 1)
+    got = backend.reveal(hessian_vector_product(backend, s[None], backend.share(y[None]), s[:, 0], "secmi"))[0]
+    torch.testing.assert_close(got, y[:, 0])
+
+
+def test_curvature_bit_rejects_non_positive_pairs() -> None:
+    backend = PlainBackend()
+    s = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    y = backend.share(torch.tensor([[0.5, 1.0, 0.0], [-0.5, 2.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64))
+    accepted = curvature_accepted(backend, s, y, eps=1e-6)
+    assert accepted.tolist() == [True, False, False]
+
+
+def test_squared_norms_and_bounded_correction() -> None:
+    backend = PlainBackend()
+    g = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
+    hv = torch.tensor([[6.0, 8.0], [30.0, 40.0]], dtype=torch.float64)
+    torch.testing.assert_close(backend.reveal(squared_norms(backend, backend.share(g))),
+                               torch.tensor([25.0, 1.0], dtype=torch.float64))
+    out = backend.reveal(bounded_correction(backend, backend.share(hv), backend.share(g), bound=2.0))
+    # row 0: ‖Hv‖ = 10 ≤ 2·5 kept; row 1: ‖Hv‖ = 50 > 2·1 dropped to 0
+    torch.testing.assert_close(out, torch.tensor([[6.0, 8.0], [0.0, 0.0]], dtype=torch.float64))
