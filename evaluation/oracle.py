@@ -8,7 +8,8 @@ original round i (`training.order_seed`). Asked at the stored model M_{i−1} fo
 it therefore reproduces the stored upload g_i^j.
 
 Every request is logged, so client participation (ARP) is measured from what was
-actually asked rather than from a strategy's own account.
+actually asked rather than from a strategy's own account. Target clients answer too
+(on their own, poisoned data): methods such as PUF let the target unlearn itself.
 """
 from __future__ import annotations
 
@@ -45,8 +46,6 @@ class SimulatedOracle(GradientOracle):
 
     def exact_gradient(self, model: torch.Tensor, client_id: str, original_round: int) -> torch.Tensor:
         """Plaintext pseudo-gradient of `client_id` at `model` with round `original_round`'s data order."""
-        if client_id in self.result.targets:
-            raise ValueError(f"client {client_id!r} is being unlearned and must not be asked for gradients")
         fed = self.result.federation
         client = fed.client(client_id)
         return fed.trainer.pseudo_gradient(model, client, order_seed(fed.config.seed, client.index, original_round))
@@ -67,10 +66,10 @@ class SimulatedOracle(GradientOracle):
         return out
 
     def participation(self) -> dict[str, int]:
-        """T_r^j: the number of distinct unlearning rounds in which client j answered."""
+        """T_r^j: the number of distinct unlearning rounds in which remaining client j answered."""
         rounds: dict[str, set[int]] = {}
         for call in self.calls:
             for cid in call.clients:
-                if cid not in call.unanswered:
+                if cid not in call.unanswered and cid not in self.result.targets:
                     rounds.setdefault(cid, set()).add(call.unlearning_round)
         return {cid: len(r) for cid, r in rounds.items()}

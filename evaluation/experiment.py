@@ -1,0 +1,144 @@
+"""Run unlearning strategies on one simulated history and measure them.
+
+For each strategy: build the history on the chosen backend (`SimulationResult.history`),
+a fresh `SimulatedOracle` (so participation is counted per strategy) and the probe, run
+the strategy, and record wall time, TER / BA-ASR / MIA-ASR of the unlearned model, ARP
+from the oracle's request log, the gap ‖M̂ − M_retrain‖ to the exact retrain reference
+(FedAvg from M_0 without the targets, same data orders), and the strategy's own report
+(selected rounds, correction flags, Theorem 1 inputs, costs).
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from evaluation.metrics import Evaluator, average_round_saving, model_gap
+from evaluation.oracle import SimulatedOracle
+from evaluation.probe import DatasetProbe
+from evaluation.simulator import SimulationResult
+from mpc.backend import Backend
+from unlearning.history import SharedHistory
+from unlearning.strategy import Progress, Strategy, UnlearnContext
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def strategy_class(name: str) -> type[Strategy]:
+    """The strategy class registered under `name` (unlearning.registry)."""
+    from unlearning.registry import get_strategy
+
+    return get_strategy(name)
+
+
+def strategy_names() -> list[str]:
+    """Every registered strategy name."""
+    from unlearning.registry import names
+
+    return list(names())
+
+
+def json_ready(value: Any) -> Any:
+    """Convert tensors, numpy values, tuples and sets to JSON types; non-finite floats to None."""
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return json_ready(value.detach().cpu().tolist() if value.numel() <= 64 else {"shape": list(value.shape)})
+    if isinstance(value, np.ndarray):
+        return json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return json_ready(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+class Experiment:
+    """One trained history, evaluated models, and the retrain reference."""
+
+    def __init__(self, result: SimulationResult) -> None:
+        self.result = result
+        self.evaluator = Evaluator(result)
+        self.probe = DatasetProbe(result.config.architecture, result.federation.dataset)
+        self._histories: dict[int, SharedHistory] = {}
+
+    def history_for(self, backend: Backend) -> SharedHistory:
+        """The history shared on `backend` (built once per backend object)."""
+        key = id(backend)
+        if key not in self._histories:
+            self._histories[key] = self.result.history(backend)
+        return self._histories[key]
+
+    def reference(self) -> torch.Tensor:
+        """M_retrain: exact FedAvg from M_0 without the targets."""
+        return self.result.retrain_models()[-1]
+
+    def training_summary(self, eval_rounds: list[int]) -> dict[str, Any]:
+        """Stage I facts and the metrics of M_i at the given rounds."""
+        res = self.result
+        return {
+            "seconds": res.train_seconds,
+            "parameters": int(res.models[0].numel()),
+            "n_samples": res.federation.n_samples,
+            "targets": list(res.targets),
+            "target_weight": sum(res.federation.n_samples[t] for t in res.targets) / sum(res.federation.n_samples.values()),
+            "curve": [{"round": i, **self.evaluator.evaluate(res.models[i])} for i in eval_rounds],
+            "final": self.evaluator.evaluate(res.models[-1]),
+        }
+
+    def run(
+        self,
+        name: str,
+        backend: Backend,
+        params: Mapping[str, Any] | None = None,
+        on_progress: ProgressCallback | None = None,
+        with_gap: bool = True,
+    ) -> dict[str, Any]:
+        """Run strategy `name` and return its JSON-ready measurements."""
+        strategy = strategy_class(name)()
+        oracle = SimulatedOracle(self.result)
+        history = self.history_for(backend)
+        ctx = UnlearnContext(
+            backend=backend, history=history, oracle=oracle, targets=self.result.targets,
+            params=dict(params or {}), on_progress=on_progress, probe=self.probe,
+        )
+        start = time.perf_counter()
+        outcome = strategy.run(ctx)
+        seconds = time.perf_counter() - start
+        model = outcome.model.to(torch.float32)
+        if not torch.isfinite(model).all():
+            metrics: dict[str, Any] = {"diverged": True}
+        else:
+            metrics = self.evaluator.evaluate(model)
+        remaining = ctx.remaining_clients()
+        participation = oracle.participation()
+        out: dict[str, Any] = {
+            "strategy": name,
+            "backend": backend.name,
+            "params": dict(params or {}),
+            "seconds": seconds,
+            "metrics": metrics,
+            "arp_percent": average_round_saving(participation, remaining, history.num_rounds),
+            "client_rounds": {c: participation.get(c, 0) for c in remaining},
+            "oracle_calls": [
+                {"t": c.unlearning_round, "round": c.original_round, "reason": c.reason, "clients": len(c.clients),
+                 "unanswered": list(c.unanswered)}
+                for c in oracle.calls
+            ],
+            "report": outcome.report,
+        }
+        selection = outcome.report.get("selection")
+        if isinstance(selection, Mapping) and "selected_rounds" in selection:
+            out["selected_rounds"] = selection["selected_rounds"]
+        if "flags" in outcome.report:
+            out["flags"] = outcome.report["flags"]
+        if with_gap and torch.isfinite(model).all():
+            out["gap_to_retrain"] = model_gap(model, self.reference())
+        return json_ready(out)
