@@ -237,3 +237,13 @@ def test_report_helpers() -> None:
     assert value == pytest.approx(2 * math.sqrt(0.01 * (0.25 + 1.0) * 2.0 * 10))
     with pytest.raises(ValueError, match="μ > 2"):
         theorem1_bound(eta_u=0.01, sigma=0.5, mu=1.5, loss_gap=1.0, t_i=3)
+
+
+def test_sample_first_check_gives_the_same_flags_and_model() -> None:
+    params = {"eta_u": ETA_U, "beta": 0.2}
+    plain = StarfishStrategy().run(make_logreg_setup(rounds=12, lr=LR).context(params=params))
+    sampled = StarfishStrategy().run(make_logreg_setup(rounds=12, lr=LR).context(params={**params, "check_sample": 2}))
+    assert sampled.report["flags"] == plain.report["flags"] and plain.report["flags"]
+    assert torch.equal(sampled.model, plain.model)
+    assert sampled.report["revealed"]["sample_decided_bits"]["count"] == sum(len(f["flags"]) for f in plain.report["flags"])
+    assert plain.report["revealed"]["sample_decided_bits"]["count"] == 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import torch
+
 from mpc.backend import Backend, Secret
 from unlearning.starfish.state import StarfishState
 
@@ -20,9 +22,18 @@ def client_thresholds(backend: Backend, state: StarfishState, clients: Sequence[
     return backend.cat([backend.index(state.deltas, slice(position[c], position[c] + 1)) for c in clients], dim=0)
 
 
-def flags_for(backend: Backend, state: StarfishState, clients: Sequence[str], estimates: Secret) -> list[bool]:
-    """SecTC: revealed correction flags, one per client (Algorithm 3)."""
-    flags = backend.threshold_flags(estimates, client_thresholds(backend, state, clients))
+def check_sample(m: int, size: int, t: int) -> torch.Tensor | None:
+    """The public coordinates checked first in round t (both parties derive the same set from t)."""
+    if size <= 0 or size >= m:
+        return None
+    return torch.randperm(m, generator=torch.Generator().manual_seed(t))[:size]
+
+
+def flags_for(
+    backend: Backend, state: StarfishState, clients: Sequence[str], estimates: Secret, sample: torch.Tensor | None
+) -> list[bool]:
+    """SecTC: revealed correction flags, one per client (Algorithm 3), optionally sample-first."""
+    flags = backend.threshold_flags(estimates, client_thresholds(backend, state, clients), sample)
     return [bool(f) for f in flags.reshape(-1).tolist()]
 
 

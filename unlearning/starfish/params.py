@@ -43,6 +43,9 @@ class StarfishParams:
     hv_bound: float = 10.0
     #: model differences with ‖s‖ ≤ min_step are degenerate (public test): no pair, warm-up goes on
     min_step: float = 1e-9
+    #: SecTC sample-first pass (DESIGN §6.4): check this many public pseudo-random coordinates
+    #: first (0 = off). Same flags; reveals one extra bit per client and check round.
+    check_sample: int = 0
 
     @property
     def as_dict(self) -> dict[str, Any]:
@@ -88,7 +91,7 @@ class StarfishParams:
                 raise UnlearningError(f"{name} must be a number in (0, 1], got {value!r}")
             if not 0 < value <= 1:
                 raise UnlearningError(f"{name} must be in (0, 1], got {value!r}")
-        for name, low in (("buffer_size", 1), ("switch_threshold", 1)):
+        for name, low in (("buffer_size", 1), ("switch_threshold", 1), ("check_sample", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise UnlearningError(f"{name} must be an integer, got {value!r}")

@@ -45,7 +45,7 @@ def theorem1_inputs(eta_u: float, sigma: float, selected: int, total: int) -> di
     }
 
 
-def revealed_section(log: Mapping[str, Any], ranked: Sequence[int], inverse: str) -> dict[str, Any]:
+def revealed_section(log: Mapping[str, Any], ranked: Sequence[int], inverse: str, sampled: bool) -> dict[str, Any]:
     """Every value the run opened, by kind (DESIGN §6 "revealed by design" plus safeguards)."""
     curvature = log.get("curvature", [])
     return {
@@ -62,6 +62,10 @@ def revealed_section(log: Mapping[str, Any], ranked: Sequence[int], inverse: str
             "count": len(curvature),
             "rejected": sum(1 for c in curvature if not c["accepted"]),
             "why": "one [yᵀs ≥ ε·sᵀs] bit per client and offered L-BFGS pair (safeguard)",
+        },
+        "sample_decided_bits": {
+            "count": sum(len(entry["flags"]) for entry in log.get("flags", [])) if sampled else 0,
+            "why": "whether SecTC's public sample already decided a client's flag (check_sample > 0)",
         },
         "secmi_masked_products": {
             "count": int(log.get("inverses", 0)) if inverse == "secmi" else 0,

@@ -18,7 +18,7 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientRequest
-from unlearning.starfish.checking import flags_for, replace_rows
+from unlearning.starfish.checking import check_sample, flags_for, replace_rows
 from unlearning.starfish.estimation import add_pairs, aggregate, estimate_gradients
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.report import average_round_saving, revealed_section, theorem1_inputs
@@ -128,7 +128,8 @@ class StarfishStrategy(Strategy):
                 entry["kind"] = "check"
                 ctx.progress("threshold_check", t, total, f"{len(participants)} clients")
                 with backend.step("TC"):
-                    flags = flags_for(backend, state, participants, gradients)
+                    sample = check_sample(state.model.numel(), params.check_sample, t)
+                    flags = flags_for(backend, state, participants, gradients, sample)
                 state.log["flags"].append({"t": t, "round": r, "flags": dict(zip(participants, flags))})
                 flagged = [c for c, f in zip(participants, flags) if f]
                 if flagged:
@@ -248,7 +249,7 @@ class StarfishStrategy(Strategy):
             },
             "asked_rounds": dict(log["asked"]),
             "arp_percent": average_round_saving(log["asked"], state.clients, total),
-            "revealed": revealed_section(log, state.ranked, params.inverse),
+            "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
             "costs": ctx.backend.ledger.to_dict(),
             "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),
             "resumed_at": log.get("resumed_at", []),
