@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -66,6 +67,7 @@ class LocalDeployment:
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
     precision_bits: int = 16
+    same_identity_as: "LocalDeployment | None" = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,11 +77,16 @@ class LocalDeployment:
             self.creds = json.loads(self.cred_path.read_text())
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        make_certs(self.root / "certs")
+        other = self.same_identity_as
+        if other is not None:
+            shutil.copytree(other.root / "certs", self.root / "certs")
+        else:
+            make_certs(self.root / "certs")
         self.creds = {
-            "admin_token": secrets.token_urlsafe(32),
-            "clients": {c: secrets.token_urlsafe(32) for c in self.clients},
-            "ports": {"client0": free_port(), "client1": free_port(), "peer0": free_port(), "peer1": free_port()},
+            "admin_token": other.creds["admin_token"] if other else secrets.token_urlsafe(32),
+            "clients": dict(other.creds["clients"]) if other else {c: secrets.token_urlsafe(32) for c in self.clients},
+            "ports": {"client0": free_port(), "client1": free_port(), "peer0": free_port(), "peer1": free_port(),
+                      "dealer": free_port()},
         }
         fd = os.open(self.cred_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
