@@ -232,14 +232,22 @@ def _signed64(value: int) -> int:
 class Store:
     """Thread-safe durable store of one party (one SQLite connection behind a lock)."""
 
-    def __init__(self, data_dir: Path, party: int):
+    def __init__(self, data_dir: Path, party: int, readonly: bool = False):
+        """Open (creating when needed) a party's store. `readonly=True` opens an existing
+        store for reading beside the running party (e.g. from a job worker)."""
         self.root = Path(data_dir)
         self.party = party
+        self._lock = threading.RLock()
+        if readonly:
+            if not (self.root / "meta.sqlite").exists():
+                raise StoreError(f"{self.root} holds no store")
+            self._db = sqlite3.connect(f"file:{self.root / 'meta.sqlite'}?mode=ro", uri=True, check_same_thread=False,
+                                       isolation_level=None)
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         for sub in ("models", "shares", "tasks"):
             (self.root / sub).mkdir(exist_ok=True)
         blobs.remove_stale_temps(self.root)
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.root / "meta.sqlite", check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

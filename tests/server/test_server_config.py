@@ -1,0 +1,57 @@
+"""Party configuration: valid files load; every malformed value is refused with a message naming it."""
+from pathlib import Path
+
+import pytest
+
+from server.config import ConfigError, load_config, parse_config, token_digest
+
+BASE = {
+    "role": 0, "listen": "127.0.0.1:1", "peer_listen": "127.0.0.1:2", "peer_address": "127.0.0.1:3",
+    "data_dir": "d", "tls": {"ca": "ca.pem", "cert": "p.pem", "key": "p.key"},
+}
+
+
+def test_defaults_and_relative_paths(tmp_path: Path):
+    cfg = parse_config(dict(BASE, auth={"clients": {"alice": token_digest("t")}}), tmp_path)
+    assert cfg.data_dir == tmp_path / "d"
+    assert cfg.tls.peer_name == "party1"
+    assert cfg.precision_bits == 16
+    assert cfg.clients == {"alice": token_digest("t")}
+    assert cfg.limits.chunk_bytes < cfg.limits.max_message_bytes
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"role": 2}, "role must be 0 or 1"),
+    ({"fixed_point": {"precision_bits": 99}}, "precision_bits"),
+    ({"auth": {"clients": {"bad id!": "0" * 64}}}, "invalid client id"),
+    ({"auth": {"clients": {"alice": "plaintext-token"}}}, "sha256 hex digest"),
+    ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
+    ({"rounds": {"deadline": 3}}, "unknown key"),
+    ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),
+])
+def test_bad_values_are_refused(tmp_path: Path, patch: dict, message: str):
+    with pytest.raises(ConfigError, match=message):
+        parse_config({**BASE, **patch}, tmp_path)
+
+
+def test_missing_key_is_named(tmp_path: Path):
+    data = dict(BASE)
+    del data["peer_address"]
+    with pytest.raises(ConfigError, match="peer_address"):
+        parse_config(data, tmp_path)
+
+
+def test_file_errors(tmp_path: Path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("role = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_shipped_default_configs_load():
+    root = Path(__file__).resolve().parents[2]
+    for role in (0, 1):
+        cfg = load_config(root / f"party{role}" / f"party{role}.toml")
+        assert cfg.role == role and cfg.tls.peer_name == f"party{1 - role}"

@@ -1,0 +1,116 @@
+"""Durable store: atomic blobs, idempotent uploads, conflicts, closed rounds, reopen, erase."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from client_sdk.wire import model_hash
+from mpc.fixedpoint import random_ring
+from server.store import ConflictError, RoundClosedError, Store, StoreError
+
+M = 37
+
+
+def _store(tmp_path: Path) -> tuple[Store, str]:
+    st = Store(tmp_path / "p0", 0)
+    h = st.install_initial_model("toy", np.arange(M, dtype=np.float32), 0.1)
+    st.open_round(1, h, deadline=1e12, lr=0.1)
+    return st, h
+
+
+def _one() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return random_ring(M), random_ring(1), random_ring(1)
+
+
+def test_upload_roundtrip_and_idempotent_retry(tmp_path: Path):
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    digest, dup = st.put_upload(1, "alice", 5, g, n, d, h)
+    assert not dup
+    again, dup2 = st.put_upload(1, "alice", 5, g.copy(), n, d, h)
+    assert dup2 and again == digest
+    b = st.load_share(1, "alice")
+    assert np.array_equal(b.gradient, g) and np.array_equal(b.norm, n) and np.array_equal(b.delta, d)
+    assert b.n_samples == 5
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+@pytest.mark.parametrize("change", ["gradient", "norm", "n_samples"])
+def test_conflicting_second_upload_is_rejected_and_loses_nothing(tmp_path: Path, change: str):
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    st.put_upload(1, "alice", 5, g, n, d, h)
+    g2, n2, k = (random_ring(M), n, 5) if change == "gradient" else (g, random_ring(1), 5) if change == "norm" else (g, n, 6)
+    with pytest.raises(ConflictError, match="cannot be replaced"):
+        st.put_upload(1, "alice", k, g2, n2, d, h)
+    assert np.array_equal(st.load_share(1, "alice").gradient, g)
+
+
+def test_upload_to_closed_round_is_refused(tmp_path: Path):
+    st, h = _store(tmp_path)
+    st.set_round_state(1, "closed")
+    with pytest.raises(RoundClosedError, match="not open"):
+        st.put_upload(1, "bob", 1, *_one(), h)
+    assert st.uploads(1) == {}
+    assert not list((tmp_path / "p0" / "shares").rglob("*.i64"))
+
+
+def test_state_survives_reopen_and_readonly_view(tmp_path: Path):
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    st.put_upload(1, "alice", 3, g, n, d, h)
+    st.register("alice")
+    st.close()
+    ro = Store(tmp_path / "p0", 0, readonly=True)
+    assert ro.registered() == ["alice"]
+    assert np.array_equal(ro.load_share(1, "alice").gradient, g)
+    assert ro.global_model(0).hash == h and ro.global_model(0).hash == model_hash("toy", np.arange(M, dtype=np.float32))
+
+
+def test_corrupt_share_file_is_detected(tmp_path: Path):
+    st, h = _store(tmp_path)
+    st.put_upload(1, "alice", 3, *_one(), h)
+    path = next((tmp_path / "p0" / "shares").rglob("alice.i64"))
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="corrupt"):
+        st.load_share(1, "alice")
+
+
+def test_open_round_checks_previous_model(tmp_path: Path):
+    st, h = _store(tmp_path)
+    with pytest.raises(StoreError, match="cannot open round 2"):
+        st.open_round(2, h, 1e12, 0.1)  # M_1 does not exist yet
+    with pytest.raises(ConflictError):
+        st.open_round(1, "0" * 64, 1e12, 0.1)
+
+
+def test_round_commit_and_read_api(tmp_path: Path):
+    st, h = _store(tmp_path)
+    for c in ("a", "b"):
+        st.put_upload(1, c, 2, *_one(), h)
+    st.set_round_state(1, "closed")
+    st.set_membership(1, {"a": 2, "b": 2})
+    with pytest.raises(ConflictError):
+        st.set_membership(1, {"a": 2})
+    new = np.ones(M, dtype=np.float32)
+    digest = st.set_round_output(1, "toy", new, peer_bytes=16)
+    assert st.commit_round(1) == digest and st.commit_round(1) == digest
+    assert st.committed_rounds() == [1] and st.latest_committed() == 1
+    assert st.round_members(1) == {"a": 2, "b": 2}
+    assert np.array_equal(st.global_model(1).params, new)
+
+
+def test_erase_returns_receipt_and_deletes_files(tmp_path: Path):
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    digest, _ = st.put_upload(1, "alice", 3, g, n, d, h)
+    st.put_upload(1, "bob", 3, *_one(), h)
+    receipt = st.erase_client("alice")
+    assert receipt.rounds == [1] and receipt.files_deleted == 1 and receipt.bytes_deleted == 8 * M
+    assert receipt.content_sha256 == [digest] and receipt.rows_deleted == 1
+    assert not (tmp_path / "p0" / "shares" / "r000001" / "alice.i64").exists()
+    assert set(st.uploads(1)) == {"bob"} and st.is_erased("alice")
+    with pytest.raises(StoreError):
+        st.load_share(1, "alice")
