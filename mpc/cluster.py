@@ -1,0 +1,221 @@
+"""Run a function on both parties of a real 2PC setting (dealer + 2 party processes).
+
+For tests, benchmarks and job workers that need a CrypTen computation without the full
+service. Everything runs on 127.0.0.1 with fresh free ports; processes are started with
+multiprocessing's "spawn" method, so the function must be defined at module level
+(importable by the children) and its arguments and results must be picklable (they only
+travel over local pipes between our own processes, never over the network).
+
+One-shot:
+
+    r0, r1 = run_two_party(fn, (x, y), timeout=60)
+
+runs `fn(backend, rank, x, y)` in party 0 and party 1 (each with an open session and a
+`CrypTenBackend`) and returns both results. Long-lived (process start costs ≈ 2 s):
+
+    with TwoPartyCluster(timeout=60) as cluster:
+        for case in cases:
+            r0, r1 = cluster.run(fn, case)
+
+keeps the dealer and both parties up between calls. Errors: if a party raises, the call
+raises `TwoPartyError` with each failing party's traceback text in `.errors`; if the call
+exceeds `timeout`, `TwoPartyError` says so. After an error the cluster restarts its
+processes (on new ports) at the next call. Processes are always reaped on `close()`.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, TypeVar
+
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+
+T = TypeVar("T")
+PartyFn = Callable[..., Any]
+"""fn(backend: CrypTenBackend, rank: int, *args) -> picklable result."""
+
+_CTX = mp.get_context("spawn")
+_JOIN_GRACE_S = 5.0
+
+
+class TwoPartyError(RuntimeError):
+    """A two-party call failed; `.errors` maps rank -> traceback text."""
+
+    def __init__(self, message: str, errors: dict[int, str] | None = None) -> None:
+        self.errors = errors or {}
+        details = "".join(f"\n--- party {r} ---\n{t}" for r, t in sorted(self.errors.items()))
+        super().__init__(message + details)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Settings shared by the three processes of a local cluster."""
+
+    precision_bits: int = DEFAULT_PRECISION_BITS
+    session_timeout_s: float = 60.0
+    step_check: str = "op"
+    start_timeout_s: float = 60.0
+    backend_options: dict[str, Any] = field(default_factory=dict)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------- child processes
+def _dealer_main(port: int, cfg: ClusterConfig) -> None:
+    from mpc.dealer import run_dealer
+    from mpc.session import DEALER_RANK, SessionConfig
+
+    run_dealer(SessionConfig(rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+
+
+def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: Any) -> None:
+    """Open a session, then run tasks until told to stop (None) or a task fails."""
+    from mpc.crypten_backend import CrypTenBackend
+    from mpc.session import Session, SessionConfig
+
+    session = Session(SessionConfig(rank=rank, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+    try:
+        session.open()
+        backend = CrypTenBackend(precision_bits=cfg.precision_bits, step_check=cfg.step_check, **cfg.backend_options)
+    except BaseException:
+        results.put((rank, "error", traceback.format_exc()))
+        session.close(force=True)
+        return
+    results.put((rank, "ready", None))
+    failed = False
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        fn, args = task
+        try:
+            results.put((rank, "ok", fn(backend, rank, *args)))
+        except BaseException:
+            results.put((rank, "error", traceback.format_exc()))
+            failed = True
+            break
+    session.close(force=failed)
+
+
+# ------------------------------------------------------------------------- parent side
+class TwoPartyCluster:
+    """Dealer + party 0 + party 1 kept running; feed them many calls (see module doc)."""
+
+    def __init__(self, timeout: float = 120.0, config: ClusterConfig | None = None) -> None:
+        self.timeout = timeout
+        self.config = config or ClusterConfig()
+        self._procs: list[Any] = []
+        self._tasks: list[Any] = []
+        self._results: Any = None
+        self.port: int | None = None
+
+    # lifecycle
+    def start(self) -> "TwoPartyCluster":
+        if self._procs:
+            return self
+        self.port = free_port()
+        self._results = _CTX.Queue()
+        self._tasks = [_CTX.Queue(), _CTX.Queue()]
+        dealer = _CTX.Process(target=_dealer_main, args=(self.port, self.config), name="mpc-dealer", daemon=True)
+        parties = [
+            _CTX.Process(target=_party_main, args=(r, self.port, self.config, self._tasks[r], self._results), name=f"mpc-party{r}", daemon=True)
+            for r in (0, 1)
+        ]
+        self._procs = [dealer, *parties]
+        for p in self._procs:
+            p.start()
+        self._collect("ready", self.config.start_timeout_s)
+        return self
+
+    def close(self) -> None:
+        """Stop the parties (graceful goodbye to the dealer), then reap everything."""
+        if not self._procs:
+            return
+        for q in self._tasks:
+            try:
+                q.put(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + _JOIN_GRACE_S
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in self._procs:
+            if p.is_alive():
+                p.kill()
+                p.join(_JOIN_GRACE_S)
+        for q in [*self._tasks, self._results]:
+            q.close()
+            q.join_thread()
+        self._procs, self._tasks, self._results = [], [], None
+
+    def __enter__(self) -> "TwoPartyCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # calls
+    def run(self, fn: PartyFn, *args: Any, timeout: float | None = None) -> tuple[Any, Any]:
+        """Run fn(backend, rank, *args) on both parties; return (result0, result1)."""
+        self.start()
+        for q in self._tasks:
+            q.put((fn, args))
+        try:
+            out = self._collect("ok", self.timeout if timeout is None else timeout)
+        except TwoPartyError:
+            self.close()
+            raise
+        return out[0], out[1]
+
+    def _collect(self, expect: str, timeout: float) -> dict[int, Any]:
+        deadline = time.monotonic() + timeout
+        got: dict[int, Any] = {}
+        errors: dict[int, str] = {}
+        while len(got) + len(errors) < 2:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise TwoPartyError(f"two-party call did not finish within {timeout:.1f} s", errors)
+            try:
+                rank, kind, value = self._results.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                for r in (0, 1):
+                    proc = self._procs[1 + r]
+                    if not proc.is_alive() and r not in got and r not in errors:
+                        errors[r] = f"party process exited with code {proc.exitcode} without a result"
+                        deadline = min(deadline, time.monotonic() + self.config.session_timeout_s + _JOIN_GRACE_S)
+                continue
+            if kind == "error":
+                errors[rank] = value
+                if rank not in got:
+                    # the peer will fail or hang on its next message; do not wait for it forever
+                    deadline = min(deadline, time.monotonic() + self.config.session_timeout_s + _JOIN_GRACE_S)
+            elif kind == expect:
+                got[rank] = value
+        if errors:
+            self.close()
+            raise TwoPartyError("two-party call failed", errors)
+        return got
+
+
+def run_two_party(fn: PartyFn, args: tuple[Any, ...] = (), *, timeout: float = 120.0, config: ClusterConfig | None = None) -> tuple[Any, Any]:
+    """One-shot: start dealer + two parties, run fn(backend, rank, *args) once, tear down."""
+    cluster = TwoPartyCluster(timeout=timeout, config=config)
+    try:
+        return cluster.run(fn, *args)
+    finally:
+        cluster.close()
+
+
+def with_timeout(config: ClusterConfig, session_timeout_s: float) -> ClusterConfig:
+    """A copy of `config` with another session timeout."""
+    return replace(config, session_timeout_s=session_timeout_s)

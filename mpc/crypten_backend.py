@@ -1,0 +1,455 @@
+"""`CrypTenBackend`: the `Backend` primitives on two-party CrypTen arithmetic shares.
+
+A secret is this party's int64 share of a fixed-point value together with its scale
+exponent: `bits = f` for ordinary values (x̄ = round(x·2^f)), `bits = 0` for integer
+sharings such as comparison bits. Local operations (add, sum, index, reshape, products
+with public operands) act on the share tensor directly; interactive ones use CrypTen's
+protocols with the dealer (TTP provider) supplying Beaver triples:
+
+* SecMul / matmul of two secrets — Beaver (`crypten.mpc.primitives.beaver`), one round;
+  the 2f-bit product is truncated locally back to f bits (CrypTen's 2-party truncation;
+  fault probability ≈ |x·y|·2^(2f−64) per output element, see docs/NUMERICS.md). A
+  product with a bit (bits = 0) needs no truncation and is exact.
+* SecGE — CrypTen's arithmetic→binary conversion and MSB extraction (`_ltz`), giving an
+  integer-shared bit (bits = 0), so SecSel and bit sums are exact.
+* `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
+  which is exact on the fixed-point grid and never loses tiny squares.
+* SecDiv — CrypTen's Newton–Raphson reciprocal (positive denominators) then SecMul.
+* reveal — all-reduce of the int64 shares, decoded here as int64 / 2^bits in float64
+  (CrypTen's `get_plain_text` decodes some negatives 1.0 too low). A revealed magnitude
+  above `fault_bound` can only come from a truncation fault and raises
+  `TruncationFaultError` so the caller can retry the step.
+
+Lock-step check: every interactive operation first folds (operation, shapes, scales,
+digest of public operands) into a running SHA-256 transcript and, with
+`step_check="op"`, exchanges 8 bytes of it with the peer (one extra small round); a
+mismatch raises `OutOfStepError` on both parties instead of computing garbage. With
+`step_check="boundary"` the exchange happens only at reveals and at `step()` boundaries.
+
+Costs: online bytes/rounds are this party's communicator counters (CrypTen counts what a
+party sends and receives) minus the dealer traffic; offline bytes/seconds are the dealer
+requests (party 0 fetches the triples; party 1 expands its seed locally).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from mpc.backend import Backend, Public, Secret
+from mpc.costs import CostLedger
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+from mpc.onnx_shim import load_crypten
+
+load_crypten()
+import crypten.communicator as comm  # noqa: E402
+from crypten.config import cfg as crypten_cfg  # noqa: E402
+from crypten.mpc import MPCTensor  # noqa: E402
+from crypten.mpc.primitives import ArithmeticSharedTensor, beaver  # noqa: E402
+from crypten.mpc.provider.ttp_provider import TTPClient  # noqa: E402
+
+STEP_CHECK_MODES = ("op", "boundary", "off")
+CHUNK_ELEMENTS_DEFAULT = 1 << 21
+"""Comparisons on more elements are split into chunks of this size (bounds memory)."""
+FAULT_BOUND_DEFAULT = float(2**30)
+"""|revealed value| above this is a truncation fault (a fault adds ±2^(64−2f) = ±2^32 at f = 16)."""
+RECIPROCAL_ITERATIONS_DEFAULT = 16
+"""Newton–Raphson steps of SecDiv's reciprocal (valid range in docs/NUMERICS.md)."""
+
+
+class OutOfStepError(RuntimeError):
+    """The two parties are not executing the same protocol step."""
+
+
+class TruncationFaultError(ArithmeticError):
+    """A revealed value is outside every legitimate range: a local-truncation fault."""
+
+
+class CrypTenSecret(Secret):
+    """This party's int64 share and the scale exponent (value = Σ shares / 2^bits)."""
+
+    __slots__ = ("share", "bits")
+
+    def __init__(self, share: torch.Tensor, bits: int) -> None:
+        self.share = share
+        self.bits = bits
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.share.shape
+
+    def __repr__(self) -> str:  # never print the share itself
+        return f"CrypTenSecret(shape={tuple(self.share.shape)}, bits={self.bits})"
+
+
+# ---------------------------------------------------------------------------- offline meter
+class _OfflineMeter:
+    """Dealer traffic seen by this process (TTP requests are made by party 0 only)."""
+
+    bytes = 0
+    seconds = 0.0
+    comm_bytes = 0  # part of the communicator counters caused by dealer requests
+    comm_rounds = 0
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        inner = TTPClient._TTPClient__TTPClient  # type: ignore[attr-defined]
+        original = inner.ttp_request
+
+        def metered(self: Any, func_name: str, device: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            c = comm.get()
+            before_b, before_r = c.comm_bytes, c.comm_rounds
+            start = time.perf_counter()
+            result = original(self, func_name, device, *args, **kwargs)
+            cls.seconds += time.perf_counter() - start
+            cls.bytes += result.nelement() * result.element_size()
+            cls.comm_bytes += c.comm_bytes - before_b
+            cls.comm_rounds += c.comm_rounds - before_r
+            return result
+
+        inner.ttp_request = metered
+        cls.installed = True
+
+
+def _to_tensor(x: Public) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+def _is_integral(x: torch.Tensor) -> bool:
+    return bool(torch.all(x == torch.round(x))) and bool(torch.all(x.abs() < 2**52))
+
+
+class CrypTenBackend(Backend):
+    """Two-party secure backend; both parties create one in an open `mpc.session.Session`."""
+
+    name = "crypten"
+    is_secure = True
+
+    def __init__(
+        self,
+        precision_bits: int = DEFAULT_PRECISION_BITS,
+        ledger: CostLedger | None = None,
+        step_check: str = "op",
+        chunk_elements: int = CHUNK_ELEMENTS_DEFAULT,
+        fault_bound: float = FAULT_BOUND_DEFAULT,
+        reciprocal_iterations: int = RECIPROCAL_ITERATIONS_DEFAULT,
+    ) -> None:
+        super().__init__(ledger)
+        if not comm.is_initialized():
+            raise RuntimeError("open an mpc.session.Session before creating a CrypTenBackend")
+        if step_check not in STEP_CHECK_MODES:
+            raise ValueError(f"step_check must be one of {STEP_CHECK_MODES}")
+        if crypten_cfg.mpc.provider != "TTP":
+            if os.environ.get("STARFISH_TEST_ALLOW_TFP") != "1":
+                from mpc.session import InsecureProviderError
+
+                raise InsecureProviderError("CrypTenBackend requires the TTP provider (a separate dealer)")
+        self.f = precision_bits
+        self.rank = comm.get().get_rank()
+        self.step_check = step_check
+        self.chunk_elements = chunk_elements
+        self.fault_bound = fault_bound
+        self.reciprocal_iterations = reciprocal_iterations
+        self._transcript = hashlib.sha256(b"starfish-mpc-transcript-v1")
+        self._op_count = 0
+        _OfflineMeter.install()
+
+    # ------------------------------------------------------------------ accounting
+    def _comm_snapshot(self) -> dict[str, int | float]:  # type: ignore[override]
+        c = comm.get()
+        return {
+            "online_bytes": int(c.comm_bytes - _OfflineMeter.comm_bytes),
+            "online_rounds": int(c.comm_rounds - _OfflineMeter.comm_rounds),
+            "offline_bytes": int(_OfflineMeter.bytes),
+            "offline_seconds": float(_OfflineMeter.seconds),
+        }
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Named cost step; parties check they enter the same step (unless step_check="off")."""
+        if self.step_check != "off":
+            self._sync("step", name, force=True)
+        with super().step(name):
+            yield
+
+    # ------------------------------------------------------------------ lock-step check
+    def _sync(self, op: str, *parts: Any, force: bool = False) -> None:
+        """Fold an operation into the transcript; exchange and compare it when due."""
+        self._op_count += 1
+        h = self._transcript
+        h.update(op.encode())
+        for p in parts:
+            if isinstance(p, torch.Tensor):
+                h.update(str((tuple(p.shape), str(p.dtype))).encode())
+                h.update(p.detach().contiguous().cpu().numpy().tobytes())
+            else:
+                h.update(repr(p).encode())
+        if self.step_check == "off" or (self.step_check == "boundary" and not force):
+            return
+        mine = int.from_bytes(h.digest()[:8], "little", signed=True)
+        theirs = comm.get().all_gather(torch.tensor([mine], dtype=torch.long))
+        if any(int(t.item()) != mine for t in theirs):
+            raise OutOfStepError(
+                f"parties out of step at operation #{self._op_count} ({op} {parts[:1]!r}): "
+                "the peer executed a different protocol step"
+            )
+
+    def _sig(self, *xs: Secret | Public) -> list[Any]:
+        out: list[Any] = []
+        for x in xs:
+            if isinstance(x, CrypTenSecret):
+                out.append(("S", tuple(x.shape), x.bits))
+            elif isinstance(x, Secret):
+                raise TypeError(f"CrypTenBackend cannot operate on {type(x).__name__}")
+            else:
+                out.append(_to_tensor(x))
+        return out
+
+    # ------------------------------------------------------------------ encoding helpers
+    def _encode(self, x: torch.Tensor, bits: int) -> torch.Tensor:
+        if not torch.isfinite(x).all():
+            raise ValueError("public operand contains NaN or infinity")
+        scaled = x * float(2**bits)
+        if scaled.numel() and float(scaled.abs().max()) >= 2.0**62:
+            raise ValueError("public operand too large for the fixed-point ring")
+        return torch.round(scaled).to(torch.long)
+
+    def _lift(self, x: CrypTenSecret, bits: int) -> CrypTenSecret:
+        """Exact rescale to more fractional bits (local multiplication by 2^(Δbits))."""
+        if x.bits == bits:
+            return x
+        if x.bits > bits:
+            raise ValueError("cannot lift to fewer bits")
+        return CrypTenSecret(x.share * (1 << (bits - x.bits)), bits)
+
+    def _truncate(self, share: torch.Tensor, drop_bits: int) -> torch.Tensor:
+        """CrypTen's 2-party local truncation: each party divides its share by 2^drop."""
+        if drop_bits == 0:
+            return share
+        return share.div(1 << drop_bits, rounding_mode="trunc")
+
+    def _ast(self, x: CrypTenSecret) -> ArithmeticSharedTensor:
+        return ArithmeticSharedTensor.from_shares(x.share, precision=0)
+
+    def _public_for(self, x: CrypTenSecret, b: Public) -> tuple[CrypTenSecret, torch.Tensor]:
+        """Encode a public addend at x's scale, lifting an integer sharing if b is fractional."""
+        bt = _to_tensor(b)
+        if x.bits < self.f and not _is_integral(bt * float(2**x.bits)):
+            x = self._lift(x, self.f)
+        return x, self._encode(bt, x.bits)
+
+    def _add_public(self, x: CrypTenSecret, b: Public, sign: int) -> CrypTenSecret:
+        x, enc = self._public_for(x, b)
+        share, enc = torch.broadcast_tensors(x.share, enc)
+        share = share + sign * enc if self.rank == 0 else share.clone()
+        return CrypTenSecret(share, x.bits)
+
+    def _aligned(self, a: CrypTenSecret, b: CrypTenSecret) -> tuple[CrypTenSecret, CrypTenSecret]:
+        bits = max(a.bits, b.bits)
+        return self._lift(a, bits), self._lift(b, bits)
+
+    def _check(self, x: Secret | Public) -> CrypTenSecret:
+        if not isinstance(x, CrypTenSecret):
+            raise TypeError(f"expected a CrypTenSecret, got {type(x).__name__}")
+        return x
+
+    # ------------------------------------------------------------------ creation, reveal
+    def share(self, x: torch.Tensor, src: int = 0) -> CrypTenSecret:
+        """Party `src` encodes x and splits it with CSPRNG masks; the other receives its share.
+
+        Both parties pass a tensor of the same shape (the non-source party's values are
+        ignored). One message of 8 bytes per element.
+        """
+        from mpc.fixedpoint import random_ring
+
+        x = _to_tensor(x)
+        self._sync("share", tuple(x.shape), src)
+        if self.rank == src:
+            enc = self._encode(x, self.f)
+            mask = torch.from_numpy(random_ring(tuple(enc.shape)).copy()).reshape(enc.shape)
+            comm.get().send(mask, 1 - src)
+            return CrypTenSecret(enc - mask, self.f)
+        mask = comm.get().recv(torch.zeros(tuple(x.shape), dtype=torch.long), src=src)
+        return CrypTenSecret(mask, self.f)
+
+    def load_shares(self, share: torch.Tensor | np.ndarray, precision_bits: int | None = None) -> CrypTenSecret:
+        """Wrap this party's int64 share made elsewhere (e.g. by a client); no communication."""
+        t = torch.from_numpy(np.ascontiguousarray(share)) if isinstance(share, np.ndarray) else share
+        if t.dtype != torch.long:
+            raise TypeError(f"shares must be int64, got {t.dtype}")
+        return CrypTenSecret(t.clone(), self.f if precision_bits is None else precision_bits)
+
+    def reveal_encoded(self, x: Secret) -> torch.Tensor:
+        """Open x's ring element (int64) to both parties, without decoding."""
+        x = self._check(x)
+        self._sync("reveal", *self._sig(x), force=True)
+        return comm.get().all_reduce(x.share)
+
+    def reveal(self, x: Secret) -> torch.Tensor:
+        x = self._check(x)
+        value = self.reveal_encoded(x).to(torch.float64) / float(2**x.bits)
+        if value.numel() and float(value.abs().max()) > self.fault_bound:
+            raise TruncationFaultError(
+                f"revealed magnitude {float(value.abs().max()):.3g} exceeds {self.fault_bound:.3g}: "
+                "a local-truncation fault (or inputs outside the documented range); retry the step"
+            )
+        return value
+
+    def zeros(self, shape: Sequence[int]) -> CrypTenSecret:
+        return CrypTenSecret(torch.zeros(tuple(shape), dtype=torch.long), self.f)
+
+    def random(self, shape: Sequence[int]) -> CrypTenSecret:
+        """R = R_0 + R_1 with each party's R_p ~ N(0, 1/2) drawn from a CSPRNG-seeded
+        generator and never sent: R ~ N(0, 1) and neither party knows it."""
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        local = torch.randn(tuple(shape), generator=gen, dtype=torch.float64) / math.sqrt(2.0)
+        return CrypTenSecret(self._encode(local, self.f), self.f)
+
+    # ------------------------------------------------------------------ local ops
+    def add(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
+        a = self._check(a)
+        if isinstance(b, Secret):
+            x, y = self._aligned(a, self._check(b))
+            return CrypTenSecret(x.share + y.share, x.bits)
+        return self._add_public(a, b, 1)
+
+    def sub(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
+        a = self._check(a)
+        if isinstance(b, Secret):
+            x, y = self._aligned(a, self._check(b))
+            return CrypTenSecret(x.share - y.share, x.bits)
+        return self._add_public(a, b, -1)
+
+    def neg(self, a: Secret) -> CrypTenSecret:
+        a = self._check(a)
+        return CrypTenSecret(-a.share, a.bits)
+
+    def sum(self, a: Secret, dim: int | None = None) -> CrypTenSecret:
+        a = self._check(a)
+        return CrypTenSecret(a.share.sum() if dim is None else a.share.sum(dim), a.bits)
+
+    def stack(self, items: Sequence[Secret], dim: int = 0) -> CrypTenSecret:
+        xs = [self._check(i) for i in items]
+        bits = max(x.bits for x in xs)
+        return CrypTenSecret(torch.stack([self._lift(x, bits).share for x in xs], dim), bits)
+
+    def cat(self, items: Sequence[Secret], dim: int = 0) -> CrypTenSecret:
+        xs = [self._check(i) for i in items]
+        bits = max(x.bits for x in xs)
+        return CrypTenSecret(torch.cat([self._lift(x, bits).share for x in xs], dim), bits)
+
+    def index(self, a: Secret, key: Any) -> CrypTenSecret:
+        a = self._check(a)
+        return CrypTenSecret(a.share[key], a.bits)
+
+    def reshape(self, a: Secret, shape: Sequence[int]) -> CrypTenSecret:
+        a = self._check(a)
+        return CrypTenSecret(a.share.reshape(tuple(shape)), a.bits)
+
+    def transpose(self, a: Secret, dim0: int = 0, dim1: int = 1) -> CrypTenSecret:
+        a = self._check(a)
+        return CrypTenSecret(a.share.transpose(dim0, dim1), a.bits)
+
+    # ------------------------------------------------------------------ products
+    def _raw_product(self, op: str, a: CrypTenSecret, b: Secret | Public, left_public: bool = False) -> CrypTenSecret:
+        """Untruncated product; the result has bits = a.bits + bits(b)."""
+        if isinstance(b, Secret):
+            b = self._check(b)
+            fn = getattr(beaver, op)
+            if op == "mul" and b is a:
+                raw = beaver.square(self._ast(a)).share
+            else:
+                raw = fn(self._ast(a), self._ast(b)).share
+            return CrypTenSecret(raw, a.bits + b.bits)
+        bt = _to_tensor(b)
+        bits = 0 if _is_integral(bt) else self.f
+        enc = self._encode(bt, bits)
+        if op == "mul":
+            raw = a.share * enc
+        elif left_public:
+            raw = torch.matmul(enc, a.share)
+        else:
+            raw = torch.matmul(a.share, enc)
+        return CrypTenSecret(raw, a.bits + bits)
+
+    def _to_precision(self, x: CrypTenSecret) -> CrypTenSecret:
+        if x.bits <= self.f:
+            return x
+        return CrypTenSecret(self._truncate(x.share, x.bits - self.f), self.f)
+
+    def mul(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
+        a = self._check(a)
+        if isinstance(b, Secret):
+            self._sync("mul", *self._sig(a, b))
+        return self._to_precision(self._raw_product("mul", a, b))
+
+    def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> CrypTenSecret:
+        if isinstance(a, Secret):
+            if isinstance(b, Secret):
+                self._sync("matmul", *self._sig(a, b))
+            return self._to_precision(self._raw_product("matmul", self._check(a), b))
+        if not isinstance(b, Secret):
+            raise TypeError("matmul needs at least one secret operand")
+        return self._to_precision(self._raw_product("matmul", self._check(b), a, left_public=True))
+
+    # ------------------------------------------------------------------ comparisons
+    def _ltz(self, share: torch.Tensor) -> torch.Tensor:
+        """Integer-shared bit [x < 0] from the MSB (CrypTen A2B), in chunks."""
+        flat = share.reshape(-1)
+        out = []
+        for start in range(0, max(flat.numel(), 1), self.chunk_elements):
+            part = flat[start:start + self.chunk_elements]
+            bit = MPCTensor.from_shares(part, precision=0)._ltz()
+            out.append(bit._tensor.share)
+        return torch.cat(out).reshape(share.shape) if flat.numel() else share.clone()
+
+    def _ge_zero(self, diff: CrypTenSecret) -> CrypTenSecret:
+        ltz = self._ltz(diff.share)
+        ones = torch.ones_like(ltz) if self.rank == 0 else torch.zeros_like(ltz)
+        return CrypTenSecret(ones - ltz, 0)
+
+    def ge(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
+        a = self._check(a)
+        self._sync("ge", *self._sig(a, b))
+        return self._ge_zero(self.sub(a, b))
+
+    def ge_prod(self, a: Secret, b: Secret | Public, c: Secret | Public, d: Secret | Public) -> CrypTenSecret:
+        """[a·b ≥ c·d] on the untruncated products (exact on the fixed-point grid)."""
+        a = self._check(a)
+        self._sync("ge_prod", *self._sig(a, b, c, d))
+        left = self._raw_product("mul", a, b)
+        if isinstance(c, Secret):
+            right = self._raw_product("mul", self._check(c), d)
+        elif isinstance(d, Secret):
+            right = self._raw_product("mul", self._check(d), c)
+        else:
+            enc = self._encode(_to_tensor(c) * _to_tensor(d), left.bits)
+            right = CrypTenSecret(enc if self.rank == 0 else torch.zeros_like(enc), left.bits)
+        x, y = self._aligned(left, right)
+        return self._ge_zero(CrypTenSecret(x.share - y.share, x.bits))
+
+    # ------------------------------------------------------------------ division
+    def div(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
+        a = self._check(a)
+        if not isinstance(b, Secret):
+            bt = _to_tensor(b)
+            if (bt == 0).any():
+                raise ZeroDivisionError("division by a public zero")
+            return self.mul(a, 1.0 / bt)
+        b = self._lift(self._check(b), self.f)
+        self._sync("div", *self._sig(a, b))
+        with crypten_cfg.temp_override(
+            {"functions.reciprocal_all_pos": True, "functions.reciprocal_nr_iters": self.reciprocal_iterations}
+        ):
+            recip = MPCTensor.from_shares(b.share, precision=self.f).reciprocal()
+        r = CrypTenSecret(recip._tensor.share, self.f)
+        return self._to_precision(self._raw_product("mul", a, r))
