@@ -180,3 +180,7 @@ class LocalDeployment:
         from client_sdk.admin import AdminClient
 
         return AdminClient(self.address(0), self.creds["admin_token"], self.ca_cert)
+
+    @property
+    def admin_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("x-starfish-admin-token", self.creds["admin_token"]),)
