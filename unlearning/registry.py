@@ -51,6 +51,10 @@ def strategy_class(name: str) -> type[Strategy]:
     return cls
 
 
+#: the name the evaluation package and the CLI use
+get_strategy = strategy_class
+
+
 def create(name: str) -> Strategy:
     """A fresh instance of the strategy registered under `name`."""
     return strategy_class(name)()

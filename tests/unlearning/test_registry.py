@@ -34,7 +34,8 @@ class FlaggedSecureBackend(PlainBackend):
 def test_registry_lists_every_strategy():
     assert set(registry.names()) == PLAINTEXT_ONLY | SECURE_CAPABLE
     for name in registry.names():
-        cls = registry.strategy_class(name)
+        cls = registry.get_strategy(name)
+        assert cls is registry.strategy_class(name)
         assert issubclass(cls, Strategy) and cls.name == name
         assert registry.requires_plaintext(name) == (name in PLAINTEXT_ONLY)
     assert {n for n in registry.names() if registry.needs_probe(n)} == {"crab", "fedadp"}
