@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from server.jobs.config import JobConfig
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Client ids are used in file names: letters, digits, `_ . -`, at most 64 characters."""
@@ -73,6 +74,7 @@ class PartyConfig:
     clients: dict[str, str] = field(default_factory=dict)  #: client id -> token sha256
     rounds: RoundConfig = field(default_factory=RoundConfig)
     limits: LimitConfig = field(default_factory=LimitConfig)
+    jobs: JobConfig = field(default_factory=JobConfig)  #: Stage II job runner ([jobs])
 
     @property
     def name(self) -> str:
@@ -134,6 +136,10 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         raise ConfigError("auth.admin_token_sha256 must be a sha256 hex digest")
     rounds = _sub(RoundConfig, data.get("rounds", {}), "rounds")
     limits = _sub(LimitConfig, data.get("limits", {}), "limits")
+    try:
+        jobs = _sub(JobConfig, data.get("jobs", {}), "jobs")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if limits.chunk_bytes <= 0 or limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
         raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
     return PartyConfig(
@@ -149,6 +155,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         clients=clients,
         rounds=rounds,
         limits=limits,
+        jobs=jobs,
     )
 
 

@@ -75,6 +75,8 @@ class RoundCoordinator:
         if rec is None:
             if self.cfg.rounds.max_rounds and latest >= self.cfg.rounds.max_rounds:
                 return False
+            if self.state.training_paused.is_set():
+                return False
             self._open(latest + 1)
             return True
         if rec.state == "failed":

@@ -66,6 +66,7 @@ class LocalDeployment:
     clients: list[str] = field(default_factory=lambda: [f"client{i}" for i in range(5)])
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
+    jobs: dict = field(default_factory=dict)  #: overrides of [jobs]
     precision_bits: int = 16
     same_identity_as: "LocalDeployment | None" = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -107,6 +108,7 @@ class LocalDeployment:
             "fixed_point": {"precision_bits": self.precision_bits},
             "rounds": dict(self.rounds),
             "limits": dict(self.limits),
+            "jobs": dict(self.jobs),
             "auth": {"admin_token_sha256": token_digest(self.creds["admin_token"]),
                      "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()}},
         }

@@ -14,6 +14,8 @@ class PartyState:
     store: Store
     tasks_changed: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
+    #: set while an unlearning job runs: the coordinator opens no new round
+    training_paused: threading.Event = field(default_factory=threading.Event)
 
     @property
     def role(self) -> int:

@@ -327,6 +327,24 @@ class Store:
         self._tx([("INSERT INTO global_models VALUES (0,?,?,?)", (digest, float(lr), time.time()))])
         return digest
 
+    def install_global_model(self, round_index: int, arch: str, params: np.ndarray, lr: float) -> str:
+        """Commit a model made outside a training round (an unlearned model) as M_i, i = T + 1.
+
+        Training then continues from it. Idempotent for the same model; refuses another one.
+        """
+        digest = self.put_model(arch, params)
+        with self._lock:
+            existing = self.global_model_hash(round_index)
+            if existing is not None:
+                if existing != digest:
+                    raise ConflictError(f"global model {round_index} is already {existing[:12]}…")
+                return digest
+            if self.latest_committed() != round_index - 1:
+                raise StoreError(f"cannot install M_{round_index}: the newest global model is "
+                                 f"M_{self.latest_committed()}")
+            self._tx([("INSERT INTO global_models VALUES (?,?,?,?)", (round_index, digest, float(lr), time.time()))])
+        return digest
+
     # -- rounds --------------------------------------------------------------------------
     def open_round(self, round_index: int, model_in_hash: str, deadline: float, lr: float) -> RoundRecord:
         """Record round i as open from M_{i−1} (idempotent for the same M_{i−1})."""
