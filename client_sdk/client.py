@@ -126,11 +126,11 @@ class Client:
             return errors.NotRegisteredError(f"{where}: {detail}")
         if code == grpc.StatusCode.FAILED_PRECONDITION and "not registered" in detail:
             return errors.NotRegisteredError(f"{where}: {detail}")
-        if code == grpc.StatusCode.FAILED_PRECONDITION:
+        if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
             return errors.BadRoundError(f"{where}: {detail}")
         if code == grpc.StatusCode.ALREADY_EXISTS:
             return errors.ConflictingUploadError(f"{where}: {detail}")
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.NOT_FOUND):
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
             return errors.UploadRejectedError(f"{where} refused the request ({code.name}): {detail}")
         if code in TRANSIENT:
             return errors.PartyUnreachableError(f"{where} unreachable after {self.retries} attempts: {detail}")

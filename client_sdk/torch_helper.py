@@ -26,7 +26,8 @@ def load_flat(model: nn.Module, params: np.ndarray) -> None:
     expected = sum(p.numel() for p in model.parameters())
     if params.size != expected:
         raise ValueError(f"model has {expected} parameters, the flat vector {params.size}")
-    vector_to_parameters(torch.as_tensor(np.asarray(params, dtype=np.float32)), model.parameters())
+    # a copy: the parameters must not alias the caller's array (local SGD would modify it)
+    vector_to_parameters(torch.tensor(np.asarray(params, dtype=np.float32)), model.parameters())
 
 
 def make_grad_fn(model: nn.Module, loader, loss_fn: Callable | None = None, local_steps: int = 0,

@@ -1,0 +1,35 @@
+"""The torch helper: grad_fn returns the mean loss gradient / the pseudo-gradient of local SGD."""
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from client_sdk.torch_helper import flatten, load_flat, make_grad_fn
+
+
+def _setup(batch: int):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    x, y = torch.randn(20, 5), torch.randint(0, 3, (20,))
+    return model, DataLoader(TensorDataset(x, y), batch_size=batch), x, y
+
+
+def test_mean_gradient_matches_full_batch_autograd():
+    model, loader, x, y = _setup(batch=6)
+    params = flatten(model)
+    grad, n = make_grad_fn(model, loader)(params)
+    ref = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    load_flat(ref, params)
+    nn.functional.cross_entropy(ref(x), y).backward()
+    expected = torch.cat([p.grad.reshape(-1) for p in ref.parameters()]).numpy()
+    assert n == 20 and grad.dtype == np.float32
+    assert np.allclose(grad, expected, atol=1e-6)
+
+
+def test_one_local_step_pseudo_gradient_is_the_batch_gradient():
+    model, loader, _, _ = _setup(batch=20)
+    params = flatten(model)
+    mean, _ = make_grad_fn(model, loader)(params)
+    pseudo, n = make_grad_fn(model, loader, local_steps=1, local_lr=0.01)(params)
+    assert n == 20
+    assert np.allclose(pseudo, mean, atol=1e-4)
