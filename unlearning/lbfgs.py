@@ -44,6 +44,20 @@ def middle_matrix(backend: Backend, s: torch.Tensor, y: Secret) -> tuple[Secret,
     return backend.cat([top, bottom], dim=1), sigma
 
 
+def refined_inverse(backend: Backend, kmat: Secret, inverse: str, steps: int = 1) -> Secret:
+    """[K⁻¹] by `Backend.inverse`, then `steps` Newton–Schulz refinements X ← X·(2I − K·X).
+
+    SecMI's K⁻¹ = R·N⁻¹ inherits the conditioning of the random mask R: an ill-conditioned
+    N = K·R amplifies the fixed-point error of N. One refinement squares the residual
+    I − K·X (two 2B×2B secret products per client), removing that amplification.
+    """
+    x = backend.inverse(kmat, inverse)
+    two_eye = 2.0 * torch.eye(kmat.shape[-1], dtype=torch.float64)
+    for _ in range(steps):
+        x = backend.matmul(x, backend.neg(backend.sub(backend.matmul(kmat, x), two_eye)))
+    return x
+
+
 def hessian_vector_product(
     backend: Backend, s: torch.Tensor, y: Secret, v: torch.Tensor, inverse: str = "secmi"
 ) -> Secret:
@@ -60,7 +74,7 @@ def hessian_vector_product(
     p_top = backend.mul(sigma_col, sv)  # σ_k Sᵀv (local)
     p_bottom = backend.matmul(backend.transpose(y, 1, 2), v)  # Yᵀv (local)
     p = backend.reshape(backend.cat([p_top, p_bottom], dim=1), (n, 2 * k, 1))
-    q = backend.matmul(backend.inverse(kmat, inverse), p)  # q = K⁻¹ p
+    q = backend.matmul(refined_inverse(backend, kmat, inverse), p)  # q = K⁻¹ p
     q1 = backend.index(q, (slice(None), slice(0, k)))
     q2 = backend.index(q, (slice(None), slice(k, 2 * k)))
     s_q1 = backend.reshape(backend.matmul(s, q1), (n, m))  # S q₁ (local)

@@ -247,3 +247,12 @@ def test_sample_first_check_gives_the_same_flags_and_model() -> None:
     assert torch.equal(sampled.model, plain.model)
     assert sampled.report["revealed"]["sample_decided_bits"]["count"] == sum(len(f["flags"]) for f in plain.report["flags"])
     assert plain.report["revealed"]["sample_decided_bits"]["count"] == 0
+
+
+def test_report_costs_cover_one_call_and_accumulate_on_the_backend() -> None:
+    setup = make_logreg_setup(rounds=8, lr=LR)
+    first = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U}))
+    second = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U}))
+    calls = {k: v["calls"] for k, v in first.report["costs"].items()}
+    assert calls == {k: v["calls"] for k, v in second.report["costs"].items()}
+    assert {k: v.calls for k, v in setup.backend.ledger.steps.items()} == {k: 2 * c for k, c in calls.items()}

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import torch
 
 from mpc.backend import Backend, Secret
+from mpc.costs import CostLedger
 from unlearning.history import GradientRequest
 from unlearning.starfish.checking import check_sample, flags_for, replace_rows
 from unlearning.starfish.estimation import add_pairs, aggregate, estimate_gradients
@@ -47,8 +48,25 @@ class StarfishStrategy(Strategy):
             self._check_resume(ctx, ctx.resume_from)
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
+        """Run (or resume) Algorithm 4; the report's costs cover this call only.
+
+        The call's costs are also added to `ctx.backend.ledger` (a long-lived backend keeps
+        its cumulative totals).
+        """
         self.validate(ctx)
         params = self.params(ctx)
+        outer, run_ledger = ctx.backend.ledger, CostLedger()
+        ctx.backend.ledger = run_ledger
+        try:
+            state = self._execute(ctx, params)
+        finally:
+            ctx.backend.ledger = outer
+            outer.merge(run_ledger)
+        report = self._report(ctx, params, state)
+        report["costs"] = run_ledger.to_dict()
+        return UnlearnResult(model=state.model.to(torch.float32), report=report)
+
+    def _execute(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
         total = ctx.history.num_rounds
         if ctx.resume_from is not None:
             state = ctx.resume_from.snapshot()
@@ -63,7 +81,7 @@ class StarfishStrategy(Strategy):
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
         ctx.progress("done", selected, selected)
-        return UnlearnResult(model=state.model.to(torch.float32), report=self._report(ctx, params, state))
+        return state
 
     # ------------------------------------------------------------------ stages
     def _start(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
@@ -250,7 +268,6 @@ class StarfishStrategy(Strategy):
             "asked_rounds": dict(log["asked"]),
             "arp_percent": average_round_saving(log["asked"], state.clients, total),
             "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
-            "costs": ctx.backend.ledger.to_dict(),
             "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),
             "resumed_at": log.get("resumed_at", []),
         }
