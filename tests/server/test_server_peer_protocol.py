@@ -1,0 +1,115 @@
+"""The follower's side of the round protocol, driven step by step over mutual TLS by the
+test acting as party0 (party1 runs as a real process; party0 is not started)."""
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+
+from client_sdk.wire import model_hash, model_messages, sha256_hex
+from mpc.fixedpoint import decode, random_ring, reconstruct_encoded, share, to_wire
+from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2, peer_pb2_grpc
+from server.exchange import read_share_stream, share_messages
+from server.local import LocalDeployment
+from server.store import membership_digest
+
+pytestmark = pytest.mark.timeout(120)
+M = 16
+LR = 0.5
+
+
+@pytest.fixture
+def follower(tmp_path):
+    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"])
+    dep.start(1)
+    certs = dep.root / "certs"
+    creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), (certs / "party0.key").read_bytes(),
+                                         (certs / "party0.pem").read_bytes())
+    peer = grpc.secure_channel(f"127.0.0.1:{dep.creds['ports']['peer1']}", creds)
+    client = grpc.secure_channel(dep.address(1), grpc.ssl_channel_credentials(dep.ca_cert.read_bytes()))
+    yield dep, peer_pb2_grpc.PeerServiceStub(peer), client_pb2_grpc.ClientServiceStub(client)
+    peer.close()
+    client.close()
+    dep.stop()
+
+
+def _md(dep, cid):
+    return (("x-starfish-client", cid), ("x-starfish-token", dep.creds["clients"][cid]))
+
+
+def _upload(dep, stub, cid, h, share1, n):
+    scalar = common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(random_ring(1)))
+    data = to_wire(share1)
+    header = common_pb2.UploadHeader(round=1, n_samples=n, shape=[M], dtype="int64", norm_share=scalar,
+                                     delta_share=scalar, content_sha256=sha256_hex(data), model_hash=h)
+    stub.Register(client_pb2.RegisterRequest(), metadata=_md(dep, cid))
+    stub.UploadShares(iter([common_pb2.UploadChunk(header=header), common_pb2.UploadChunk(data=data)]),
+                      metadata=_md(dep, cid))
+
+
+def _to_aggregated(dep, peer, client):
+    """Install M_0, open round 1, upload u and v, close, agree, exchange. Returns (h0, expected M_1, follower's M_1 hash)."""
+    m0 = np.linspace(0, 1, M).astype(np.float32)
+    h0 = model_hash("toy", m0)
+    header = common_pb2.ModelHeader(arch="toy", num_params=M, model_hash=h0, lr=LR)
+    assert peer.InitModel(model_messages(common_pb2, header, m0, 1024)).model_hash == h0
+    with pytest.raises(grpc.RpcError) as info:  # M_0 of another content is refused
+        peer.OpenRound(peer_pb2.OpenRoundRequest(round=1, model_hash="f" * 64, deadline_unix=1e12, lr=LR))
+    assert "cannot open round 1" in info.value.details()
+    peer.OpenRound(peer_pb2.OpenRoundRequest(round=1, model_hash=h0, deadline_unix=1e12, lr=LR))
+    grads = {"u": np.random.default_rng(0).normal(size=M), "v": np.random.default_rng(1).normal(size=M)}
+    weights = {"u": 3, "v": 5}
+    leader_agg = np.zeros(M, dtype=np.int64)
+    for cid, g in grads.items():
+        s0, s1 = share(g)
+        _upload(dep, client, cid, h0, s1, weights[cid])
+        with np.errstate(over="ignore"):
+            leader_agg += weights[cid] * s0
+    members = peer.CloseRound(peer_pb2.RoundRef(round=1))
+    assert {(m.client_id, m.n_samples) for m in members.members} == {("u", 3), ("v", 5)}
+    with pytest.raises(grpc.RpcError) as info:  # closed: further uploads are refused
+        _upload(dep, client, "u", h0, random_ring(M), 3)
+    assert info.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS)
+    digest = membership_digest(weights, 1)
+    peer.AgreeMembership(peer_pb2.Membership(round=1, membership_sha256=digest, members=[
+        common_pb2.Member(client_id=c, n_samples=n) for c, n in weights.items()]))
+    data = to_wire(leader_agg)
+    hdr = common_pb2.ShareHeader(round=1, shape=[M], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data))
+    _, follower_agg = read_share_stream(iter(peer.ExchangeAggregate(share_messages(hdr, data, 64))), M)
+    weighted = decode(reconstruct_encoded(leader_agg, follower_agg))
+    expected = (m0 - LR * weighted / 8).astype(np.float32)
+    assert np.allclose(weighted, 3 * grads["u"] + 5 * grads["v"], atol=8 * 2.0**-16)
+    return h0, expected
+
+
+def test_follower_commits_only_the_same_model(follower):
+    dep, peer, client = follower
+    _, expected = _to_aggregated(dep, peer, client)
+    ack = peer.CommitRound(peer_pb2.CommitRequest(round=1, model_hash=model_hash("toy", expected)))
+    assert ack.model_hash == model_hash("toy", expected)
+    # idempotent retry after a lost ack
+    assert peer.CommitRound(peer_pb2.CommitRequest(round=1, model_hash=ack.model_hash)).model_hash == ack.model_hash
+
+
+def test_hash_mismatch_stops_the_round_with_a_clear_error(follower):
+    dep, peer, client = follower
+    _to_aggregated(dep, peer, client)
+    with pytest.raises(grpc.RpcError) as info:
+        peer.CommitRound(peer_pb2.CommitRequest(round=1, model_hash="0" * 64))
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "model hash mismatch in round 1" in info.value.details()
+    state = client.GetRound(client_pb2.GetRoundRequest(), metadata=_md(dep, "u"))
+    assert state.phase == common_pb2.ROUND_PHASE_HALTED and "mismatch" in state.error
+
+
+def test_membership_with_a_client_the_follower_lacks_is_refused(follower):
+    dep, peer, client = follower
+    m0 = np.zeros(M, dtype=np.float32)
+    h0 = model_hash("toy", m0)
+    peer.InitModel(model_messages(common_pb2, common_pb2.ModelHeader(arch="toy", num_params=M, model_hash=h0, lr=LR), m0, 64))
+    peer.OpenRound(peer_pb2.OpenRoundRequest(round=1, model_hash=h0, deadline_unix=1e12, lr=LR))
+    members = {"u": 2}
+    with pytest.raises(grpc.RpcError) as info:
+        peer.AgreeMembership(peer_pb2.Membership(round=1, membership_sha256=membership_digest(members, 1), members=[
+            common_pb2.Member(client_id="u", n_samples=2)]))
+    assert "holds no matching upload of 'u'" in info.value.details()
