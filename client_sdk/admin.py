@@ -1,16 +1,18 @@
-"""Admin client of party0's AdminService (start training, status, erase).
+"""Admin client of party0's AdminService (start training, status, erase, unlearning jobs).
 
 The admin credential travels as `x-starfish-admin-token` metadata over TLS.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Iterator
 
 import grpc
 import numpy as np
 
 from client_sdk.errors import StarfishError
-from client_sdk.wire import model_hash, model_messages
+from client_sdk.wire import collect_model, model_hash, model_messages
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2
 
 
@@ -48,3 +50,44 @@ class AdminClient:
     def erase(self, client_id: str) -> admin_pb2.EraseReply:
         return self._call(lambda: self.stub.Erase(admin_pb2.EraseRequest(client_id=client_id), metadata=self.metadata,
                                                   timeout=self.timeout_s))
+
+    # -- Stage II: unlearning jobs -----------------------------------------------------------
+    def unlearn(self, targets: list[str], strategy: str = "starfish", parameters: dict | None = None) -> str:
+        """File an unlearning request; returns the job id (the job queues behind a running one)."""
+        request = admin_pb2.UnlearnRequest(targets=list(targets), strategy=strategy,
+                                           parameters_json=json.dumps(parameters or {}))
+        return self._call(lambda: self.stub.Unlearn(request, metadata=self.metadata, timeout=self.timeout_s)).job_id
+
+    def job_status(self, job_id: str) -> admin_pb2.JobStatus:
+        return self._call(lambda: self.stub.GetJobStatus(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata,
+                                                         timeout=self.timeout_s))
+
+    def watch_job(self, job_id: str, timeout_s: float | None = None) -> Iterator[admin_pb2.JobStatus]:
+        """Status updates of a job until it ends (succeeded, failed or cancelled)."""
+        stream = self.stub.WatchJob(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=timeout_s)
+        try:
+            yield from stream
+        except grpc.RpcError as exc:
+            raise StarfishError(f"party0 admin call failed ({exc.code().name}): {exc.details()}") from None
+
+    def wait_job(self, job_id: str, timeout_s: float | None = None) -> admin_pb2.JobStatus:
+        """Block until the job ends; returns its final status."""
+        last = None
+        for last in self.watch_job(job_id, timeout_s):
+            pass
+        if last is None:
+            raise StarfishError(f"job {job_id}: no status received")
+        return last
+
+    def job_report(self, job_id: str) -> admin_pb2.JobReport:
+        return self._call(lambda: self.stub.GetJobReport(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata,
+                                                         timeout=self.timeout_s))
+
+    def job_model(self, job_id: str) -> tuple[common_pb2.ModelHeader, np.ndarray]:
+        """The unlearned model of a finished job (header, flat float32), hash-checked."""
+        return self._call(lambda: collect_model(self.stub.GetJobModel(admin_pb2.JobRef(job_id=job_id),
+                                                                      metadata=self.metadata, timeout=self.timeout_s)))
+
+    def list_jobs(self) -> admin_pb2.ListJobsReply:
+        return self._call(lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata,
+                                                     timeout=self.timeout_s))

@@ -13,10 +13,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
-from server.admin_service import AdminService
 from server.client_service import ClientService
 from server.config import PartyConfig
 from server.coordinator import RoundCoordinator
+from server.jobs.follower import JobFollower
+from server.jobs.jobstore import JobStore
+from server.jobs.manager import JobManager
+from server.jobs.services import JobAdminService, JobPeerService
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
 from server.state import PartyState
@@ -37,11 +40,16 @@ class PartyServer:
         self.server = grpc.server(futures.ThreadPoolExecutor(WORKER_THREADS), options=opts)
         self.peer_server = grpc.server(futures.ThreadPoolExecutor(8), options=opts)
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
-        if cfg.role == 0:
-            admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminService(self.state, self.peer), self.server)
+        self.jobs = JobStore(cfg.data_dir)
+        self.job_manager = JobManager(self.state, self.jobs, self.peer) if cfg.role == 0 else None
+        self.job_follower = JobFollower(self.state, self.jobs) if cfg.role == 1 else None
+        if self.job_manager is not None:
+            admin_pb2_grpc.add_AdminServiceServicer_to_server(JobAdminService(self.state, self.peer, self.job_manager),
+                                                              self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        peer_pb2_grpc.add_PeerServiceServicer_to_server(PeerService(self.state), self.peer_server)
+        peer_service = JobPeerService(self.state, self.job_follower) if self.job_follower else PeerService(self.state)
+        peer_pb2_grpc.add_PeerServiceServicer_to_server(peer_service, self.peer_server)
         self.port = self.server.add_secure_port(cfg.listen, client_port_credentials(cfg))
         self.peer_port = self.peer_server.add_secure_port(cfg.peer_listen, peer_port_credentials(cfg))
         if not self.port or not self.peer_port:
@@ -53,6 +61,8 @@ class PartyServer:
         self.peer_server.start()
         if self.coordinator is not None:
             self.coordinator.start()
+        if self.job_manager is not None:
+            self.job_manager.start()
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info("%s serving clients on %s, peer on %s", self.cfg.name, self.cfg.listen, self.cfg.peer_listen)
 
@@ -63,10 +73,15 @@ class PartyServer:
         self.peer.close()  # an in-flight peer call ends at once; the coordinator sees `stopping`
         if self.coordinator is not None:
             self.coordinator.thread.join(timeout=STOP_GRACE_S)
+        if self.job_manager is not None:
+            self.job_manager.thread.join(timeout=STOP_GRACE_S)
+        if self.job_follower is not None:
+            self.job_follower.stop()
         done = [self.server.stop(STOP_GRACE_S), self.peer_server.stop(STOP_GRACE_S)]
         for event in done:
             event.wait()
         self.state.store.close()
+        self.jobs.close()
         log.info("%s stopped", self.cfg.name)
 
     def run_until_signal(self) -> None:

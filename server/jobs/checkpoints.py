@@ -1,0 +1,147 @@
+"""Per-round checkpoints of a job on one party (DESIGN §6, resumable Starfish state).
+
+After unlearning round t each party writes `checkpoints/t<t>/`:
+
+    public.json     the state's public facts, the party's cost ledger, file index, digest
+    p<k>.npy        public tensors (M̂_t, L-BFGS model differences), float64, no pickle
+    s<k>.i64        this party's shares of the secrets ([δ^j], [y]), raw little-endian int64
+
+The directory is written under a temporary name, every file fsynced, then renamed: a
+checkpoint exists completely or not at all. `digest` covers the public state and tensors
+(not the party-local costs), so both parties can check they resume from the same point.
+Nothing is pickled; a loaded checkpoint is checked against its file index.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets as pysecrets
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from mpc.backend import Secret
+from server.blobs import fsync_dir
+from unlearning.starfish.state import StarfishState
+
+CKPT_RE = re.compile(r"^t(\d{6})$")
+MakeSecret = Callable[[np.ndarray, int], Secret]
+"""Wrap this party's int64 share with its scale exponent (e.g. CrypTenBackend.load_shares)."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or does not match its index."""
+
+
+def secret_parts(secret: Secret) -> tuple[np.ndarray, int]:
+    """This party's int64 share and scale exponent of a secret (CrypTen secrets only)."""
+    share, bits = getattr(secret, "share", None), getattr(secret, "bits", None)
+    if not isinstance(share, torch.Tensor) or share.dtype != torch.long or not isinstance(bits, int):
+        raise TypeError(f"cannot checkpoint a {type(secret).__name__}: shares must be int64 tensors")
+    return share.detach().cpu().numpy(), bits
+
+
+def state_digest(public: dict[str, Any], tensors: dict[str, np.ndarray]) -> str:
+    """Hash of the public state (same on both parties after the same round)."""
+    h = hashlib.sha256(json.dumps(public, sort_keys=True).encode())
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name], dtype="<f8")
+        h.update(name.encode() + b"\x00" + str(arr.shape).encode() + arr.tobytes())
+    return h.hexdigest()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class CheckpointDir:
+    """The checkpoints of one job on one party."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for stale in self.root.glob(".tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def rounds(self) -> list[int]:
+        """Unlearning rounds with a complete checkpoint, ascending."""
+        found = [int(m.group(1)) for p in self.root.iterdir() if (m := CKPT_RE.match(p.name))]
+        return sorted(found)
+
+    def latest(self) -> int:
+        """The newest checkpointed round, 0 when none."""
+        rounds = self.rounds()
+        return rounds[-1] if rounds else 0
+
+    def save(self, state: StarfishState, costs: dict[str, Any]) -> str:
+        """Write the checkpoint of `state.round`; returns its digest."""
+        public = state.public_json()
+        tensors = {k: v.detach().to(torch.float64).cpu().numpy() for k, v in state.public_tensors().items()}
+        digest = state_digest(public, tensors)
+        tmp = self.root / f".tmp-{pysecrets.token_hex(6)}"
+        tmp.mkdir()
+        index: dict[str, Any] = {"public": public, "costs": costs, "digest": digest, "tensors": {}, "secrets": {}}
+        for k, (name, arr) in enumerate(sorted(tensors.items())):
+            path = tmp / f"p{k}.npy"
+            with open(path, "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            index["tensors"][name] = path.name
+        for k, (name, secret) in enumerate(sorted(state.secrets().items())):
+            share, bits = secret_parts(secret)
+            data = np.ascontiguousarray(share, dtype="<i8").tobytes()
+            _write(tmp / f"s{k}.i64", data)
+            index["secrets"][name] = {"file": f"s{k}.i64", "shape": list(share.shape), "bits": bits,
+                                      "sha256": hashlib.sha256(data).hexdigest()}
+        _write(tmp / "public.json", json.dumps(index, sort_keys=True).encode())
+        fsync_dir(tmp)
+        final = self.root / f"t{state.round:06d}"
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        fsync_dir(self.root)
+        return digest
+
+    def digest(self, round_index: int) -> str:
+        return str(self._index(round_index)["digest"])
+
+    def _index(self, round_index: int) -> dict[str, Any]:
+        path = self.root / f"t{round_index:06d}" / "public.json"
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            raise CheckpointError(f"no checkpoint of unlearning round {round_index}") from None
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"checkpoint {round_index} is corrupt: {exc}") from None
+
+    def load(self, round_index: int, make_secret: MakeSecret) -> tuple[StarfishState, dict[str, Any]]:
+        """The state after `round_index` and the party's cost ledger at that point."""
+        index = self._index(round_index)
+        folder = self.root / f"t{round_index:06d}"
+        tensors: dict[str, np.ndarray] = {}
+        for name, file in index["tensors"].items():
+            tensors[name] = np.load(folder / file, allow_pickle=False)
+        if state_digest(index["public"], tensors) != index["digest"]:
+            raise CheckpointError(f"checkpoint {round_index}: public state does not match its digest")
+        secrets: dict[str, Secret] = {}
+        for name, meta in index["secrets"].items():
+            data = (folder / meta["file"]).read_bytes()
+            if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                raise CheckpointError(f"checkpoint {round_index}: share file of {name!r} is corrupt")
+            arr = np.frombuffer(data, dtype="<i8").astype(np.int64).reshape(meta["shape"])
+            secrets[name] = make_secret(arr, int(meta["bits"]))
+        state = StarfishState.from_parts(index["public"], {k: torch.from_numpy(v) for k, v in tensors.items()}, secrets)
+        return state, index["costs"]
+
+    def remove_all(self) -> None:
+        """Delete every checkpoint (the job is over; they hold shares of remaining clients)."""
+        shutil.rmtree(self.root, ignore_errors=True)

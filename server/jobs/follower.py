@@ -1,0 +1,109 @@
+"""party1's side of jobs: it verifies and follows what party0 starts (DESIGN §2).
+
+StartJob carries the exact job parameters and the session's rendezvous. party1 checks the
+base model M_T is the one it holds and the parameters are valid, records the job, and
+starts its worker for that session (a new rendezvous replaces a previous attempt's worker).
+When its worker finishes, party1 installs the unlearned model as global model T+1 and
+reports its hash; when it fails, the state says so and party0 starts another attempt.
+CancelJob stops the worker and drops the checkpoints (the job's final state stays).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from urllib.parse import urlsplit
+
+from server.jobs.checkpoints import CheckpointDir
+from server.jobs.jobstore import JobStore
+from server.jobs.process import WorkerProcess
+from server.jobs.runner import JobFailed, JobRunnerBase
+from server.jobs.validation import RequestError, check_strategy
+from server.state import PartyState
+
+log = logging.getLogger(__name__)
+
+
+class JobFollower(JobRunnerBase):
+    def __init__(self, state: PartyState, jobs: JobStore):
+        super().__init__(state, jobs)
+        self._lock = threading.Lock()
+        self._workers: dict[str, tuple[str, WorkerProcess]] = {}
+        for job in jobs.all():
+            if job.state == "running":  # our worker died with the previous party process
+                jobs.update(job.job_id, state="failed", error="party1 restarted during the session")
+
+    def start_job(self, spec) -> str:
+        """Handle peer StartJob; raises `RequestError` when party1 cannot follow."""
+        if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
+            raise RequestError("precondition", f"party1's M_{spec.base_round} is not {spec.base_model_hash[:12]}")
+        try:
+            parameters = json.loads(spec.parameters_json or "{}")
+        except json.JSONDecodeError as exc:
+            raise RequestError("invalid", f"job parameters are not JSON: {exc}") from None
+        check_strategy(spec.strategy, parameters)
+        url = urlsplit(spec.rendezvous)
+        if url.scheme != "tcp" or not url.hostname or not url.port:
+            raise RequestError("invalid", f"rendezvous must be tcp://host:port, got {spec.rendezvous!r}")
+        try:
+            job = self.jobs.add(spec.job_id, list(spec.targets), spec.strategy or "starfish", parameters,
+                                state="running")
+        except ValueError as exc:
+            raise RequestError("conflict", str(exc)) from None
+        with self._lock:
+            current = self._workers.get(job.job_id)
+            if current is not None and current[0] == spec.rendezvous and current[1].poll() is None:
+                return "already running"
+            if current is not None:
+                current[1].kill()
+            attempt = job.attempts + 1
+            self.jobs.update(job.job_id, state="running", error="", attempts=attempt, rendezvous=spec.rendezvous,
+                             base_round=spec.base_round, base_model_hash=spec.base_model_hash,
+                             started=job.started or time.time(), finished=None)
+            job = self.jobs.get(job.job_id)
+            worker = self.start_worker(job, attempt, url.hostname, url.port)
+            self._workers[job.job_id] = (spec.rendezvous, worker)
+        threading.Thread(target=self._await_worker, args=(job.job_id, spec.rendezvous, worker),
+                         name=f"job-{job.job_id}", daemon=True).start()
+        return f"attempt {attempt} started"
+
+    def _await_worker(self, job_id: str, rendezvous: str, worker: WorkerProcess) -> None:
+        while (code := worker.poll()) is None:
+            if self.state.stopping.wait(self.cfg.jobs.poll_s):
+                worker.kill()
+                return
+        with self._lock:
+            if self._workers.get(job_id, ("", None))[0] != rendezvous:
+                return  # replaced by a newer attempt
+            self._workers.pop(job_id, None)
+        job = self.jobs.get(job_id)
+        if code == 0 and worker.result is not None:
+            try:
+                digest = self.install_result(job, str(worker.result["model_hash"]))
+            except (JobFailed, ValueError, OSError) as exc:
+                self.jobs.update(job_id, state="failed", error=f"party1 could not install the result: {exc}")
+                return
+            self.jobs.finish(job_id, "succeeded", model_hash=digest)
+            return
+        self.jobs.update(job_id, state="failed", error=f"party1 worker exited with code {code}")
+
+    def cancel(self, job_id: str) -> None:
+        """Stop the job's worker and drop its checkpoints; a running job becomes cancelled."""
+        with self._lock:
+            current = self._workers.pop(job_id, None)
+        if current is not None:
+            current[1].kill()
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        if job.state not in ("succeeded", "failed", "cancelled"):
+            self.jobs.finish(job_id, "cancelled", error="cancelled by party0")
+        CheckpointDir(self.jobs.job_dir(job_id) / "checkpoints").remove_all()
+
+    def stop(self) -> None:
+        with self._lock:
+            workers = list(self._workers.values())
+            self._workers.clear()
+        for _, worker in workers:
+            worker.kill()

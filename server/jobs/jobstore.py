@@ -1,0 +1,153 @@
+"""Durable record of unlearning jobs on one party: `jobs.sqlite` in the party's data dir.
+
+Job states: queued → running → succeeded | failed | cancelled. One job runs at a time;
+queued jobs start in the order they were filed. Party0 decides the order; party1 records
+the jobs party0 starts on it. Each job has a directory `jobs/<job_id>/` for its worker
+specs, checkpoints, logs, result and report.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+  job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, targets TEXT NOT NULL, strategy TEXT NOT NULL,
+  parameters TEXT NOT NULL, state TEXT NOT NULL, step TEXT NOT NULL DEFAULT '',
+  unlearning_round INTEGER NOT NULL DEFAULT 0, total_rounds INTEGER NOT NULL DEFAULT 0,
+  bytes INTEGER NOT NULL DEFAULT 0, base_round INTEGER NOT NULL DEFAULT -1,
+  base_model_hash TEXT NOT NULL DEFAULT '', attempts INTEGER NOT NULL DEFAULT 0,
+  rendezvous TEXT NOT NULL DEFAULT '', model_hash TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '', created REAL NOT NULL, started REAL, finished REAL);
+"""
+TERMINAL = ("succeeded", "failed", "cancelled")
+COLUMNS = ("job_id", "seq", "targets", "strategy", "parameters", "state", "step", "unlearning_round", "total_rounds",
+           "bytes", "base_round", "base_model_hash", "attempts", "rendezvous", "model_hash", "error", "created",
+           "started", "finished")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    seq: int
+    targets: tuple[str, ...]
+    strategy: str
+    parameters: dict[str, Any]
+    state: str
+    step: str
+    unlearning_round: int
+    total_rounds: int
+    bytes: int
+    base_round: int
+    base_model_hash: str
+    attempts: int
+    rendezvous: str
+    model_hash: str
+    error: str
+    created: float
+    started: float | None
+    finished: float | None
+
+    @property
+    def progress(self) -> float:
+        if self.state == "succeeded":
+            return 1.0
+        return self.unlearning_round / self.total_rounds if self.total_rounds else 0.0
+
+    @property
+    def seconds(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.time()) - self.started
+
+    @property
+    def parameters_json(self) -> str:
+        return json.dumps(self.parameters, sort_keys=True)
+
+
+def new_job_id() -> str:
+    """A fresh job id (CSPRNG, 12 hex digits; safe in file names and task ids)."""
+    return "j" + secrets.token_hex(6)
+
+
+class JobStore:
+    """Thread-safe job table of one party."""
+
+    def __init__(self, data_dir: Path):
+        self.root = Path(data_dir) / "jobs"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.root / "jobs.sqlite", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def job_dir(self, job_id: str) -> Path:
+        path = self.root / job_id
+        path.mkdir(exist_ok=True)
+        return path
+
+    def _rows(self, where: str = "", args: tuple = ()) -> list[JobRecord]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM jobs {where}", args).fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(COLUMNS, r))
+            d["targets"] = tuple(json.loads(d["targets"]))
+            d["parameters"] = json.loads(d["parameters"])
+            out.append(JobRecord(**d))
+        return out
+
+    def add(self, job_id: str, targets: list[str], strategy: str, parameters: dict[str, Any],
+            state: str = "queued") -> JobRecord:
+        """Record a new job (idempotent for the same id and content)."""
+        with self._lock:
+            existing = self.get(job_id)
+            if existing is not None:
+                if (list(existing.targets), existing.strategy, existing.parameters) != (targets, strategy, parameters):
+                    raise ValueError(f"job {job_id} already exists with other parameters")
+                return existing
+            seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+            self._db.execute("INSERT INTO jobs (job_id, seq, targets, strategy, parameters, state, created) "
+                             "VALUES (?,?,?,?,?,?,?)",
+                             (job_id, seq, json.dumps(targets), strategy, json.dumps(parameters, sort_keys=True), state,
+                              time.time()))
+        return self.get(job_id)  # type: ignore[return-value]
+
+    def get(self, job_id: str) -> JobRecord | None:
+        rows = self._rows("WHERE job_id=?", (job_id,))
+        return rows[0] if rows else None
+
+    def all(self) -> list[JobRecord]:
+        return self._rows("ORDER BY seq")
+
+    def next_job(self) -> JobRecord | None:
+        """The job to work on: a running one (after a restart), else the oldest queued one."""
+        rows = self._rows("WHERE state='running' ORDER BY seq LIMIT 1") or self._rows(
+            "WHERE state='queued' ORDER BY seq LIMIT 1")
+        return rows[0] if rows else None
+
+    def update(self, job_id: str, **values: Any) -> None:
+        unknown = set(values) - set(COLUMNS)
+        if unknown:
+            raise KeyError(f"unknown job column(s) {sorted(unknown)}")
+        if not values:
+            return
+        sets = ", ".join(f"{k}=?" for k in values)
+        with self._lock:
+            self._db.execute(f"UPDATE jobs SET {sets} WHERE job_id=?", (*values.values(), job_id))
+
+    def finish(self, job_id: str, state: str, error: str = "", model_hash: str = "") -> None:
+        if state not in TERMINAL:
+            raise ValueError(f"{state!r} is not a final job state")
+        self.update(job_id, state=state, error=error, model_hash=model_hash, finished=time.time())

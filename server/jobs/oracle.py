@@ -1,0 +1,92 @@
+"""`ServiceOracle`: warm-up and correction gradients from real clients (DESIGN §6 steps 3, 5).
+
+For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clients):
+
+1. both workers check they hold the same M̂_t (hash) and adopt party0's deadline;
+2. each asks its party process to store M̂_t and post one task per client ("compute your
+   exact gradient at M̂_t, hash h, for job J, round t, data order of round r"); task ids
+   are derived from (job, t, reason, h, client), so a resumed session re-uses the tasks
+   and any answers already uploaded;
+3. each worker waits until its own store holds every answer or the deadline passes;
+4. the parties AND their bitmasks of answers held (public): a client counts as answered
+   only if both parties hold its shares, so both load the same answers. A client that
+   did not answer in time gets None and the algorithm keeps its estimate.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from client_sdk.wire import model_hash
+from mpc.backend import Backend, Secret
+from proto.starfish.v1 import client_pb2
+from server.jobs import agree
+from server.store import Store
+from unlearning.history import GradientOracle, GradientRequest
+
+log = logging.getLogger(__name__)
+TASK_KINDS = {"warmup": client_pb2.TASK_KIND_WARMUP, "correction": client_pb2.TASK_KIND_CORRECTION}
+
+
+def task_id(job_id: str, t: int, reason: str, digest: str, client: str) -> str:
+    """Deterministic task id (letters, digits, `-`, `_`, `.`: safe as a file name)."""
+    return f"{job_id}-t{t}-{reason}-{digest[:12]}-{client}"
+
+
+class ServiceOracle(GradientOracle):
+    """Gradient oracle of a job worker; `link` is the worker's pipe to its party process."""
+
+    def __init__(self, store: Store, link, job_id: str, arch: str, models_dir: Path, task_timeout_s: float,
+                 task_poll_s: float):
+        self.store = store
+        self.link = link
+        self.job_id = job_id
+        self.arch = arch
+        self.models_dir = models_dir
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        self.task_timeout_s = task_timeout_s
+        self.task_poll_s = task_poll_s
+
+    def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
+        clients = list(request.clients)
+        model = request.model.detach().to(torch.float32).numpy()
+        digest = model_hash(self.arch, model)
+        agree.check_same(digest, f"model M̂_{request.unlearning_round}")
+        deadline = agree.leader_value(int((time.time() + self.task_timeout_s) * 1000)) / 1000.0
+        ids = {c: task_id(self.job_id, request.unlearning_round, request.reason, digest, c) for c in clients}
+        model_file = self.models_dir / f"{digest}.npy"
+        if not model_file.exists():
+            tmp = model_file.with_suffix(".tmp.npy")
+            np.save(tmp, model, allow_pickle=False)
+            tmp.replace(model_file)
+        self.link.request({"kind": "post_tasks", "model_file": model_file.name, "model_hash": digest,
+                           "deadline": deadline, "task_kind": int(TASK_KINDS[request.reason]),
+                           "unlearning_round": request.unlearning_round, "original_round": request.original_round,
+                           "tasks": ids})
+        held = self._wait(ids, deadline)
+        agreed = agree.both_true([c in held for c in clients])
+        out: dict[str, Secret | None] = {}
+        for client, ok in zip(clients, agreed):
+            bundle = self.store.load_task_share(ids[client]) if ok else None
+            out[client] = None if bundle is None else backend.load_shares(bundle.gradient)
+        missing = [c for c, ok in zip(clients, agreed) if not ok]
+        if missing:
+            log.warning("round %d %s: no answer from %s before the deadline; estimates kept",
+                        request.unlearning_round, request.reason, missing)
+        return out
+
+    def _wait(self, ids: dict[str, str], deadline: float) -> set[str]:
+        """Clients whose answer this party holds, waiting until all or the deadline."""
+        held: set[str] = set()
+        while True:
+            for client, tid in ids.items():
+                if client not in held and self.store.load_task_share(tid) is not None:
+                    held.add(client)
+            if len(held) == len(ids) or time.time() >= deadline:
+                return held
+            time.sleep(self.task_poll_s)

@@ -1,0 +1,90 @@
+"""What both parties' job runners share: worker specs, the worker's message handler
+(progress, checkpoints, posting tasks) and installing the unlearned model.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from client_sdk.wire import model_hash
+from server.jobs.jobstore import JobRecord, JobStore
+from server.jobs.process import Handler, WorkerProcess, WorkerSpec
+from server.state import PartyState
+from server.store import TaskRecord
+
+log = logging.getLogger(__name__)
+
+
+class JobFailed(RuntimeError):
+    """The job cannot succeed (bad input found late, attempts exhausted, parties disagree)."""
+
+
+class JobRunnerBase:
+    def __init__(self, state: PartyState, jobs: JobStore):
+        self.state = state
+        self.store = state.store
+        self.cfg = state.config
+        self.jobs = jobs
+
+    # -- worker ----------------------------------------------------------------------------
+    def spec(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerSpec:
+        jc = self.cfg.jobs
+        return WorkerSpec(
+            job_id=job.job_id, role=self.cfg.role, attempt=attempt, data_dir=str(Path(self.cfg.data_dir).resolve()),
+            job_dir=str(self.jobs.job_dir(job.job_id).resolve()), arch=self.store.global_model(0).arch,
+            targets=list(job.targets), strategy=job.strategy, parameters=job.parameters, base_round=job.base_round,
+            base_model_hash=job.base_model_hash, host=host, port=port, precision_bits=self.cfg.precision_bits,
+            session_timeout_s=jc.session_timeout_s, step_check=jc.step_check, allow_remote=jc.allow_remote,
+            task_timeout_s=jc.task_timeout_s, task_poll_s=jc.task_poll_s)
+
+    def start_worker(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerProcess:
+        folder = self.jobs.job_dir(job.job_id)
+        path = self.spec(job, attempt, host, port).write(folder / f"attempt-{attempt}.json")
+        worker = WorkerProcess(path, folder / "worker.log", self.handler(job.job_id)).start()
+        log.info("job %s attempt %d: worker %d started (session %s:%d)", job.job_id, attempt, worker.pid, host, port)
+        return worker
+
+    def handler(self, job_id: str) -> Handler:
+        def handle(msg: dict[str, Any]) -> dict[str, Any] | None:
+            kind = msg.get("kind")
+            if kind == "progress":
+                self.jobs.update(job_id, step=str(msg["step"]), unlearning_round=int(msg["t"]),
+                                 total_rounds=int(msg["total"]), bytes=int(msg["bytes"]))
+            elif kind == "checkpoint":
+                self.jobs.update(job_id, unlearning_round=int(msg["t"]))
+            elif kind == "post_tasks":
+                self.post_tasks(job_id, msg)
+                return {"ok": True}
+            return None
+        return handle
+
+    def post_tasks(self, job_id: str, msg: dict[str, Any]) -> None:
+        """Store the task model M̂_t (public) and post one task per client on this party."""
+        name = str(msg["model_file"])
+        if Path(name).name != name:
+            raise ValueError("task model file must be a plain file name")
+        params = np.load(self.jobs.job_dir(job_id) / "models" / name, allow_pickle=False)
+        digest = self.store.put_model(self.store.global_model(0).arch, params)
+        if digest != msg["model_hash"]:
+            raise ValueError("task model does not match its hash")
+        for client, tid in sorted(dict(msg["tasks"]).items()):
+            self.state.post_task(TaskRecord(str(tid), str(client), job_id, int(msg["task_kind"]),
+                                            int(msg["unlearning_round"]), int(msg["original_round"]), digest,
+                                            float(msg["deadline"])))
+
+    # -- result ----------------------------------------------------------------------------
+    def install_result(self, job: JobRecord, claimed_hash: str) -> str:
+        """Make the worker's unlearned model the global model M_{T+1} (idempotent)."""
+        folder = self.jobs.job_dir(job.job_id)
+        params = np.load(folder / "result-model.npy", allow_pickle=False)
+        m0 = self.store.global_model(0)
+        if model_hash(m0.arch, params) != claimed_hash:
+            raise JobFailed("the worker's result file does not match the hash it reported")
+        digest = self.store.install_global_model(job.base_round + 1, m0.arch, params, m0.lr)
+        self.jobs.update(job.job_id, model_hash=digest)
+        log.info("job %s: unlearned model %s installed as global model %d", job.job_id, digest[:12],
+                 job.base_round + 1)
+        return digest

@@ -1,0 +1,139 @@
+"""RPC handlers of unlearning jobs: the admin side (party0) and the peer side (party1).
+
+They extend the Stage I services: `JobAdminService` answers Unlearn, GetJobStatus,
+WatchJob, GetJobModel, GetJobReport and ListJobs; `JobPeerService` answers StartJob,
+GetPeerJob and CancelJob. Every admin call needs the admin credential.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import grpc
+
+from client_sdk.wire import model_messages
+from proto.starfish.v1 import admin_pb2, common_pb2, peer_pb2
+from server.admin_service import AdminService
+from server.auth import require_admin, require_peer
+from server.jobs.follower import JobFollower
+from server.jobs.jobstore import TERMINAL, JobRecord
+from server.jobs.manager import JobManager
+from server.jobs.validation import RequestError, parse_parameters
+from server.peer_client import PeerClient
+from server.peer_service import PeerService
+from server.state import PartyState
+
+STATES = {
+    "queued": admin_pb2.JOB_STATE_QUEUED,
+    "running": admin_pb2.JOB_STATE_RUNNING,
+    "succeeded": admin_pb2.JOB_STATE_SUCCEEDED,
+    "failed": admin_pb2.JOB_STATE_FAILED,
+    "cancelled": admin_pb2.JOB_STATE_CANCELLED,
+}
+CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "precondition": grpc.StatusCode.FAILED_PRECONDITION,
+    "conflict": grpc.StatusCode.ALREADY_EXISTS,
+}
+WATCH_POLL_S = 0.2
+
+
+def job_status(job: JobRecord) -> admin_pb2.JobStatus:
+    return admin_pb2.JobStatus(job_id=job.job_id, state=STATES[job.state], step=job.step,
+                               unlearning_round=job.unlearning_round, progress=job.progress, seconds=job.seconds,
+                               bytes=job.bytes, error=job.error)
+
+
+class JobAdminService(AdminService):
+    def __init__(self, state: PartyState, peer: PeerClient, manager: JobManager):
+        super().__init__(state, peer)
+        self.manager = manager
+        self.jobs = manager.jobs
+
+    def _job(self, request, context) -> JobRecord:
+        job = self.jobs.get(request.job_id)
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+        return job
+
+    def Unlearn(self, request, context):
+        require_admin(self.cfg, context)
+        try:
+            parameters = parse_parameters(request.parameters_json)
+            job = self.manager.submit(list(request.targets), request.strategy, parameters)
+        except RequestError as exc:
+            context.abort(CODES[exc.kind], str(exc))
+        return admin_pb2.JobRef(job_id=job.job_id)
+
+    def GetJobStatus(self, request, context):
+        require_admin(self.cfg, context)
+        return job_status(self._job(request, context))
+
+    def WatchJob(self, request, context):
+        require_admin(self.cfg, context)
+        last = None
+        while context.is_active() and not self.state.stopping.is_set():
+            status = job_status(self._job(request, context))
+            view = status.SerializeToString(deterministic=True)
+            if view != last:
+                last = view
+                yield status
+                if status.state in (STATES[s] for s in TERMINAL):
+                    return
+            time.sleep(WATCH_POLL_S)
+
+    def _finished(self, request, context) -> JobRecord:
+        job = self._job(request, context)
+        if job.state != "succeeded":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"job {job.job_id} is {job.state}" + (f": {job.error}" if job.error else ""))
+        return job
+
+    def GetJobModel(self, request, context):
+        require_admin(self.cfg, context)
+        job = self._finished(request, context)
+        model = self.state.store.model_by_hash(job.model_hash)
+        header = common_pb2.ModelHeader(round=job.base_round + 1, arch=model.arch, num_params=model.params.size,
+                                        model_hash=model.hash, lr=self.state.store.global_model(0).lr,
+                                        precision_bits=self.cfg.precision_bits)
+        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
+
+    def GetJobReport(self, request, context):
+        require_admin(self.cfg, context)
+        job = self._finished(request, context)
+        folder = self.jobs.job_dir(job.job_id)
+        report = json.loads((folder / "report.json").read_text())
+        return admin_pb2.JobReport(job_id=job.job_id, report_json=json.dumps(report, sort_keys=True),
+                                   summary=(folder / "summary.txt").read_text(), model_hash=job.model_hash)
+
+    def ListJobs(self, request, context):
+        require_admin(self.cfg, context)
+        return admin_pb2.ListJobsReply(jobs=[job_status(j) for j in self.jobs.all()])
+
+
+class JobPeerService(PeerService):
+    def __init__(self, state: PartyState, follower: JobFollower):
+        super().__init__(state)
+        self.follower = follower
+
+    def StartJob(self, request, context):
+        require_peer(self.cfg, context)
+        try:
+            detail = self.follower.start_job(request)
+        except RequestError as exc:
+            context.abort(CODES[exc.kind], str(exc))
+        return self._ack(detail=detail)
+
+    def GetPeerJob(self, request, context):
+        require_peer(self.cfg, context)
+        job = self.follower.jobs.get(request.job_id)
+        if job is None:
+            return peer_pb2.PeerJobState(job_id=request.job_id, state="unknown")
+        return peer_pb2.PeerJobState(job_id=job.job_id, state=job.state, unlearning_round=job.unlearning_round,
+                                     checkpoint_hash=job.model_hash, error=job.error)
+
+    def CancelJob(self, request, context):
+        require_peer(self.cfg, context)
+        self.follower.cancel(request.job_id)
+        return self._ack(detail=request.job_id)
