@@ -16,6 +16,7 @@ BENCHMARKS = (
     "mpc_primitives",
     "stage1",
     "quality_mnist",
+    "unlearning_cost",
 )
 
 
