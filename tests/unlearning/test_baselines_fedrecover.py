@@ -9,6 +9,7 @@ from unlearning.baselines.retrain import RetrainStrategy
 from unlearning.strategy import UnlearningError
 
 ALL_ESTIMATED = {"warmup_rounds": 3, "correction_interval": 0, "final_tuning": 0, "tolerance_rate": 1e-6}
+#: τ then is the largest stored ‖g‖_∞, which the shrinking estimates never exceed
 
 
 def test_schedule_of_exact_rounds():
@@ -17,11 +18,11 @@ def test_schedule_of_exact_rounds():
     assert (exact[2], exact[7], exact[20], exact[8]) == ("warmup", "correction", "final_tuning", None)
 
 
-def test_abnormality_threshold_leaves_the_tolerance_fraction_above():
-    values = [torch.arange(1, 51, dtype=torch.float64), -torch.arange(51, 101, dtype=torch.float64)]
-    tau = abnormality_threshold(values, tolerance=0.1, cap=1000, seed=0)
-    assert tau == 90.0
-    assert sum(int((v.abs() > tau).sum()) for v in values) == 10
+def test_abnormality_threshold_leaves_the_tolerance_fraction_of_gradients_above():
+    grads = [torch.tensor([0.1 * k, -0.2 * k, 0.05], dtype=torch.float64) for k in range(1, 21)]  # ‖g_k‖_∞ = 0.2k
+    tau = abnormality_threshold(grads, tolerance=0.1)
+    assert tau == pytest.approx(0.2 * 18)
+    assert sum(float(g.abs().max()) > tau for g in grads) == 2
 
 
 def test_correction_every_round_equals_exact_recomputation(logreg_fl):
@@ -61,11 +62,19 @@ def test_estimates_without_curvature_pairs_keep_the_stored_gradient(logreg_fl):
 
 
 def test_abnormality_fixing_asks_clients_whose_estimate_is_too_large(logreg_fl):
-    params = {**ALL_ESTIMATED, "tolerance_rate": 0.999}  # τ below nearly every coordinate
-    recovered = FedRecoverStrategy().run(logreg_fl.context(params=params))
-    retrain = RetrainStrategy().run(logreg_fl.context())
-    assert set(recovered.report["abnormal"]) == {str(t) for t in range(4, 9)}
-    torch.testing.assert_close(recovered.model, retrain.model)
+    estimated = FedRecoverStrategy().run(logreg_fl.context(params=ALL_ESTIMATED)).model.double()
+    logreg_fl.oracle.requests.clear()
+    params = {**ALL_ESTIMATED, "tolerance_rate": 0.999}  # τ is the smallest stored ‖g‖_∞
+    fixed = FedRecoverStrategy().run(logreg_fl.context(params=params))
+    report = fixed.report
+    asked = {str(r.unlearning_round): list(r.clients) for r in logreg_fl.oracle.requests if r.reason == "abnormality"}
+    assert asked == report["abnormal"] and asked  # exactly the flagged clients were asked, in estimated rounds
+    assert set(asked) <= {str(t) for t in range(4, 9)}
+    retrain = RetrainStrategy().run(logreg_fl.context()).model.double()
+    assert (fixed.model.double() - retrain).norm() < (estimated - retrain).norm()
+    assert report["threshold"] == pytest.approx(min(
+        float(logreg_fl.problem.gradient(c, logreg_fl.history.model(i - 1)).abs().max())
+        for i in range(1, 9) for c in ["c1", "c2", "c3", "c4"]))
 
 
 def test_silent_client_keeps_its_estimate(logreg_fl):

@@ -9,8 +9,8 @@ initial model M̂_0 = M_0. For round t it needs each remaining client's update a
   last s pairs (ΔM = M̂ − M, Δg = ĝ − g) collected in exact rounds;
 * periodic correction — every T_c-th round after warm-up is exact again;
 * abnormality fixing — a client whose estimate has a coordinate above the threshold τ
-  (chosen so that a fraction α, the tolerance rate, of the stored gradient coordinates
-  of remaining clients exceed it; Starfish §IV-C recalls this rule) computes exactly;
+  computes exactly; τ is set so that a fraction α (the tolerance rate) of the stored
+  gradients of remaining clients exceed it (Starfish §IV-C recalls this rule);
 * final tuning — the last T_f rounds are exact;
 then M̂_t = M̂_{t−1} − η·Σ_i w_i ĝ_t^i (FedAvg).
 
@@ -24,9 +24,12 @@ is s + 1 rounds. A client that does not answer keeps its estimate.
 
 Deviations (docs/BASELINES.md): the paper tunes T_w, T_c, T_f per data set for
 thousands of rounds; our defaults scale with T (T_w = s + 1, T_c = ⌈T/10⌉, T_f = ⌈T/20⌉).
-τ is the (1 − α)-quantile of |g| over the stored coordinates of remaining clients,
-computed on a seeded uniform sample when there are more than `threshold_sample`.
-τ needs a global quantile of plaintext gradients: `requires_plaintext`.
+"A fraction α of the gradients exceed τ" is read per gradient vector, as the test
+itself is ("some coordinate above τ"): τ is the (1 − α)-quantile of ‖g‖_∞ over the
+stored gradients of remaining clients, so a fraction α of normal updates would be
+flagged. (Read per coordinate, with α = 0.4 every estimate is flagged and nothing is
+saved: measured ARP 0 % on digits.) The default α = 0.1 is ours. τ needs a global
+quantile of plaintext gradients: `requires_plaintext`.
 """
 from __future__ import annotations
 
@@ -53,19 +56,17 @@ FINAL_TUNING_RATE = 0.05
 class FedRecoverParams:
     """buffer_size s; warmup_rounds T_w (None: s + 1); correction_interval T_c (None:
     ⌈T/10⌉, 0: never); final_tuning T_f (None: ⌈T/20⌉); tolerance_rate α for τ;
-    threshold_sample: most coordinates used to find τ; L-BFGS safeguards and inverse."""
+    L-BFGS safeguards and the 2s×2s inverse."""
 
     buffer_size: int = 2
     warmup_rounds: int | None = None
     correction_interval: int | None = None
     final_tuning: int | None = None
-    tolerance_rate: float = 0.4
-    threshold_sample: int = 1_000_000
+    tolerance_rate: float = 0.1
     curvature_eps: float = 1e-6
     hv_bound: float = 10.0
     inverse: str = "secmi"
     min_step: float = 1e-9
-    seed: int = 0
 
     def check(self) -> None:
         check_range(NAME, "buffer_size", self.buffer_size, 1, 64)
@@ -74,7 +75,6 @@ class FedRecoverParams:
             if value is not None:
                 check_range(NAME, name, value, 0, 100_000)
         check_range(NAME, "tolerance_rate", self.tolerance_rate, 0.0, 1.0, low_open=True, high_open=True)
-        check_range(NAME, "threshold_sample", self.threshold_sample, 1, 10**9)
         check_range(NAME, "curvature_eps", self.curvature_eps, 0.0, 1e6)
         check_range(NAME, "hv_bound", self.hv_bound, 0.0, 1e12, low_open=True)
         check_range(NAME, "min_step", self.min_step, 0.0, 1.0)
@@ -99,17 +99,12 @@ def is_exact_round(t: int, total: int, warmup: int, interval: int, final: int) -
     return None
 
 
-def abnormality_threshold(grads: Sequence[torch.Tensor], tolerance: float, cap: int, seed: int) -> float:
-    """τ such that a fraction α of the coordinates |g| exceed it (sampled beyond `cap`)."""
-    total = sum(g.numel() for g in grads)
-    if total > cap:
-        gen = torch.Generator().manual_seed(seed)
-        per = max(1, math.ceil(cap / len(grads)))
-        values = torch.cat([g.abs().reshape(-1)[torch.randint(g.numel(), (per,), generator=gen)] for g in grads])
-    else:
-        values = torch.cat([g.abs().reshape(-1) for g in grads])
-    rank = max(1, math.ceil((1.0 - tolerance) * values.numel()))
-    return float(torch.kthvalue(values.to(torch.float64), rank).values)
+def abnormality_threshold(grads: Sequence[torch.Tensor], tolerance: float) -> float:
+    """τ such that a fraction α of the stored gradients have a coordinate above it, i.e.
+    the (1 − α)-quantile of ‖g‖_∞ over the given gradients (lower order statistic)."""
+    peaks = torch.stack([g.abs().max().to(torch.float64) for g in grads])
+    rank = max(1, math.ceil((1.0 - tolerance) * peaks.numel()))
+    return float(torch.kthvalue(peaks, rank).values)
 
 
 class FedRecoverStrategy(Strategy):
@@ -135,7 +130,7 @@ class FedRecoverStrategy(Strategy):
         with log.step("threshold"):
             stored_all = [g for i in range(1, total + 1)
                           for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()]
-            tau = abnormality_threshold(stored_all, params.tolerance_rate, params.threshold_sample, params.seed)
+            tau = abnormality_threshold(stored_all, params.tolerance_rate)
         del stored_all
 
         model = history.model(0).to(torch.float64).clone()
