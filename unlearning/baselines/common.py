@@ -17,7 +17,7 @@ import time
 import types
 import typing
 from contextlib import contextmanager
-from dataclasses import MISSING, asdict, fields
+from dataclasses import asdict, fields
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 import torch
@@ -84,11 +84,6 @@ def check_choice(strategy: str, name: str, value: str, choices: Sequence[str]) -
 def params_dict(params: Any) -> dict[str, Any]:
     """JSON-ready copy of a parameter dataclass."""
     return asdict(params)
-
-
-def defaults_of(cls: type) -> dict[str, Any]:
-    """Default value of every field of a parameter dataclass (for documentation)."""
-    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
 
 
 # --------------------------------------------------------------------------- FedAvg
