@@ -74,3 +74,21 @@ def test_targets_are_validated(logreg_fl):
             registry.create(name).run(logreg_fl.context(targets=("c9",)))
         with pytest.raises(UnlearningError, match="every client is a target"):
             registry.create(name).run(logreg_fl.context(targets=tuple(logreg_fl.problem.clients)))
+
+
+COMMON_REPORT_KEYS = {"strategy", "backend", "targets", "params", "stored_rounds", "rounds_used", "client_rounds",
+                      "target_rounds", "arp", "missing_answers", "timings", "start_model_round"}
+
+
+@pytest.mark.parametrize("name", sorted(PLAINTEXT_ONLY | SECURE_CAPABLE))
+def test_every_strategy_returns_a_json_ready_report_and_a_finite_model(logreg_fl, name):
+    import json
+
+    result = registry.create(name).run(logreg_fl.context(params={"dp": False} if name == "fedadp" else {}))
+    report = json.loads(json.dumps(result.report))
+    assert report["strategy"] == name and report["targets"] == ["c0"]
+    if name not in ("starfish", "random"):  # Starfish's own report layout (arp_percent, selection, ...)
+        assert COMMON_REPORT_KEYS <= set(report)
+        assert set(report["client_rounds"]) == {"c1", "c2", "c3", "c4"}
+    assert result.model.dtype == torch.float32 and result.model.shape == (6,)
+    assert torch.isfinite(result.model).all()

@@ -81,4 +81,4 @@ class FedEraserStrategy(Strategy):
                 update = norm_calibrated_update(stored, fresh, fedavg_weights(info, list(fresh)))
             model = descend(model, update, info.lr)
             log.rounds_used += 1
-        return UnlearnResult(model=model, report=log.report(params, retained_rounds=retained))
+        return UnlearnResult(model=model, report=log.report(params, retained_rounds=retained, start_model_round=0))
