@@ -1,0 +1,105 @@
+"""Stage II as an admin user runs it (DESIGN §6, §7): file an unlearn request with party0's
+admin RPC, follow the job's status stream, then download the unlearned model and the report.
+
+While the job runs, the remaining clients answer warm-up and correction tasks through the
+SDK (`Fleet.serve_tasks`); the job pauses training, runs Starfish under 2PC in per-job
+workers of both parties with the dealer, installs M̂ as the next global model and erases the
+targets' shares.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import grpc
+import numpy as np
+import torch
+
+from client_sdk.wire import collect_model
+from proto.starfish.v1 import admin_pb2
+from server.local import LocalDeployment
+
+Say = Callable[[str], None]
+#: a status line is printed when the step or round changes, or after this many seconds
+STATUS_REPEAT_S = 15.0
+FINAL_STATES = (admin_pb2.JOB_STATE_SUCCEEDED, admin_pb2.JOB_STATE_FAILED, admin_pb2.JOB_STATE_CANCELLED)
+
+
+class AdminUnlearnUnavailable(RuntimeError):
+    """party0 answers the Unlearn RPC with UNIMPLEMENTED (a build without the job runner)."""
+
+
+class UnlearnFailed(RuntimeError):
+    """The unlearning job ended in a state other than SUCCEEDED."""
+
+
+@dataclass
+class UnlearnOutcome:
+    """The unlearned model and what the job reported."""
+
+    model: torch.Tensor  #: M̂ (flat float32)
+    model_hash: str
+    report: dict[str, Any]
+    summary: str
+    seconds: float
+    path: str  #: how the job ran ("admin-rpc" or "stored-shares")
+    job_id: str = ""
+    statuses: list[dict[str, Any]] = field(default_factory=list)  #: the job status stream as received
+
+
+def _status_dict(s: admin_pb2.JobStatus, elapsed: float) -> dict[str, Any]:
+    return {"elapsed_s": round(elapsed, 3), "state": admin_pb2.JobState.Name(s.state), "step": s.step,
+            "unlearning_round": s.unlearning_round, "progress": s.progress, "seconds": s.seconds, "bytes": s.bytes,
+            "error": s.error}
+
+
+def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, Any], say: Say,
+              timeout_s: float) -> UnlearnOutcome:
+    """File `Unlearn(targets, "starfish", params)` on party0 and follow the job to its end."""
+    admin = dep.admin()
+    stub, md = admin.stub, admin.metadata
+    start = time.perf_counter()
+    try:
+        try:
+            ref = stub.Unlearn(admin_pb2.UnlearnRequest(targets=list(targets), strategy="starfish",
+                                                        parameters_json=json.dumps(params)), metadata=md, timeout=60)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise AdminUnlearnUnavailable(exc.details() or "Unlearn is not implemented") from None
+            raise UnlearnFailed(f"party0 refused the unlearn request ({exc.code().name}): {exc.details()}") from None
+        say(f"  job {ref.job_id} filed with party0 (admin RPC Unlearn)")
+        statuses: list[dict[str, Any]] = []
+        last_key: tuple = ()
+        last_print = 0.0
+        final: admin_pb2.JobStatus | None = None
+        try:
+            for status in stub.WatchJob(ref, metadata=md, timeout=timeout_s):
+                elapsed = time.perf_counter() - start
+                statuses.append(_status_dict(status, elapsed))
+                line = (f"  [{elapsed:6.1f} s] {admin_pb2.JobState.Name(status.state).removeprefix('JOB_STATE_').lower():<9} "
+                        f"step {status.step or '-':<16} round {status.unlearning_round:>2}  "
+                        f"{100 * status.progress:5.1f} %  {status.bytes / 1e6:9.1f} MB")
+                key = (status.state, status.step, status.unlearning_round)
+                if key != last_key or elapsed - last_print >= STATUS_REPEAT_S:
+                    say(line)
+                    last_key, last_print = key, elapsed
+                if status.state in FINAL_STATES:
+                    final = status
+                    break
+        except grpc.RpcError as exc:
+            raise UnlearnFailed(f"lost the job status stream ({exc.code().name}): {exc.details()}") from None
+        if final is None:
+            final = stub.GetJobStatus(ref, metadata=md, timeout=60)
+        if final.state != admin_pb2.JOB_STATE_SUCCEEDED:
+            raise UnlearnFailed(f"job {ref.job_id} ended {admin_pb2.JobState.Name(final.state)}: {final.error or 'no detail'}")
+        header, params_out = collect_model(stub.GetJobModel(ref, metadata=md, timeout=120))
+        rep = stub.GetJobReport(ref, metadata=md, timeout=60)
+    except grpc.RpcError as exc:
+        raise UnlearnFailed(f"admin call failed ({exc.code().name}): {exc.details()}") from None
+    finally:
+        admin.close()
+    model = torch.from_numpy(np.asarray(params_out, dtype=np.float32).copy())
+    return UnlearnOutcome(model, header.model_hash, json.loads(rep.report_json), rep.summary,
+                          time.perf_counter() - start, "admin-rpc", ref.job_id, statuses)
