@@ -16,8 +16,8 @@ then M̂_t = M̂_{t−1} − η·Σ_i w_i ĝ_t^i (FedAvg).
 
 What we implement. Algorithm 1 over the stored history. The L-BFGS product and both
 safeguards are `unlearning.lbfgs` (compact Byrd–Nocedal–Schnabel form, shared with
-Starfish): a pair is kept only if yᵀs > ε·sᵀs, and a correction with ‖Hv‖ > c·‖g‖ is
-dropped (DESIGN §6 pitfalls). Every exact answer (warm-up, correction, abnormality fixing,
+Starfish): a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs, and a correction with
+‖Hv‖ > c·‖g‖ is dropped (DESIGN §6 pitfalls). Every exact answer (warm-up, correction, abnormality fixing,
 final tuning) offers a pair; pairs are normalised by ‖s‖ (the BFGS matrix is invariant to
 scaling a pair). A round with M̂ = M (the first one) gives no pair, so the default warm-up
 is s + 1 rounds. A client that does not answer keeps its estimate.
@@ -64,6 +64,7 @@ class FedRecoverParams:
     final_tuning: int | None = None
     tolerance_rate: float = 0.1
     curvature_eps: float = 1e-6
+    curvature_max: float = 1e3
     hv_bound: float = 10.0
     inverse: str = "secmi"
     min_step: float = 1e-9
@@ -76,6 +77,7 @@ class FedRecoverParams:
                 check_range(NAME, name, value, 0, 100_000)
         check_range(NAME, "tolerance_rate", self.tolerance_rate, 0.0, 1.0, low_open=True, high_open=True)
         check_range(NAME, "curvature_eps", self.curvature_eps, 0.0, 1e6)
+        check_range(NAME, "curvature_max", self.curvature_max, 0.0, 1e12, low_open=True)
         check_range(NAME, "hv_bound", self.hv_bound, 0.0, 1e12, low_open=True)
         check_range(NAME, "min_step", self.min_step, 0.0, 1.0)
         check_choice(NAME, "inverse", self.inverse, ("secmi", "newton"))
@@ -184,21 +186,21 @@ class PairBuffers:
             return g
         s = torch.stack([p[0] for p in pairs], dim=1).unsqueeze(0)  # (1, m, k)
         y = backend.share(torch.stack([p[1] for p in pairs], dim=1).unsqueeze(0))
-        hv = backend.mul(hessian_vector_product(backend, s, y, v / v_norm, params.inverse), v_norm)
-        g_secret = backend.share(g.unsqueeze(0))
-        correction = bounded_correction(backend, hv, g_secret, params.hv_bound)
-        return g + plain(backend, correction)[0]
+        hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
+        kept = bounded_correction(backend, hv_unit, backend.share(g.unsqueeze(0)), params.hv_bound, v_norm)
+        return g + v_norm * plain(backend, kept)[0]
 
     def offer(self, v: torch.Tensor, exact_and_stored: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Pairs (ŝ, ŷ) = (v, ĝ − g)/‖v‖ for exact answers; keep the last s that pass the curvature test."""
+        """Pairs (s, y) = (v, ĝ − g) for exact answers, kept normalised by ‖s‖ (the last s that
+        pass both curvature tests of `unlearning.lbfgs.curvature_accepted`)."""
         backend, params = self.backend, self.params
         norm = float(v.norm())
         if not exact_and_stored or norm <= params.min_step:
             return
         clients = list(exact_and_stored)
-        s_hat = v / norm
-        y_hat = torch.stack([(exact_and_stored[c][0] - exact_and_stored[c][1]) / norm for c in clients])
-        accepted = curvature_accepted(backend, s_hat, backend.share(y_hat), params.curvature_eps)
+        y = torch.stack([exact_and_stored[c][0] - exact_and_stored[c][1] for c in clients])
+        accepted = curvature_accepted(backend, v, backend.share(y), params.curvature_eps, params.curvature_max)
+        s_hat, y_hat = v / norm, y / norm
         for k, c in enumerate(clients):
             self.counts["offered"] += 1
             if bool(accepted[k]):
