@@ -15,8 +15,8 @@ m×m is formed; the only secret×secret products are K⁻¹ (SecMI or Newton–S
 σ_k·(v − S q₁) and Y·q₂. Every function is batched over a leading client dimension n.
 
 The curvature safeguards (DESIGN §6 pitfalls) are here too so both backends apply the
-same rule: a pair is kept only if yᵀs > ε·sᵀs (one revealed bit per client and pair), and
-a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (nothing revealed).
+same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
+and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (nothing revealed).
 """
 from __future__ import annotations
 
@@ -91,24 +91,36 @@ def squared_norms(backend: Backend, x: Secret) -> Secret:
     return backend.reshape(backend.matmul(backend.reshape(x, (n, 1, m)), backend.reshape(x, (n, m, 1))), (n,))
 
 
-def curvature_accepted(backend: Backend, s: torch.Tensor, y: Secret, eps: float) -> torch.Tensor:
-    """Safeguard 1: reveal, per client, the bit [yᵀs ≥ ε·sᵀs] for a new pair.
+def curvature_accepted(backend: Backend, s: torch.Tensor, y: Secret, eps: float, kappa: float) -> torch.Tensor:
+    """Safeguard 1: reveal, per client, whether the new pair (s, y) may enter its buffer.
 
-    s: (m,) public (the same model difference for every client), y: (n, m) secret.
-    yᵀs is local (public s). Returns a public bool tensor (n,); the bits are revealed.
+    Accepted iff yᵀs ≥ ε·sᵀs (positive curvature) AND ‖y‖² ≤ κ·yᵀs (the "cautious" bound
+    of Li and Fukushima: every rank-one term y yᵀ/(yᵀs) of the BFGS update has norm ≤ κ, so
+    σ_k ≤ κ, ‖B_k‖ ≤ (k+1)·κ and ‖ŷ‖ = ‖y‖/‖s‖ ≤ κ — bounded fixed-point magnitudes).
+    s: (m,) public (the same model difference for every client), y: (n, m) secret, raw
+    (not normalised, so ‖y‖² stays at gradient scale). yᵀs is local; ‖y‖² is one batched
+    dot product. Returns a public bool tensor (n,); only the combined bit is revealed.
     """
     s = s.to(torch.float64)
-    curvature = backend.matmul(y, s)  # (n,)
-    threshold = float(eps) * float(torch.dot(s, s))
-    return backend.reveal(backend.ge(curvature, threshold)) > 0.5
+    curvature = backend.matmul(y, s)  # (n,) yᵀs, local
+    positive = backend.ge(curvature, float(eps) * float(torch.dot(s, s)))
+    cautious = backend.ge(backend.mul(curvature, float(kappa)), squared_norms(backend, y))
+    return backend.reveal(backend.mul(positive, cautious)) > 0.5
 
 
-def bounded_correction(backend: Backend, hv: Secret, g: Secret, bound: float) -> Secret:
-    """Safeguard 2: Hv where ‖Hv‖ ≤ c·‖g‖, else 0 — an oblivious drop, nothing revealed.
+def bounded_correction(backend: Backend, hv_unit: Secret, g: Secret, bound: float, v_norm: float) -> Secret:
+    """Safeguard 2: H v̂ where ‖H v‖ = ‖v‖·‖H v̂‖ ≤ c·‖g‖, else 0 — an oblivious drop (nothing revealed).
 
-    Compares squared norms ([c²‖g‖² ≥ ‖Hv‖²]) so no square root is needed.
+    `hv_unit` is H·v̂ for the unit direction v̂ = v/‖v‖. Squared norms are compared
+    ([(c/‖v‖)²‖g‖² ≥ ‖H v̂‖²], no square root); the public factor is applied to whichever
+    side it shrinks, so no fixed-point magnitude grows. Returns the kept H v̂ (n, m).
     """
-    n, m = hv.shape
-    ok = backend.ge(backend.mul(squared_norms(backend, g), float(bound) ** 2), squared_norms(backend, hv))
+    n, m = hv_unit.shape
+    factor = (float(bound) / float(v_norm)) ** 2
+    g2, hv2 = squared_norms(backend, g), squared_norms(backend, hv_unit)
+    if factor <= 1.0:
+        ok = backend.ge(backend.mul(g2, factor), hv2)
+    else:
+        ok = backend.ge(g2, backend.mul(hv2, 1.0 / factor))
     ok_full = backend.mul(backend.reshape(ok, (n, 1)), torch.ones(n, m, dtype=torch.float64))
-    return backend.mul(hv, ok_full)
+    return backend.mul(hv_unit, ok_full)

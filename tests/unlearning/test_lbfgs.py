@@ -77,16 +77,47 @@ def test_curvature_bit_rejects_non_positive_pairs() -> None:
     backend = PlainBackend()
     s = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
     y = backend.share(torch.tensor([[0.5, 1.0, 0.0], [-0.5, 2.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64))
-    accepted = curvature_accepted(backend, s, y, eps=1e-6)
+    accepted = curvature_accepted(backend, s, y, eps=1e-6, kappa=1e3)
     assert accepted.tolist() == [True, False, False]
+
+
+def test_cautious_bound_rejects_nearly_orthogonal_pairs() -> None:
+    """‖y‖² ≤ κ·yᵀs: y almost orthogonal to s (SGD noise) would add an eigenvalue ‖y‖²/yᵀs ≫ κ."""
+    backend = PlainBackend()
+    s = torch.tensor([0.1, 0.0], dtype=torch.float64)
+    y = torch.tensor([[0.2, 0.1], [1e-4, 5.0], [0.05, 0.0]], dtype=torch.float64)
+    accepted = curvature_accepted(backend, s, backend.share(y), eps=1e-6, kappa=100.0)
+    ratios = (y * y).sum(1) / (y @ s)
+    assert ratios[0] < 100 < ratios[1] and ratios[2] < 100
+    assert accepted.tolist() == [True, False, True]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), kappa=st.floats(1.0, 1e3))
+def test_accepted_pairs_bound_the_bfgs_matrix(seed: int, kappa: float) -> None:
+    """Pairs that pass both tests give ‖B_k‖ ≤ (k+1)·κ, whatever the raw pairs were."""
+    backend = PlainBackend()
+    gen = torch.Generator().manual_seed(seed)
+    m, k = 5, 3
+    s = torch.randn(m, k, generator=gen, dtype=torch.float64)
+    y = torch.randn(m, k, generator=gen, dtype=torch.float64) * torch.rand(k, generator=gen, dtype=torch.float64) * 10
+    keep = [i for i in range(k) if curvature_accepted(backend, s[:, i], backend.share(y[:, i][None]), 1e-6, kappa)[0]]
+    if not keep:
+        return
+    s_hat = s[:, keep] / s[:, keep].norm(dim=0)
+    y_hat = y[:, keep] / s[:, keep].norm(dim=0)
+    assert torch.linalg.matrix_norm(dense_bfgs(s_hat, y_hat), ord=2) <= (len(keep) + 1) * kappa * (1 + 1e-9)
 
 
 def test_squared_norms_and_bounded_correction() -> None:
     backend = PlainBackend()
     g = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
-    hv = torch.tensor([[6.0, 8.0], [30.0, 40.0]], dtype=torch.float64)
+    hv_unit = torch.tensor([[0.6, 0.8], [3.0, 4.0]], dtype=torch.float64)  # H·v̂ for a unit v̂
     torch.testing.assert_close(backend.reveal(squared_norms(backend, backend.share(g))),
                                torch.tensor([25.0, 1.0], dtype=torch.float64))
-    out = backend.reveal(bounded_correction(backend, backend.share(hv), backend.share(g), bound=2.0))
-    # row 0: ‖Hv‖ = 10 ≤ 2·5 kept; row 1: ‖Hv‖ = 50 > 2·1 dropped to 0
-    torch.testing.assert_close(out, torch.tensor([[6.0, 8.0], [0.0, 0.0]], dtype=torch.float64))
+    for v_norm in (0.1, 8.0):  # both branches of the public rescaling
+        out = backend.reveal(bounded_correction(backend, backend.share(hv_unit), backend.share(g), 2.0, v_norm))
+        # ‖Hv‖ = ‖v‖·‖H v̂‖: row 0 is ‖v‖·1 vs 2·5, row 1 is ‖v‖·5 vs 2·1
+        keep0, keep1 = v_norm * 1.0 <= 10.0, v_norm * 5.0 <= 2.0
+        want = torch.stack([hv_unit[0] * keep0, hv_unit[1] * keep1])
+        torch.testing.assert_close(out, want)

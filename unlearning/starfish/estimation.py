@@ -37,15 +37,18 @@ def add_pairs(
 ) -> None:
     """Offer the pair (s, y = exact − stored) to each client's buffer (keeps the B latest).
 
-    A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise the curvature bit
-    [ŷᵀŝ ≥ ε] is revealed per client and the pair is kept only if it holds.
+    A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
+    is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
+    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, |ŷ| ≤ κ once accepted).
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
         return
-    s_hat = (s / norm).to(torch.float64)
-    y_hat = backend.mul(backend.sub(exact, stored), 1.0 / norm)
-    accepted = curvature_accepted(backend, s_hat, y_hat, params.curvature_eps)
+    s = s.to(torch.float64)
+    y = backend.sub(exact, stored)
+    accepted = curvature_accepted(backend, s, y, params.curvature_eps, params.curvature_max)
+    s_hat = s / norm
+    y_hat = backend.mul(y, 1.0 / norm)
     log = state.log.setdefault("curvature", [])
     for idx, client in enumerate(clients):
         ok = bool(accepted[idx])
@@ -83,8 +86,9 @@ def estimate_gradients(
             s = torch.stack([torch.stack([p.s for p in ps], dim=1) for ps in pairs])  # (n_g, m, k)
             y = backend.stack([backend.stack([p.y for p in ps], dim=1) for ps in pairs])
             state.log["inverses"] = state.log.get("inverses", 0) + len(members)
-            hv = backend.mul(hessian_vector_product(backend, s, y, v / v_norm, params.inverse), v_norm)
-            estimate = backend.add(g_group, bounded_correction(backend, hv, g_group, params.hv_bound))
+            hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
+            kept = bounded_correction(backend, hv_unit, g_group, params.hv_bound, v_norm)
+            estimate = backend.add(g_group, backend.mul(kept, v_norm))
         for pos, i in enumerate(members):
             rows[i] = backend.index(estimate, slice(pos, pos + 1))
     return backend.cat([rows[i] for i in range(n)], dim=0)

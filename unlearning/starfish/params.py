@@ -37,8 +37,10 @@ class StarfishParams:
     switch_threshold: int = DEFAULT_SWITCH_THRESHOLD  #: T_δ ≥ 1
     method: str = "auto"  #: one of METHODS
     inverse: str = "secmi"  #: one of INVERSES
-    #: curvature safeguard: a pair is kept iff yᵀs > curvature_eps·sᵀs (revealed bit)
+    #: curvature safeguard: a pair is kept iff yᵀs ≥ curvature_eps·sᵀs and
+    #: ‖y‖² ≤ curvature_max·yᵀs (one revealed bit per client and pair)
     curvature_eps: float = 1e-6
+    curvature_max: float = 1e3
     #: ‖Hv‖ bound: the L-BFGS correction is dropped (obliviously) if ‖Hv‖ > hv_bound·‖g‖
     hv_bound: float = 10.0
     #: model differences with ‖s‖ ≤ min_step are degenerate (public test): no pair, warm-up goes on
@@ -97,13 +99,13 @@ class StarfishParams:
                 raise UnlearningError(f"{name} must be an integer, got {value!r}")
             if value < low:
                 raise UnlearningError(f"{name} must be ≥ {low}, got {value}")
-        for name in ("eta_u", "curvature_eps", "hv_bound", "min_step"):
+        for name in ("eta_u", "curvature_eps", "curvature_max", "hv_bound", "min_step"):
             value = getattr(self, name)
             if value is None and name == "eta_u":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise UnlearningError(f"{name} must be a finite number, got {value!r}")
-            if value < 0 or (value == 0 and name in ("eta_u", "hv_bound")):
+            if value < 0 or (value == 0 and name in ("eta_u", "hv_bound", "curvature_max")):
                 raise UnlearningError(f"{name} must be positive, got {value!r}")
         if self.method not in METHODS:
             raise UnlearningError(f"method must be one of {METHODS}, got {self.method!r}")

@@ -61,7 +61,7 @@ def revealed_section(log: Mapping[str, Any], ranked: Sequence[int], inverse: str
         "curvature_bits": {
             "count": len(curvature),
             "rejected": sum(1 for c in curvature if not c["accepted"]),
-            "why": "one [yᵀs ≥ ε·sᵀs] bit per client and offered L-BFGS pair (safeguard)",
+            "why": "one [yᵀs ≥ ε·sᵀs]·[‖y‖² ≤ κ·yᵀs] bit per client and offered L-BFGS pair (safeguard)",
         },
         "sample_decided_bits": {
             "count": sum(len(entry["flags"]) for entry in log.get("flags", [])) if sampled else 0,
