@@ -36,7 +36,6 @@ from server.state import PartyState
 
 log = logging.getLogger(__name__)
 PEER_CHECK_EVERY_S = 1.0  #: how often a running attempt asks party1 for its job state
-DEALER_EXIT_WAIT_S = 10.0
 
 
 def _receipt_dict(msg) -> dict[str, Any]:
@@ -157,11 +156,7 @@ class JobManager(JobRunnerBase):
             finally:
                 if worker is not None and worker.poll() is None:
                     worker.kill()
-                try:
-                    dealer.wait(DEALER_EXIT_WAIT_S if worker is not None and worker.result else 0.1)
-                except Exception:
-                    pass
-                stop_process(dealer)
+                stop_process(dealer)  # its session is over (finished or failed)
             if outcome is None and worker is not None and worker.result is not None:
                 return self.install_result(job, str(worker.result["model_hash"]))
             last_error = outcome or "worker ended without a result"

@@ -75,7 +75,7 @@ class JobAdminService(AdminService):
         last = None
         while context.is_active() and not self.state.stopping.is_set():
             status = job_status(self._job(request, context))
-            view = status.SerializeToString(deterministic=True)
+            view = (status.state, status.step, status.unlearning_round, status.bytes, status.error)
             if view != last:
                 last = view
                 yield status

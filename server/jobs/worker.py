@@ -110,8 +110,14 @@ def run(spec_path: Path, link: ParentLink) -> int:
     log.info("job %s attempt %d: joining the session at %s", spec.job_id, spec.attempt, session.config.rendezvous)
     session.open()
     try:
-        ledger = CostLedger()
-        backend = CrypTenBackend(precision_bits=spec.precision_bits, ledger=ledger, step_check=spec.step_check)
+        prior = CostLedger()  # costs of earlier attempts, up to the checkpoint resumed from
+        backend = CrypTenBackend(precision_bits=spec.precision_bits, step_check=spec.step_check)
+
+        def costs() -> dict[str, Any]:
+            total = CostLedger()
+            total.merge(prior)
+            total.merge(backend.ledger)  # the strategy's ledger of this run while it runs
+            return total.to_dict()
         checkpoints = CheckpointDir(job_dir / "checkpoints")
         resume = agree.minimum(checkpoints.latest())
         state = None
@@ -119,18 +125,17 @@ def run(spec_path: Path, link: ParentLink) -> int:
             if resume not in checkpoints.rounds():
                 raise CheckpointError(f"checkpoint {resume} is missing on party{spec.role}")
             agree.check_same(checkpoints.digest(resume), f"checkpoints of round {resume}")
-            state, costs = checkpoints.load(resume, lambda a, bits: backend.load_shares(a, precision_bits=bits))
-            ledger.merge(_ledger_from_dict(costs))
+            state, saved_costs = checkpoints.load(resume, lambda a, bits: backend.load_shares(a, precision_bits=bits))
+            prior.merge(_ledger_from_dict(saved_costs))
             log.info("job %s: resuming after unlearning round %d", spec.job_id, resume)
-        backend.reset_transcript(spec.job_id)
 
         def on_progress(p) -> None:
-            total_bytes = sum(c["online_bytes"] + c["offline_bytes"] for c in ledger.to_dict().values())
+            total_bytes = sum(c["online_bytes"] + c["offline_bytes"] for c in costs().values())
             link.send({"kind": "progress", "step": p.step, "t": p.unlearning_round, "total": p.total_rounds,
                        "detail": p.detail, "bytes": total_bytes})
 
         def on_checkpoint(st) -> None:
-            digest = checkpoints.save(st, ledger.to_dict())
+            digest = checkpoints.save(st, costs())
             link.send({"kind": "checkpoint", "t": st.round, "digest": digest})
 
         oracle = ServiceOracle(store, link, spec.job_id, spec.arch, job_dir / "models", spec.task_timeout_s,
@@ -139,6 +144,9 @@ def run(spec_path: Path, link: ParentLink) -> int:
                              targets=tuple(spec.targets), params=spec.parameters, on_progress=on_progress,
                              on_checkpoint=on_checkpoint, resume_from=state)
         result = registry.create(spec.strategy).run(ctx)
+        merged = _ledger_from_dict(result.report.get("costs", {}))
+        merged.merge(prior)
+        result.report["costs"] = merged.to_dict()  # every attempt, each up to its last checkpoint
         model = result.model.detach().to(torch.float32).numpy()
         digest = model_hash(spec.arch, model)
         agree.check_same(digest, "unlearned model")
@@ -149,11 +157,13 @@ def run(spec_path: Path, link: ParentLink) -> int:
         tmp.replace(job_dir / "result-model.npy")
         (job_dir / "worker-report.json").write_text(json.dumps(result.report, indent=1, sort_keys=True, default=float))
         link.send({"kind": "result", "model_hash": digest})
+        log.info("job %s: result written (model %s); leaving the session", spec.job_id, digest[:12])
     except BaseException:
         session.close(force=True)
         raise
     session.close()
     store.close()
+    log.info("job %s: session closed", spec.job_id)
     return 0
 
 
@@ -171,4 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)  # the session is closed; skip the slow interpreter teardown of torch/gloo
