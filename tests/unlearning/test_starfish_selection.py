@@ -137,3 +137,20 @@ def test_sign_pitfall_selects_rounds_the_target_pushed(comparison: str, alt: boo
         literal.append(float(g @ step / (g.norm() * step.norm())))
     literal_top = {k + 1 for k in sorted(range(8), key=lambda k: -literal[k])[: len(aligned)]}
     assert literal_top.isdisjoint(aligned)
+
+
+@pytest.mark.parametrize("comparison,alt", [("method1", False), ("method2", False), ("method1", True), ("method2", True)])
+def test_null_global_step_scores_zero(comparison: str, alt: bool) -> None:
+    """A round with M_i = M_{i−1} has no direction: it scores 0 on every path (no division by 0)."""
+    backend = PlainBackend()
+    history = selection_history(backend, 6, 6)
+    history.models[3] = history.models[2].clone()  # round 3 moved nothing
+    got = select_rounds(backend, history, ["t0"], 6, comparison, alt)
+    assert sorted(got.ranked) == [1, 2, 3, 4, 5, 6]
+    position = list(got.ranked).index(3)
+    for i in got.ranked[:position]:
+        g = backend.reveal(history.gradients(backend, i, ["t0"]))[0]
+        assert float(g @ (history.model(i - 1).double() - history.model(i).double())) >= 0
+    for i in got.ranked[position + 1:]:
+        g = backend.reveal(history.gradients(backend, i, ["t0"]))[0]
+        assert float(g @ (history.model(i - 1).double() - history.model(i).double())) <= 0

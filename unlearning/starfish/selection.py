@@ -21,7 +21,7 @@ Several targets: the score of round i is the cosine between the targets' combine
 (sample-weighted FedAvg) upload g_i^C = Σ_t n_t g_i^t / Σ_t n_t and d_i. A combined upload has
 no client-reported norm, so selection for several targets always takes the SecRS(alt) path
 (with the Method 1 or Method 2 comparison chosen as for one target). A round in which no
-target took part scores 0.
+target took part, or whose global step is null (M_i = M_{i−1}), scores 0.
 
 The round index travels as an obliviously swapped payload; only the top T′ = ⌈σT⌉ indices
 are revealed (Algorithm 1 lines 19–22).
@@ -82,11 +82,11 @@ def _pair_scores(
     denominators: list[Secret] = []
     for i in range(1, T + 1):
         present = [t for t in targets if t in history.round_info(i).clients]
-        if not present:
+        d = directions[i - 1]
+        if not present or not bool(d.any()):  # no target, or a null global step: score 0
             numerators.append(_constant(backend, 0.0))
             denominators.append(_constant(backend, 1.0))
             continue
-        d = directions[i - 1]
         if alt:
             g = _combined_upload(backend, history, i, present)
             numerators.append(backend.matmul(g, d))  # u_i, local

@@ -266,6 +266,9 @@ class StarfishStrategy(Strategy):
                 "rejected": sum(1 for c in log["curvature"] if not c["accepted"]),
             },
             "asked_rounds": dict(log["asked"]),
+            "answered_rounds": {
+                c: sum(c in e["answered"] for e in log["corrections"]) for c in state.clients
+            },
             "arp_percent": average_round_saving(log["asked"], state.clients, total),
             "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
             "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),
