@@ -28,7 +28,8 @@ import numpy as np
 from client_sdk import errors
 from client_sdk.stats import l2_norm, tolerance_threshold
 from client_sdk.wire import chunks, collect_model, sha256_hex
-from mpc.fixedpoint import share, to_wire
+from client_sdk.masks import seeded_share
+from mpc.fixedpoint import encode, share, to_wire
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class Client:
 
     def __init__(self, client_id: str, token: str, party0: str, party1: str, ca_cert: str | Path | bytes,
                  alpha: float = 0.4, retries: int = 6, backoff_s: float = 0.2, timeout_s: float = 60.0,
-                 chunk_bytes: int = 1024 * 1024, max_message_bytes: int = 4 * 1024 * 1024):
+                 chunk_bytes: int = 1024 * 1024, max_message_bytes: int = 4 * 1024 * 1024, compress_mask: bool = True):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
         self.client_id = client_id
@@ -95,6 +96,7 @@ class Client:
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
+        self.compress_mask = compress_mask  #: send party1 a 32-byte seed of its share (client_sdk.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
         opts = [("grpc.max_send_message_length", max_message_bytes),
@@ -195,11 +197,18 @@ class Client:
             time.sleep(poll_s)
 
     def fetch_model(self, round_index: int | None = None) -> GlobalModel:
-        """Download M_i (latest when None) from both parties; refuse unless both hashes agree."""
+        """Download M_i (latest when None) from party0 and its header from party1; the content
+        must hash to the value party0 announces, and party1 must announce the same hash."""
         request = client_pb2.GetModelRequest(round=round_index or 0, latest=round_index is None)
-        got = self._both(lambda p: self._call(p, lambda s: collect_model(
-            s.GetModel(request, metadata=self._metadata, timeout=self.timeout_s))))
-        (h0, params), (h1, _) = got
+        header_only = client_pb2.GetModelRequest(round=request.round, latest=request.latest, header_only=True)
+
+        def get(p: int):
+            if p == 0:
+                return self._call(0, lambda s: collect_model(s.GetModel(request, metadata=self._metadata,
+                                                                        timeout=self.timeout_s)))
+            return self._call(1, lambda s: next(iter(s.GetModel(header_only, metadata=self._metadata,
+                                                                 timeout=self.timeout_s))).header), None
+        (h0, params), (h1, _) = self._both(get)
         if h0.model_hash != h1.model_hash or h0.round != h1.round:
             raise errors.ModelMismatchError(f"party0 serves model {h0.model_hash[:12]} (round {h0.round}), party1 "
                                             f"{h1.model_hash[:12]} (round {h1.round}); refusing to train on either")
@@ -228,27 +237,32 @@ class Client:
         if not np.all(np.isfinite(g)):
             raise errors.EncodingError(f"gradient has {int(np.sum(~np.isfinite(g)))} non-finite value(s); nothing sent")
         stats = np.array([l2_norm(g)]), np.array([tolerance_threshold(g, self.alpha)])
-        g0, g1 = share(g, precision, max_abs)
         n0, n1 = share(stats[0], precision, max_abs)
         d0, d1 = share(stats[1], precision, max_abs)
-        return (g0, g1), (n0, n1), (d0, d1)
+        if self.compress_mask:
+            g0, seed = seeded_share(encode(g, precision, max_abs))
+            return (g0, seed), (n0, n1), (d0, d1)
+        return share(g, precision, max_abs), (n0, n1), (d0, d1)
 
     def _submit(self, gradient: np.ndarray, n_samples: int, model_hash: str, target: dict) -> SubmitReceipt:
         if int(n_samples) != n_samples or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         precision, max_abs = self._encoding()
         grads, norms, deltas = self._shares(gradient, precision, max_abs)
-        data = (to_wire(grads[0]), to_wire(grads[1]))
+        seed = grads[1] if isinstance(grads[1], bytes) else b""
+        data = (to_wire(grads[0]), b"" if seed else to_wire(grads[1]))
 
         def header_for(p: int) -> common_pb2.UploadHeader:
             return common_pb2.UploadHeader(
-                n_samples=int(n_samples), shape=[grads[p].size], dtype="int64", model_hash=model_hash,
+                n_samples=int(n_samples), shape=[grads[0].size], dtype="int64", model_hash=model_hash,
                 norm_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(norms[p])),
                 delta_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(deltas[p])),
-                content_sha256=sha256_hex(data[p]), **target)
+                mask_seed=seed if p == 1 else b"", content_sha256=sha256_hex(seed if p == 1 and seed else data[p]),
+                **target)
         acks = self._upload(header_for, data)
+        header_bytes = header_for(0).ByteSize() + header_for(1).ByteSize()
         return SubmitReceipt(target.get("round"), target.get("task_id"), (acks[0].content_sha256, acks[1].content_sha256),
-                             (acks[0].duplicate, acks[1].duplicate), len(data[0]) + len(data[1]) + 64)
+                             (acks[0].duplicate, acks[1].duplicate), len(data[0]) + len(data[1]) + header_bytes)
 
     def submit(self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str | None = None) -> SubmitReceipt:
         """Share (g, ‖g‖, δ) and upload to both parties for round i (g computed at M_{i−1}).
@@ -276,11 +290,13 @@ class Client:
 
     # -- tasks (warm-up / correction) --------------------------------------------------------
     def _task_model(self, task: TaskInfo) -> np.ndarray:
-        got = self._both(lambda p: self._call(p, lambda s: collect_model(s.GetTaskModel(
-            client_pb2.TaskRef(task_id=task.task_id), metadata=self._metadata, timeout=self.timeout_s))))
-        if got[0][0].model_hash != got[1][0].model_hash or got[0][0].model_hash != task.model_hash:
-            raise errors.ModelMismatchError(f"task {task.task_id}: the parties serve different models")
-        return got[0][1]
+        """The task's model from party0; its content hash must be the one both parties announced."""
+        header, params = self._call(0, lambda s: collect_model(s.GetTaskModel(
+            client_pb2.TaskRef(task_id=task.task_id), metadata=self._metadata, timeout=self.timeout_s)))
+        if header.model_hash != task.model_hash:
+            raise errors.ModelMismatchError(f"task {task.task_id}: party0 serves model {header.model_hash[:12]}, "
+                                            f"both parties announced {task.model_hash[:12]}")
+        return params
 
     def serve_tasks(self, grad_fn: GradFn, stop: threading.Event | None = None, max_tasks: int | None = None) -> int:
         """Answer warm-up/correction tasks until `stop` is set or `max_tasks` were answered.

@@ -78,6 +78,9 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         header = common_pb2.ModelHeader(round=index, arch=model.arch, num_params=model.params.size,
                                         model_hash=model.hash, lr=model.lr, precision_bits=self.cfg.precision_bits)
+        if request.header_only:
+            yield common_pb2.ModelChunk(header=header)
+            return
         yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
 
     def UploadShares(self, request_iterator, context):
@@ -114,10 +117,10 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
                           f"starts from {rec.model_in_hash[:12]}…")
-        num_params = store.model_by_hash(rec.model_in_hash).params.size
+        num_params = store.model_size(rec.model_in_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
         digest, duplicate = store.put_upload(header.round, client, header.n_samples, parsed.gradient, parsed.norm,
-                                             parsed.delta, rec.model_in_hash)
+                                             parsed.delta, rec.model_in_hash, parsed.mask_seed, num_params)
         log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
         return client_pb2.UploadAck(party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest,
                                     duplicate=duplicate)
@@ -131,10 +134,10 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline")
         if header.model_hash != task.model_hash:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task {task.task_id} asks for model {task.model_hash[:12]}…")
-        num_params = store.model_by_hash(task.model_hash).params.size
+        num_params = store.model_size(task.model_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
         digest, duplicate = store.put_task_upload(task.task_id, client, header.n_samples, parsed.gradient, parsed.norm,
-                                                  parsed.delta)
+                                                  parsed.delta, parsed.mask_seed, num_params)
         log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
         self.state.notify_tasks()
         return client_pb2.UploadAck(party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest,

@@ -7,6 +7,9 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
+A share sent seed-compressed (client_sdk.masks) is kept as its 32-byte seed in the row
+and expanded on load; it has no file.
+
 A share blob is written to a temp file, fsynced and renamed before its row is
 committed, and a call returns only after the commit: nothing is acknowledged before
 it is durable. The shares of ‖g‖ and δ are 8-byte values kept in the upload row.
@@ -25,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from client_sdk.masks import expand_mask
 from client_sdk.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
 from server import blobs
 from server.config import CLIENT_ID_RE
@@ -46,7 +50,7 @@ CREATE TABLE IF NOT EXISTS members (
 CREATE TABLE IF NOT EXISTS uploads (
   round INTEGER NOT NULL, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
-  delta_share INTEGER NOT NULL, model_hash TEXT NOT NULL, received REAL NOT NULL,
+  delta_share INTEGER NOT NULL, model_hash TEXT NOT NULL, received REAL NOT NULL, mask_seed BLOB,
   PRIMARY KEY (round, client));
 CREATE TABLE IF NOT EXISTS clients (
   client TEXT PRIMARY KEY, registered REAL, erased REAL);
@@ -57,7 +61,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS task_uploads (
   task_id TEXT PRIMARY KEY, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
-  delta_share INTEGER NOT NULL, received REAL NOT NULL);
+  delta_share INTEGER NOT NULL, received REAL NOT NULL, mask_seed BLOB);
 """
 
 
@@ -299,6 +303,13 @@ class Store:
             raise StoreError(f"model file {digest[:12]}… is corrupt (hash mismatch)")
         return PublicModel(arch, params, digest)
 
+    def model_size(self, digest: str) -> int:
+        """Number of parameters of a stored model (without reading it)."""
+        rows = self._query("SELECT num_params FROM models WHERE hash=?", (digest,))
+        if not rows:
+            raise StoreError(f"no model with hash {digest[:12]}…")
+        return int(rows[0][0])
+
     def global_model(self, round_index: int) -> PublicModel:
         """Public global model M_i (0 = initial model)."""
         rows = self._query("SELECT hash, lr FROM global_models WHERE round=?", (round_index,))
@@ -434,41 +445,64 @@ class Store:
         return rec.model_out_hash
 
     # -- uploads -------------------------------------------------------------------------
-    def put_upload(self, round_index: int, client: str, n_samples: int, gradient_share: np.ndarray,
-                   norm_share: np.ndarray, delta_share: np.ndarray, model_in_hash: str) -> tuple[str, bool]:
-        """Durably store this party's shares of a client's round-i upload.
+    def _put_share(self, table: str, key_cols: dict, path: Path, n_samples: int, gradient_share: np.ndarray | None,
+                   norm_share: np.ndarray, delta_share: np.ndarray, mask_seed: bytes | None, num_params: int,
+                   extra: dict, guard=None) -> tuple[str, bool]:
+        """Shared path of round uploads and task answers: blob durable first (temp, fsync,
+        rename, fsync dir), then the row committed; identical retries are duplicates."""
+        if mask_seed is not None:
+            data, digest = None, sha256_hex(mask_seed)
+        else:
+            data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
+            digest = sha256_hex(data)
+        norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
+        key = (int(n_samples), digest, norm_v, delta_v)
+        where = " AND ".join(f"{c}=?" for c in key_cols)
+        select = f"SELECT n_samples, grad_sha256, norm_share, delta_share FROM {table} WHERE {where}"
+        what = ", ".join(f"{c} {v}" for c, v in key_cols.items())
+        rows = self._query(select, tuple(key_cols.values()))
+        if rows:
+            return self._check_duplicate(tuple(rows[0]), key, what)
+        tmp = blobs.write_temp(path.parent, data) if data is not None else None
+        with self._lock:
+            rows = self._query(select, tuple(key_cols.values()))
+            try:
+                if rows:
+                    return self._check_duplicate(tuple(rows[0]), key, what)
+                if guard is not None:
+                    guard()
+            except StoreError:
+                if tmp is not None:
+                    tmp.unlink(missing_ok=True)
+                raise
+            if tmp is not None:
+                blobs.publish(tmp, path)
+            cols = {**key_cols, "n_samples": int(n_samples), "num_params": int(num_params), "grad_sha256": digest,
+                    "norm_share": norm_v, "delta_share": delta_v, "received": time.time(), "mask_seed": mask_seed, **extra}
+            self._tx([(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                       tuple(cols.values()))])
+        return digest, False
+
+    def put_upload(self, round_index: int, client: str, n_samples: int, gradient_share: np.ndarray | None,
+                   norm_share: np.ndarray, delta_share: np.ndarray, model_in_hash: str,
+                   mask_seed: bytes | None = None, num_params: int | None = None) -> tuple[str, bool]:
+        """Durably store this party's shares of a client's round-i upload (the gradient share,
+        or the seed of a seed-compressed mask share with its length `num_params`).
 
         Returns (content hash, duplicate). A retry with identical content is a duplicate;
         different content for the same (round, client) raises ConflictError. A new upload
         is accepted only while round i is open (checked under the same lock that closes it),
         so every acknowledged upload is seen by the close.
         """
-        data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
-        digest = sha256_hex(data)
-        norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
-        key = (int(n_samples), digest, norm_v, delta_v)
-        final = self._share_path(round_index, client)
-        rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM uploads WHERE round=? AND client=?",
-                           (round_index, client))
-        if rows:
-            return self._check_duplicate(tuple(rows[0]), key, f"round {round_index}")
-        tmp = blobs.write_temp(final.parent, data)
-        with self._lock:
-            rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM uploads WHERE round=? AND client=?",
-                               (round_index, client))
-            if rows:
-                tmp.unlink(missing_ok=True)
-                return self._check_duplicate(tuple(rows[0]), key, f"round {round_index}")
+        def require_open() -> None:
             rec = self.round_record(round_index)
             if rec is None or rec.state != "open":
-                tmp.unlink(missing_ok=True)
                 raise RoundClosedError(f"round {round_index} is not open for uploads"
                                        + ("" if rec is None else f" (it is {rec.state})"))
-            blobs.publish(tmp, final)
-            self._tx([("INSERT INTO uploads VALUES (?,?,?,?,?,?,?,?,?)",
-                       (round_index, client, int(n_samples), int(gradient_share.size), digest, norm_v, delta_v,
-                        model_in_hash, time.time()))])
-        return digest, False
+        m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
+        return self._put_share("uploads", {"round": round_index, "client": client}, self._share_path(round_index, client),
+                               n_samples, gradient_share, norm_share, delta_share, mask_seed, m,
+                               {"model_hash": model_in_hash}, guard=require_open)
 
     @staticmethod
     def _check_duplicate(stored: tuple, new: tuple, what: str) -> tuple[str, bool]:
@@ -482,16 +516,11 @@ class Store:
 
     def load_share(self, round_index: int, client: str) -> ShareBundle:
         """This party's int64 shares of client j's round-i upload ([g], [‖g‖], [δ]) and n_j."""
-        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share FROM uploads "
+        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM uploads "
                            "WHERE round=? AND client=?", (round_index, client))
         if not rows:
             raise StoreError(f"no stored upload of client {client!r} for round {round_index}")
-        n, m, digest, norm_v, delta_v = rows[0]
-        data = self._share_path(round_index, client).read_bytes()
-        if len(data) != 8 * m or sha256_hex(data) != digest:
-            raise StoreError(f"share file of client {client!r}, round {round_index} is corrupt")
-        grad = np.frombuffer(data, dtype="<i8").astype(np.int64)
-        return ShareBundle(grad, np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64), int(n))
+        return self._load(rows[0], self._share_path(round_index, client), f"client {client!r}, round {round_index}")
 
     # -- clients -------------------------------------------------------------------------
     def register(self, client: str) -> None:
@@ -556,35 +585,31 @@ class Store:
             "WHERE t.client=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created", (client, now))
         return [TaskRecord(*r) for r in rows]
 
-    def put_task_upload(self, task_id: str, client: str, n_samples: int, gradient_share: np.ndarray,
-                        norm_share: np.ndarray, delta_share: np.ndarray) -> tuple[str, bool]:
+    def put_task_upload(self, task_id: str, client: str, n_samples: int, gradient_share: np.ndarray | None,
+                        norm_share: np.ndarray, delta_share: np.ndarray, mask_seed: bytes | None = None,
+                        num_params: int | None = None) -> tuple[str, bool]:
         """Durably store this party's share of a task answer (idempotent like `put_upload`)."""
-        data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
-        digest = sha256_hex(data)
-        norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
-        key = (int(n_samples), digest, norm_v, delta_v)
-        final = self.root / "tasks" / f"{task_id}.i64"
-        tmp = blobs.write_temp(final.parent, data)
-        with self._lock:
-            rows = self._query("SELECT n_samples, grad_sha256, norm_share, delta_share FROM task_uploads WHERE task_id=?",
-                               (task_id,))
-            if rows:
-                tmp.unlink(missing_ok=True)
-                return self._check_duplicate(tuple(rows[0]), key, f"task {task_id}")
-            blobs.publish(tmp, final)
-            self._tx([("INSERT INTO task_uploads VALUES (?,?,?,?,?,?,?,?)",
-                       (task_id, client, int(n_samples), int(gradient_share.size), digest, norm_v, delta_v, time.time()))])
-        return digest, False
+        m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
+        return self._put_share("task_uploads", {"task_id": task_id}, self.root / "tasks" / f"{task_id}.i64", n_samples,
+                               gradient_share, norm_share, delta_share, mask_seed, m, {"client": client})
+
+    def _load(self, row: tuple, path: Path, what: str) -> ShareBundle:
+        n, m, digest, norm_v, delta_v, seed = row
+        if seed is not None:
+            if sha256_hex(seed) != digest:
+                raise StoreError(f"mask seed of {what} is corrupt")
+            grad = expand_mask(bytes(seed), m)
+        else:
+            data = path.read_bytes()
+            if len(data) != 8 * m or sha256_hex(data) != digest:
+                raise StoreError(f"share file of {what} is corrupt")
+            grad = np.frombuffer(data, dtype="<i8").astype(np.int64)
+        return ShareBundle(grad, np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64), int(n))
 
     def load_task_share(self, task_id: str) -> ShareBundle | None:
         """This party's shares of a task answer, or None while unanswered."""
-        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share FROM task_uploads "
+        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM task_uploads "
                            "WHERE task_id=?", (task_id,))
         if not rows:
             return None
-        n, m, digest, norm_v, delta_v = rows[0]
-        data = (self.root / "tasks" / f"{task_id}.i64").read_bytes()
-        if len(data) != 8 * m or sha256_hex(data) != digest:
-            raise StoreError(f"share file of task {task_id} is corrupt")
-        grad = np.frombuffer(data, dtype="<i8").astype(np.int64)
-        return ShareBundle(grad, np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64), int(n))
+        return self._load(rows[0], self.root / "tasks" / f"{task_id}.i64", f"task {task_id}")

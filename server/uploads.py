@@ -2,8 +2,8 @@
 
 Checks (each failure is INVALID_ARGUMENT with a message naming the problem):
 header first and only once; dtype "int64"; shape equal to (m,) of the round's model;
-total bytes exactly 8·m (reading stops as soon as more arrive); sha256 of the bytes
-equal to the declared content hash; norm and δ shares of shape (1,), int64, 8 bytes;
+total bytes exactly 8·m (reading stops as soon as more arrive), or instead a 32-byte
+mask seed and no data; sha256 of the bytes (or seed) equal to the declared content hash; norm and δ shares of shape (1,), int64, 8 bytes;
 1 ≤ n_j ≤ limits.max_samples.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
+from client_sdk.masks import SEED_BYTES
 from client_sdk.wire import sha256_hex
 from server.config import LimitConfig
 
@@ -24,7 +25,8 @@ class UploadError(ValueError):
 @dataclass(frozen=True)
 class ParsedUpload:
     header: object  #: common_pb2.UploadHeader
-    gradient: np.ndarray
+    gradient: np.ndarray | None  #: the streamed share, or None when a mask seed was sent
+    mask_seed: bytes | None  #: 32-byte seed of a seed-compressed mask share (client_sdk.masks)
     norm: np.ndarray
     delta: np.ndarray
 
@@ -54,6 +56,14 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
         raise UploadError(f"n_samples must be in [1, {limits.max_samples}], got {header.n_samples}")
     norm = _scalar_share(header.norm_share, "norm")
     delta = _scalar_share(header.delta_share, "delta")
+    if header.mask_seed:
+        if len(header.mask_seed) != SEED_BYTES:
+            raise UploadError(f"mask seed must be {SEED_BYTES} bytes, got {len(header.mask_seed)}")
+        if any(True for _ in rest):
+            raise UploadError("an upload with a mask seed carries no share data")
+        if sha256_hex(header.mask_seed) != header.content_sha256:
+            raise UploadError("mask seed does not match the declared content_sha256")
+        return ParsedUpload(header, None, bytes(header.mask_seed), norm, delta)
     expected = 8 * num_params
     buf = bytearray()
     for msg in rest:
@@ -67,4 +77,4 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
     if sha256_hex(buf) != header.content_sha256:
         raise UploadError("gradient share bytes do not match the declared content_sha256 (corrupted in transit?)")
     grad = np.frombuffer(bytes(buf), dtype="<i8").astype(np.int64)
-    return ParsedUpload(header, grad, norm, delta)
+    return ParsedUpload(header, grad, None, norm, delta)

@@ -138,15 +138,6 @@ def test_peer_port_needs_the_other_partys_certificate(parties):
                  peer_pb2_grpc.PeerServiceStub(ch).ListUploads, peer_pb2.RoundRef(round=1), timeout=5)
 
 
-def test_job_control_is_in_the_contract(parties):
-    with _peer_channel(parties, 1, 0) as ch:
-        _refused(grpc.StatusCode.UNIMPLEMENTED, "not available", peer_pb2_grpc.PeerServiceStub(ch).StartJob,
-                 peer_pb2.JobSpec(job_id="j"), timeout=5)
-    with client_channel(parties, 0) as ch:
-        _refused(grpc.StatusCode.UNIMPLEMENTED, "not available", admin_pb2_grpc.AdminServiceStub(ch).Unlearn,
-                 admin_pb2.UnlearnRequest(targets=["c1"]), metadata=parties.admin_metadata)
-
-
 def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
     """A task posted on both parties (as the job runner will) is answered through serve_tasks."""
     from mpc.fixedpoint import reconstruct
