@@ -51,7 +51,7 @@ def revealed_section(log: Mapping[str, Any], ranked: Sequence[int], inverse: str
     return {
         "selected_rounds": {"count": len(ranked), "values": list(ranked), "why": "top-T′ payload of SecRS"},
         "aggregate_gradients": {
-            "count": len(log.get("rounds", [])),
+            "count": sum(1 for entry in log.get("rounds", []) if entry.get("kind") != "skipped"),
             "why": "Ĝ_t per unlearning round (becomes the public model M̂_{t+1})",
         },
         "correction_flags": {
