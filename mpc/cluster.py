@@ -17,7 +17,8 @@ runs `fn(backend, rank, x, y)` in party 0 and party 1 (each with an open session
         for case in cases:
             r0, r1 = cluster.run(fn, case)
 
-keeps the dealer and both parties up between calls. Errors: if a party raises, the call
+keeps the dealer and both parties up between calls; each call starts with a fresh
+transcript (lock-step check) and a fresh cost ledger (`backend.ledger`). Errors: if a party raises, the call
 raises `TwoPartyError` with each failing party's traceback text in `.errors`; if the call
 exceeds `timeout`, `TwoPartyError` says so. After an error the cluster restarts its
 processes (on new ports) at the next call. Processes are always reaped on `close()`.
@@ -25,6 +26,7 @@ processes (on new ports) at the next call. Processes are always reaped on `close
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import socket
 import time
@@ -32,6 +34,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
+from mpc.costs import CostLedger
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 
 T = TypeVar("T")
@@ -70,11 +73,24 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 # ------------------------------------------------------------------------- child processes
+def _fast_exit(code: int, results: Any = None) -> None:
+    """Flush our queue, then skip the interpreter's slow torch/gloo finalisation."""
+    if results is not None:
+        results.close()
+        results.join_thread()
+    os._exit(code)
+
+
 def _dealer_main(port: int, cfg: ClusterConfig) -> None:
     from mpc.dealer import run_dealer
     from mpc.session import DEALER_RANK, SessionConfig
 
-    run_dealer(SessionConfig(rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+    try:
+        run_dealer(SessionConfig(rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+    except BaseException:
+        traceback.print_exc()
+        _fast_exit(1)
+    _fast_exit(0)
 
 
 def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: Any) -> None:
@@ -89,7 +105,7 @@ def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: A
     except BaseException:
         results.put((rank, "error", traceback.format_exc()))
         session.close(force=True)
-        return
+        _fast_exit(1, results)
     results.put((rank, "ready", None))
     failed = False
     while True:
@@ -97,13 +113,20 @@ def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: A
         if task is None:
             break
         fn, args = task
+        backend.reset_transcript()
+        backend.ledger = CostLedger()
         try:
             results.put((rank, "ok", fn(backend, rank, *args)))
         except BaseException:
             results.put((rank, "error", traceback.format_exc()))
             failed = True
             break
-    session.close(force=failed)
+    try:
+        session.close(force=failed)
+    except BaseException:
+        traceback.print_exc()
+        _fast_exit(1, results)
+    _fast_exit(0, results)
 
 
 # ------------------------------------------------------------------------- parent side

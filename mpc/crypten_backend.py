@@ -159,8 +159,7 @@ class CrypTenBackend(Backend):
         self.chunk_elements = chunk_elements
         self.fault_bound = fault_bound
         self.reciprocal_iterations = reciprocal_iterations
-        self._transcript = hashlib.sha256(b"starfish-mpc-transcript-v1")
-        self._op_count = 0
+        self.reset_transcript()
         _OfflineMeter.install()
 
     # ------------------------------------------------------------------ accounting
@@ -182,6 +181,11 @@ class CrypTenBackend(Backend):
             yield
 
     # ------------------------------------------------------------------ lock-step check
+    def reset_transcript(self, label: str = "") -> None:
+        """Start a fresh transcript (both parties, e.g. at the start of each job or task)."""
+        self._transcript = hashlib.sha256(b"starfish-mpc-transcript-v1" + label.encode())
+        self._op_count = 0
+
     def _sync(self, op: str, *parts: Any, force: bool = False) -> None:
         """Fold an operation into the transcript; exchange and compare it when due."""
         self._op_count += 1

@@ -1,0 +1,172 @@
+"""Every protocol in a real 2-party + dealer setting (three processes) vs the plaintext backend.
+
+Inputs lie on the fixed-point grid (multiples of 2^-16) within the documented ranges
+(docs/NUMERICS.md), including negatives, tiny and large values. Comparisons, sort orders,
+selections, maxima and flags must match the plaintext backend EXACTLY; arithmetic within
+the documented tolerance.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import twoparty_cases as cases
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS, encode, share
+from mpc.plain_backend import PlainBackend
+
+pytestmark = pytest.mark.timeout(600)
+
+F = DEFAULT_PRECISION_BITS
+ULP = 2.0**-F
+P = PlainBackend()
+# each example is a real 2PC run (0.1–2 s); no shrinking (a failure restarts the cluster)
+MPC_SETTINGS = settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+
+
+def grid(lo_exp: int, hi_exp: int, positive: bool = False) -> st.SearchStrategy[float]:
+    """Grid values with magnitudes spread over [2^lo_exp, 2^hi_exp] (tiny to large), signed."""
+    mag = st.builds(lambda e, m: max(1, int(m * 2.0 ** (e + F))) * ULP, st.integers(lo_exp, hi_exp - 1), st.floats(1.0, 2.0))
+    if positive:
+        return mag
+    return st.one_of(st.just(0.0), mag, mag.map(lambda v: -v))
+
+
+def vec(strategy: st.SearchStrategy[float], n: int) -> st.SearchStrategy[torch.Tensor]:
+    return st.lists(strategy, min_size=n, max_size=n).map(lambda xs: torch.tensor(xs, dtype=torch.float64))
+
+
+def sh(x: torch.Tensor):
+    return P.share(x)
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(vec(grid(-10, 3), n), vec(grid(-10, 3), n), vec(grid(-6, 2), 3 * n).map(lambda t: t.reshape(n, 3)))))
+def test_arithmetic_within_tolerance(cluster, xyw):
+    x, y, w = xyw
+    got, _ = cluster.run(cases.arithmetic, x, y, w)
+    ref = {
+        "add": x + y, "sub": x - y, "neg": -x, "mul": x * y, "square": x * x, "mul_public": x * w[:, 0],
+        "add_public": x + w[:, 1], "matmul_public": x @ w, "public_matmul": w.T @ y, "outer": torch.outer(x, y),
+        "sum": x.sum(), "dot": x @ y, "mul3": x * y * w[:, 2],
+    }
+    # linear ops are exact on the grid (public addends are grid values up to encoding);
+    # each truncation adds at most 1 ulp; public non-grid operands add |x|·ulp/2
+    tol = {"add": ULP, "sub": 0, "neg": 0, "sum": 0, "add_public": ULP}
+    for key, expected in ref.items():
+        bound = tol.get(key, 2 * ULP + float(x.abs().max() + y.abs().max()) * ULP * len(x))
+        assert torch.allclose(got[key], expected, rtol=0, atol=bound), key
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 16).flatmap(lambda n: st.tuples(vec(grid(-12, 6), n), vec(grid(-12, 6), n), vec(grid(-8, 4), n), vec(grid(-8, 4, True), n), vec(grid(-8, 4), n), vec(grid(-8, 4, True), n))))
+def test_comparisons_and_selection_exact(cluster, data):
+    a, b, ui, vi, uj, vj = data
+    # SecGE3's b = u²/v on the grid (w carries the sign)
+    bi, bj = (torch.round(ui * ui / vi / ULP) * ULP), (torch.round(uj * uj / vj / ULP) * ULP)
+    got, other = cluster.run(cases.compare, a, b, torch.stack([ui, vi, bi], 1), torch.stack([uj, vj, bj], 1))
+    for key in got:
+        assert torch.equal(got[key], other[key]), f"parties disagree on {key}"
+    assert torch.equal(got["ge"], P.reveal(P.ge(sh(a), sh(b))))
+    assert torch.equal(got["ge_public"], (a >= 0.25).double())
+    assert torch.equal(got["ge2"], P.reveal(P.ge2(sh(ui), sh(vi), sh(uj), sh(vj))))
+    wi, wj = (ui >= 0).double(), (uj >= 0).double()
+    assert torch.equal(got["ge3"], P.reveal(P.ge3(sh(wi), sh(bi), sh(wj), sh(bj))))
+    # SecGE4 compares the revealed MPC squares exactly like the plaintext protocol would
+    ai, aj = got["ai"], got["aj"]
+    assert torch.equal(got["ge4"], P.reveal(P.ge4(sh(wi), sh(ai), sh(vi), sh(wj), sh(aj), sh(vj))))
+    assert torch.equal(got["select"], torch.where(a >= b, a, b))
+    assert torch.equal(got["select_public"], torch.where(a >= b, torch.full_like(a, 0.5), b))
+
+
+SORT_SIZES = st.sampled_from([2, 3, 5, 8, 13, 16, 20])
+
+
+@MPC_SETTINGS
+@given(SORT_SIZES.flatmap(lambda n: st.tuples(vec(st.integers(-6, 6).map(lambda k: k * 0.125), n), vec(grid(-8, 8), n))))
+def test_sort_ge_exact_with_ties(cluster, data):
+    keys, extra = data
+    payload = torch.stack([torch.arange(len(keys), dtype=torch.float64), extra], 1)
+    sk, sp, _ = cluster.run(cases.sort, keys, payload, "ge")[0]
+    pk, pp = P.sort_desc(sh(keys), sh(payload), "ge")
+    assert torch.equal(sk, P.reveal(pk))
+    assert torch.equal(sp, P.reveal(pp))  # ties broken identically; payload copied bit for bit
+
+
+@MPC_SETTINGS
+@given(SORT_SIZES.flatmap(lambda n: st.tuples(vec(grid(-10, 4), n), vec(grid(-8, 4, True), n))))
+def test_sort_ge2_exact(cluster, data):
+    u, v = data
+    uv = torch.stack([u, v], 1)
+    payload = torch.arange(len(u), dtype=torch.float64)
+    sk, sp, cost = cluster.run(cases.sort, uv, payload, "ge2")[0]
+    pk, pp = P.sort_desc(sh(uv), sh(payload), "ge2")
+    assert torch.equal(sk, P.reveal(pk))
+    assert torch.equal(sp, P.reveal(pp))
+    assert cost["online_rounds"] > 0 and cost["calls"] == 1
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 9), st.integers(1, 6), st.integers(0, 1), st.data())
+def test_max_exact(cluster, rows, cols, dim, data):
+    x = data.draw(vec(grid(-12, 10), rows * cols)).reshape(rows, cols)
+    got, _ = cluster.run(cases.maximum, x, dim)
+    assert torch.equal(got, x.max(dim).values)
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 5), st.integers(1, 40), st.booleans(), st.data())
+def test_threshold_flags_exact(cluster, n, m, use_sample, data):
+    # gradients 1e-4..2, thresholds 1e-3..0.5: squares of the small ones underflow 2^-16,
+    # the exact untruncated comparison must still decide them correctly
+    g = data.draw(vec(grid(-13, 1), n * m)).reshape(n, m)
+    delta = data.draw(vec(grid(-10, -1, True), n))
+    sample = torch.tensor(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=m))) if use_sample else None
+    flags, other = cluster.run(cases.threshold, g, delta, sample)
+    assert torch.equal(flags, other)
+    assert torch.equal(flags, P.threshold_flags(sh(g), sh(delta), sample))
+    assert torch.equal(flags, (g.abs() > delta[:, None]).any(1))
+
+
+def test_threshold_tiny_values_at_the_boundary(cluster):
+    # |g| = δ exactly (no flag) vs one ulp above (flag), at 1e-3 where g² < 2^-16
+    d = 66 * ULP  # ≈ 1.0e-3
+    g = torch.tensor([[d, -d, 0.0], [d, -(d + ULP), 0.0]], dtype=torch.float64)
+    flags, _ = cluster.run(cases.threshold, g, torch.tensor([d, d], dtype=torch.float64), None)
+    assert flags.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("method", ["secmi", "newton"])
+def test_inverse_within_tolerance(cluster, method):
+    gen = torch.Generator().manual_seed(7)
+    k = torch.randn(3, 4, 4, generator=gen, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    k = torch.round(k / ULP) * ULP
+    got, other = cluster.run(cases.inverse, k, method)
+    assert torch.equal(got, other)
+    assert torch.allclose(got, torch.linalg.inv(k), atol=2e-3), (got - torch.linalg.inv(k)).abs().max()
+
+
+def test_division_within_tolerance(cluster):
+    a = torch.tensor([1.0, -2.5, 0.125, 3.0, -0.01, 7.0], dtype=torch.float64)
+    b = torch.tensor([0.01, 0.1, 0.5, 4.0, 20.0, 50.0], dtype=torch.float64)
+    got, _ = cluster.run(cases.divide, a, b)
+    # SecDiv tolerance (docs/NUMERICS.md): 1e-3 relative + 8 ulp per unit of |a|
+    bound = 1e-3 * (a / b).abs() + 8 * ULP * (1 + a.abs())
+    assert ((got["secret"] - a / b).abs() <= bound).all(), got["secret"] - a / b
+    assert torch.allclose(got["public"], a / b, atol=1e-3, rtol=1e-3)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(vec(grid(-16, 19), 17))
+def test_client_made_shares_load_without_communication(cluster, x):
+    s0, s1 = share(x.numpy())
+    got, other = cluster.run(cases.load_and_reveal, (s0, s1))
+    assert np.array_equal(got.numpy(), encode(x.numpy()))
+    assert torch.equal(got, other)

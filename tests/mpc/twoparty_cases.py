@@ -1,0 +1,145 @@
+"""Party-side functions for the two-party tests: fn(backend, rank, *args) -> revealed values.
+
+They live in their own module so the spawned party processes can import them. Inputs
+are plain tensors known to the test; party 0 shares the first operand set, party 1 the
+second, then both run the same protocol and reveal the results.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from mpc.crypten_backend import CrypTenBackend, OutOfStepError, TruncationFaultError
+
+
+def arithmetic(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> dict[str, torch.Tensor]:
+    """add/sub/neg/mul/matmul/sum/dot/mul3 of x (party 0) and y (party 1); w is public (n, 3)."""
+    a, b = backend.share(x, src=0), backend.share(y, src=1)
+    return {
+        "add": backend.reveal(backend.add(a, b)),
+        "sub": backend.reveal(backend.sub(a, b)),
+        "neg": backend.reveal(backend.neg(a)),
+        "mul": backend.reveal(backend.mul(a, b)),
+        "square": backend.reveal(backend.square(a)),
+        "mul_public": backend.reveal(backend.mul(a, w[:, 0])),
+        "add_public": backend.reveal(backend.add(a, w[:, 1])),
+        "matmul_public": backend.reveal(backend.matmul(a, w)),
+        "public_matmul": backend.reveal(backend.matmul(w.T, b)),
+        "outer": backend.reveal(backend.matmul(backend.reshape(a, (-1, 1)), backend.reshape(b, (1, -1)))),
+        "sum": backend.reveal(backend.sum(a)),
+        "dot": backend.reveal(backend.dot(a, b)),
+        "mul3": backend.reveal(backend.mul3(a, b, w[:, 2])),
+    }
+
+
+def compare(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor, uv_i: torch.Tensor, uv_j: torch.Tensor) -> dict[str, torch.Tensor]:
+    """SecGE, SecGE2, SecGE3, SecGE4, SecSel on grid inputs."""
+    sa, sb = backend.share(a, src=0), backend.share(b, src=1)
+    ui, vi = backend.share(uv_i[:, 0], src=0), backend.share(uv_i[:, 1], src=0)
+    uj, vj = backend.share(uv_j[:, 0], src=1), backend.share(uv_j[:, 1], src=1)
+    bit = backend.ge(sa, sb)
+    wi, wj = backend.ge(ui, 0.0), backend.ge(uj, 0.0)
+    ai, aj = backend.square(ui), backend.square(uj)
+    return {
+        "ge": backend.reveal(bit),
+        "ge_public": backend.reveal(backend.ge(sa, 0.25)),
+        "ge2": backend.reveal(backend.ge2(ui, vi, uj, vj)),
+        "ge3": backend.reveal(backend.ge3(wi, backend.share(uv_i[:, 2], src=0), wj, backend.share(uv_j[:, 2], src=1))),
+        "ge4": backend.reveal(backend.ge4(wi, ai, vi, wj, aj, vj)),
+        "select": backend.reveal(backend.select(bit, sa, sb)),
+        "select_public": backend.reveal(backend.select(bit, a * 0 + 0.5, sb)),
+        "ai": backend.reveal(ai),
+        "aj": backend.reveal(aj),
+    }
+
+
+def sort(backend: CrypTenBackend, rank: int, keys: torch.Tensor, payload: torch.Tensor, method: str) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    k, p = backend.share(keys, src=0), backend.share(payload, src=1)
+    with backend.step("sort"):
+        sk, sp = backend.sort_desc(k, p, method)
+    return backend.reveal(sk), backend.reveal(sp), backend.ledger.to_dict()["sort"]
+
+
+def maximum(backend: CrypTenBackend, rank: int, x: torch.Tensor, dim: int) -> torch.Tensor:
+    return backend.reveal(backend.max(backend.share(x, src=1), dim))
+
+
+def threshold(backend: CrypTenBackend, rank: int, g: torch.Tensor, delta: torch.Tensor, sample: torch.Tensor | None) -> torch.Tensor:
+    return backend.threshold_flags(backend.share(g, src=0), backend.share(delta, src=1), sample)
+
+
+def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> torch.Tensor:
+    return backend.reveal(backend.inverse(backend.share(k, src=0), method))
+
+
+def divide(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
+    sa, sb = backend.share(a, src=0), backend.share(b, src=1)
+    return {"secret": backend.reveal(backend.div(sa, sb)), "public": backend.reveal(backend.div(sa, b))}
+
+
+def load_and_reveal(backend: CrypTenBackend, rank: int, shares: tuple[np.ndarray, np.ndarray]) -> torch.Tensor:
+    """Each party loads its own externally made int64 share (no communication), then reveals."""
+    return backend.reveal_encoded(backend.load_shares(shares[rank]))
+
+
+def out_of_step(backend: CrypTenBackend, rank: int, x: torch.Tensor) -> str:
+    """Party 0 multiplies while party 1 compares: both must detect it."""
+    a = backend.share(x, src=0)
+    try:
+        if rank == 0:
+            backend.mul(a, a)
+        else:
+            backend.ge(a, 0.0)
+    except OutOfStepError as exc:
+        return f"OutOfStepError: {exc}"
+    return "no error"
+
+
+def step_mismatch(backend: CrypTenBackend, rank: int) -> str:
+    try:
+        with backend.step(f"step-{rank}"):
+            pass
+    except OutOfStepError as exc:
+        return f"OutOfStepError: {exc}"
+    return "no error"
+
+
+def products(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | str:
+    """Element-wise SecMul; returns the product or the detected truncation fault."""
+    try:
+        return backend.reveal(backend.mul(backend.share(x, src=0), backend.share(y, src=1)))
+    except TruncationFaultError as exc:
+        return f"TruncationFaultError: {exc}"
+
+
+def costs(backend: CrypTenBackend, rank: int, n: int) -> dict[str, Any]:
+    a = backend.share(torch.ones(n, dtype=torch.float64), src=0)
+    with backend.step("mul"):
+        backend.mul(a, a)
+    with backend.step("ge"):
+        backend.ge(a, 0.0)
+    return backend.ledger.to_dict()
+
+
+def hang_then_reveal(backend: CrypTenBackend, rank: int, sleep_s: float) -> str:
+    """Party 1 hangs (sleeps) while party 0 waits for it in a reveal."""
+    a = backend.share(torch.ones(3, dtype=torch.float64), src=0)
+    if rank == 1:
+        time.sleep(sleep_s)
+        return "woke up"
+    backend.reveal(a)
+    return "revealed"
+
+
+def die_then_mul(backend: CrypTenBackend, rank: int) -> str:
+    """Party 1 dies abruptly; party 0's next interactive step must fail fast."""
+    a = backend.share(torch.ones(3, dtype=torch.float64), src=0)
+    if rank == 1:
+        os._exit(3)
+    backend.mul(a, a)
+    backend.reveal(a)
+    return "finished"
