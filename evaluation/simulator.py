@@ -158,7 +158,7 @@ class SimulationResult:
 
     federation: Federation
     models: list[torch.Tensor]  #: M_0..M_T, flat float32
-    grads: np.ndarray  #: (T, N, m) float32, g_i^j in client order
+    grads: np.ndarray  #: (T, N, m) float32, g_i^j in client order (may be a read-only memory map)
     norms: np.ndarray  #: (T, N) float64, ‖g_i^j‖
     deltas: np.ndarray  #: (T, N) float64, δ_i^j
     train_seconds: float = 0.0
@@ -178,7 +178,7 @@ class SimulationResult:
 
     def gradient(self, i: int, client_id: str) -> torch.Tensor:
         """Stored g_i^j (1-based round)."""
-        return torch.from_numpy(self.grads[i - 1, self.client_ids.index(client_id)])
+        return torch.from_numpy(np.array(self.grads[i - 1, self.client_ids.index(client_id)], dtype=np.float32))
 
     def round_info(self, i: int) -> RoundInfo:
         ids = tuple(self.client_ids)
@@ -189,7 +189,7 @@ class SimulationResult:
         hist = InMemoryHistory(models=[m.clone() for m in self.models], infos=[self.round_info(i) for i in range(1, len(self.models))])
         for i in range(1, len(self.models)):
             for j, cid in enumerate(self.client_ids):
-                hist.grads[(i, cid)] = backend.share(torch.from_numpy(self.grads[i - 1, j]))
+                hist.grads[(i, cid)] = backend.share(torch.from_numpy(np.array(self.grads[i - 1, j], dtype=np.float32)))
                 hist.grad_norms[(i, cid)] = backend.share(torch.tensor(self.norms[i - 1, j], dtype=torch.float64))
                 hist.deltas[(i, cid)] = backend.share(torch.tensor(self.deltas[i - 1, j], dtype=torch.float64))
         return hist

@@ -51,6 +51,9 @@ class DemoConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
         self.simulation().resolved()
+        from unlearning.starfish.params import StarfishParams
+
+        StarfishParams.from_mapping(self.unlearning_params)  # UnlearningError (a ValueError) names the parameter
 
     def simulation(self) -> "SimulationConfig":
         """The same federation as `evaluation.simulator` would build (partition, backdoor, data orders)."""
@@ -87,7 +90,3 @@ class DemoConfig:
             ("unlearning", "σ 0.6, α 0.4, β 0.1, B 2", ", ".join(f"{k} {v}" for k, v in self.starfish.items())),
         ]
 
-
-#: a configuration small enough for the integration test (tiny data, few rounds)
-SMOKE = DemoConfig(num_clients=4, rounds=4, max_train_samples=400, starfish={"sigma": 0.6, "alpha": 0.4, "beta": 0.5,
-                                                                              "buffer_size": 1})

@@ -93,15 +93,17 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         f"model {sim.architecture} with {n_params:,} parameters")
 
     deploy_root = Path(tempfile.mkdtemp(prefix="deployment-", dir=out_dir))
-    services = DemoServices(deploy_root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s)
+    services = DemoServices(deploy_root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s,
+                            cfg.task_deadline_s)
     ev = evaluator(fed)
     stage1: StageOne
     outcome: UnlearnOutcome
     fleet: Fleet | None = None
     try:
-        steps.run("start dealer, party0 and party1 (real processes, TLS on loopback)", services.start)
+        steps.run("start party0 and party1 (processes, TLS on loopback)", services.start)
         for line in services.describe():
             say("  " + line)
+        processes = {f"party{r}": p.pid for r, p in services.deployment.procs.items()}
         fleet = Fleet(fed, services.deployment.client)
         stage1 = steps.run(f"Stage I: {cfg.rounds} FedAvg rounds through the service ({len(fed.clients)} SDK clients)",
                            lambda: train(services, fleet, m0, cfg.rounds, say, cfg.round_deadline_s * cfg.rounds))
@@ -112,12 +114,15 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         fleet.serve_tasks(exclude=targets)
         outcome = steps.run(f"Stage II: unlearn {', '.join(targets)} with Starfish under 2PC (admin RPC → job)",
                             lambda: via_admin(services.deployment, targets, cfg.unlearning_params, say, cfg.job_timeout_s))
+        dealers = services.dealer_pids()
+        say(f"  the 2PC session ran in a worker process per party with a dealer process (pid "
+            f"{', '.join(dealers) or '?'}) started by party0")
         _check_installed(fleet, outcome, cfg.rounds, say)
     finally:
         if fleet is not None:
             fleet.close()
         services.stop()
-        _keep_logs(deploy_root, out_dir)
+        services.collect_logs(out_dir / "logs")
         if not keep:
             shutil.rmtree(deploy_root, ignore_errors=True)
     steps.current = "retrain reference"
@@ -126,7 +131,8 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
     metrics = steps.run("metrics of M̂ and of the retrain model", lambda: {
         "before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)})
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
-    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps)
+    processes["dealers"] = [int(p) for p in dealers]
+    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, processes)
 
 
 def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Say) -> None:
@@ -138,20 +144,17 @@ def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Sa
     say(f"  both parties serve M̂ ({served.hash[:12]}) as global model {rounds + 1}; training can continue from it")
 
 
-def _keep_logs(deploy_root: Path, out_dir: Path) -> None:
-    logs = deploy_root / "logs"
-    if logs.is_dir():
-        shutil.copytree(logs, out_dir / "logs", dirs_exist_ok=True)
-
-
 def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: float, fed, stage1: StageOne,
-            outcome: UnlearnOutcome, metrics: dict, gaps: dict) -> dict[str, Any]:
+            outcome: UnlearnOutcome, metrics: dict, gaps: dict, processes: dict[str, Any]) -> dict[str, Any]:
     job = outcome.report
     job_steps = rep.job_steps(job.get("costs", {}))
     rows = []
     for row in steps.rows:
         rows.append(row)
         if row["step"].startswith("Stage II"):
+            online = sum(s["online_bytes"] for s in job_steps)
+            offline = sum(s["offline_bytes"] for s in job_steps)
+            row["bytes_text"] = f"{rep.mb(online)} online + {rep.mb(offline)} offline"
             rows.extend(job_steps)
     total = time.perf_counter() - started
     files = [out_dir / REPORT_FILE, out_dir / METRICS_PLOT, out_dir / COSTS_PLOT, out_dir / "logs"]
@@ -159,7 +162,7 @@ def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: fl
         "config": cfg.as_dict(),
         "scaling": [{"setting": a, "paper": b, "this_run": c} for a, b, c in cfg.scaling_rows()],
         "targets": list(fed.targets),
-        "unlearning_path": outcome.path,
+        "processes": processes,
         "job_id": outcome.job_id,
         "metrics": metrics,
         "gap_to_retrain": gaps,

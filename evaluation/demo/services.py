@@ -1,32 +1,33 @@
-"""The demo's processes: dealer, party0 and party1 on loopback, started and always stopped
-with the code of `starfish up` (`server.local.LocalDeployment` for the parties, the same
-dealer launcher), plus the demo's settings for Stage I rounds.
+"""The demo's processes: party0 and party1 on loopback (TLS), started and always stopped
+with `server.local.LocalDeployment`, the helper behind `starfish up`; the dealer (CrypTen's
+TTP, the third operator) is a separate process that party0's job runner starts for each
+2PC session of the unlearning job (`server.jobs.process.spawn_dealer`).
 """
 from __future__ import annotations
 
-import subprocess
+import shutil
 from pathlib import Path
 from types import TracebackType
 
 from server.local import LocalDeployment
-from starfish.commands.up import _start_dealer
 
 #: how long the parties may take to serve (beyond LocalDeployment's own wait) on a busy machine
 START_TIMEOUT_S = 120.0
-#: how long the dealer may take to exit after SIGTERM before it is killed
-DEALER_STOP_S = 10.0
+#: slack of the 2PC session timeout over the task deadline (a session idles while clients answer)
+SESSION_SLACK_S = 60.0
 
 
 class DemoServices:
-    """dealer + party0 + party1 for one demo run (a context manager: leaving it stops all)."""
+    """party0 + party1 for one demo run (a context manager: leaving it stops both)."""
 
-    def __init__(self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float) -> None:
+    def __init__(self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float,
+                 task_deadline_s: float) -> None:
         self.deployment = LocalDeployment(
             root, clients=list(client_ids),
             # every client must upload before a round closes; training stops after T rounds
             rounds={"deadline_s": round_deadline_s, "min_clients": len(client_ids), "max_rounds": rounds, "poll_s": 0.05},
+            jobs={"task_timeout_s": task_deadline_s, "session_timeout_s": task_deadline_s + SESSION_SLACK_S},
         )
-        self.dealer: subprocess.Popen | None = None
 
     @property
     def root(self) -> Path:
@@ -34,8 +35,6 @@ class DemoServices:
 
     def start(self) -> None:
         dep = self.deployment
-        (dep.root / "logs").mkdir(exist_ok=True)
-        self.dealer = _start_dealer(dep.root, dep.creds["ports"]["dealer"])
         try:
             dep.start()
         except TimeoutError:  # a busy machine starts Python slowly: give the parties longer
@@ -43,21 +42,13 @@ class DemoServices:
                 dep.wait_healthy(role, START_TIMEOUT_S)
 
     def check_alive(self) -> None:
-        """Raise RuntimeError naming the process (and its log) that exited."""
+        """Raise RuntimeError naming the party (and its log) that exited."""
         for role, proc in self.deployment.procs.items():
             if proc.poll() is not None:
                 raise RuntimeError(f"party{role} exited with code {proc.returncode}; see {self.root / 'logs' / f'party{role}.log'}")
 
     def stop(self) -> None:
         self.deployment.stop()
-        if self.dealer is not None and self.dealer.poll() is None:
-            self.dealer.terminate()
-            try:
-                self.dealer.wait(DEALER_STOP_S)
-            except subprocess.TimeoutExpired:
-                self.dealer.kill()
-                self.dealer.wait()
-        self.dealer = None
 
     def __enter__(self) -> "DemoServices":
         try:
@@ -75,7 +66,20 @@ class DemoServices:
         return [
             f"party0 (leader, admin API) pid {dep.procs[0].pid} on {dep.address(0)} (TLS)",
             f"party1 (helper)            pid {dep.procs[1].pid} on {dep.address(1)} (TLS)",
-            f"dealer (2PC randomness)    pid {self.dealer.pid} on rendezvous port {dep.creds['ports']['dealer']}"
-            if self.dealer is not None else "dealer: not part of this build",
-            f"deployment dir {dep.root} (certificates, credentials, data, logs)",
+            "dealer (2PC randomness)    started by party0 for each 2PC session of the unlearning job",
+            f"deployment dir {dep.root} (certificates, credentials, stores, logs)",
         ]
+
+    def dealer_pids(self) -> list[str]:
+        """Pids of the dealers party0 started for its jobs' 2PC sessions (newest last)."""
+        return [p.read_text().strip() for p in sorted((self.deployment.data_dir(0) / "jobs").glob("*/dealer.pid"))]
+
+    def collect_logs(self, dest: Path) -> None:
+        """Copy the party logs and the job logs (workers, dealer) to `dest`."""
+        logs = self.root / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, dest, dirs_exist_ok=True)
+        for role in (0, 1):
+            for log in (self.deployment.data_dir(role) / "jobs").glob("**/*.log"):
+                target = dest / f"party{role}-{log.parent.name}-{log.name}"
+                shutil.copyfile(log, target)

@@ -13,11 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import grpc
 import numpy as np
 import torch
 
-from client_sdk.wire import collect_model
+from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2
 from server.local import LocalDeployment
 
@@ -25,10 +24,6 @@ Say = Callable[[str], None]
 #: a status line is printed when the step or round changes, or after this many seconds
 STATUS_REPEAT_S = 15.0
 FINAL_STATES = (admin_pb2.JOB_STATE_SUCCEEDED, admin_pb2.JOB_STATE_FAILED, admin_pb2.JOB_STATE_CANCELLED)
-
-
-class AdminUnlearnUnavailable(RuntimeError):
-    """party0 answers the Unlearn RPC with UNIMPLEMENTED (a build without the job runner)."""
 
 
 class UnlearnFailed(RuntimeError):
@@ -44,8 +39,7 @@ class UnlearnOutcome:
     report: dict[str, Any]
     summary: str
     seconds: float
-    path: str  #: how the job ran ("admin-rpc" or "stored-shares")
-    job_id: str = ""
+    job_id: str
     statuses: list[dict[str, Any]] = field(default_factory=list)  #: the job status stream as received
 
 
@@ -59,47 +53,36 @@ def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, 
               timeout_s: float) -> UnlearnOutcome:
     """File `Unlearn(targets, "starfish", params)` on party0 and follow the job to its end."""
     admin = dep.admin()
-    stub, md = admin.stub, admin.metadata
     start = time.perf_counter()
+    statuses: list[dict[str, Any]] = []
     try:
-        try:
-            ref = stub.Unlearn(admin_pb2.UnlearnRequest(targets=list(targets), strategy="starfish",
-                                                        parameters_json=json.dumps(params)), metadata=md, timeout=60)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                raise AdminUnlearnUnavailable(exc.details() or "Unlearn is not implemented") from None
-            raise UnlearnFailed(f"party0 refused the unlearn request ({exc.code().name}): {exc.details()}") from None
-        say(f"  job {ref.job_id} filed with party0 (admin RPC Unlearn)")
-        statuses: list[dict[str, Any]] = []
+        job_id = admin.unlearn(list(targets), "starfish", params)
+        say(f"  job {job_id} filed with party0 (admin RPC Unlearn); status stream (admin RPC WatchJob):")
         last_key: tuple = ()
         last_print = 0.0
         final: admin_pb2.JobStatus | None = None
-        try:
-            for status in stub.WatchJob(ref, metadata=md, timeout=timeout_s):
-                elapsed = time.perf_counter() - start
-                statuses.append(_status_dict(status, elapsed))
-                line = (f"  [{elapsed:6.1f} s] {admin_pb2.JobState.Name(status.state).removeprefix('JOB_STATE_').lower():<9} "
-                        f"step {status.step or '-':<16} round {status.unlearning_round:>2}  "
-                        f"{100 * status.progress:5.1f} %  {status.bytes / 1e6:9.1f} MB")
-                key = (status.state, status.step, status.unlearning_round)
-                if key != last_key or elapsed - last_print >= STATUS_REPEAT_S:
-                    say(line)
-                    last_key, last_print = key, elapsed
-                if status.state in FINAL_STATES:
-                    final = status
-                    break
-        except grpc.RpcError as exc:
-            raise UnlearnFailed(f"lost the job status stream ({exc.code().name}): {exc.details()}") from None
-        if final is None:
-            final = stub.GetJobStatus(ref, metadata=md, timeout=60)
+        for status in admin.watch_job(job_id, timeout_s):
+            elapsed = time.perf_counter() - start
+            statuses.append(_status_dict(status, elapsed))
+            key = (status.state, status.step, status.unlearning_round)
+            if key != last_key or elapsed - last_print >= STATUS_REPEAT_S:
+                state = admin_pb2.JobState.Name(status.state).removeprefix("JOB_STATE_").lower()
+                say(f"  [{elapsed:6.1f} s] {state:<9} step {status.step or '-':<16} round {status.unlearning_round:>2}  "
+                    f"{100 * status.progress:5.1f} %  {status.bytes / 1e6:9.1f} MB")
+                last_key, last_print = key, elapsed
+            final = status
+            if status.state in FINAL_STATES:
+                break
+        if final is None or final.state not in FINAL_STATES:
+            final = admin.job_status(job_id)
         if final.state != admin_pb2.JOB_STATE_SUCCEEDED:
-            raise UnlearnFailed(f"job {ref.job_id} ended {admin_pb2.JobState.Name(final.state)}: {final.error or 'no detail'}")
-        header, params_out = collect_model(stub.GetJobModel(ref, metadata=md, timeout=120))
-        rep = stub.GetJobReport(ref, metadata=md, timeout=60)
-    except grpc.RpcError as exc:
-        raise UnlearnFailed(f"admin call failed ({exc.code().name}): {exc.details()}") from None
+            raise UnlearnFailed(f"job {job_id} ended {admin_pb2.JobState.Name(final.state)}: {final.error or 'no detail'}")
+        header, params_out = admin.job_model(job_id)
+        rep = admin.job_report(job_id)
+    except StarfishError as exc:
+        raise UnlearnFailed(str(exc)) from None
     finally:
         admin.close()
     model = torch.from_numpy(np.asarray(params_out, dtype=np.float32).copy())
     return UnlearnOutcome(model, header.model_hash, json.loads(rep.report_json), rep.summary,
-                          time.perf_counter() - start, "admin-rpc", ref.job_id, statuses)
+                          time.perf_counter() - start, job_id, statuses)

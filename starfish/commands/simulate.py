@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--load-history", type=Path, help="reuse a history written by --save-history (its settings win)")
     p.add_argument("--json", type=Path, help="write every measurement to this JSON file")
     p.add_argument("--out", type=Path, help="directory for the comparison table and figure (with --compare)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: fastest on a busy 2-core machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -93,8 +94,11 @@ def _bar(enabled: bool, total: int, desc: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    from evaluation.training import torch_threads
+
     try:
-        return _run(args)
+        with torch_threads(args.threads):
+            return _run(args)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         print(f"starfish simulate: error: {exc}", file=sys.stderr)
         return 1
