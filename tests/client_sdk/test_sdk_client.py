@@ -19,16 +19,18 @@ def _uploaded(dep, party: int) -> set[str]:
     return set(Store(dep.data_dir(party), party, readonly=True).uploads(1))
 
 
-def test_submit_shares_gradient_norm_and_delta(sdk_parties):
+@pytest.mark.parametrize("cid, compress", [("a0", True), ("a3", False)])
+def test_submit_shares_gradient_norm_and_delta(sdk_parties, cid, compress):
+    """Party1's share travels as a 32-byte seed (compress) or in full; both reconstruct g."""
     g = np.random.default_rng(1).normal(size=M)
-    with sdk_parties.client("a0", alpha=0.25) as c:
+    with sdk_parties.client(cid, alpha=0.25, compress_mask=compress) as c:
         view = c.wait_for_round(0, timeout_s=20)
         model = c.fetch_model()
         assert model.hash == view.model_hash and model.params.shape == (M,)
         receipt = c.submit(view.round, g, 12)
     assert receipt.round == 1 and receipt.content_sha256[0] != receipt.content_sha256[1]
-    b0 = Store(sdk_parties.data_dir(0), 0, readonly=True).load_share(1, "a0")
-    b1 = Store(sdk_parties.data_dir(1), 1, readonly=True).load_share(1, "a0")
+    b0 = Store(sdk_parties.data_dir(0), 0, readonly=True).load_share(1, cid)
+    b1 = Store(sdk_parties.data_dir(1), 1, readonly=True).load_share(1, cid)
     assert b0.n_samples == b1.n_samples == 12
     assert np.allclose(reconstruct(b0.gradient, b1.gradient), g, atol=2.0**-16)
     assert np.isclose(reconstruct(b0.norm, b1.norm)[0], l2_norm(g), atol=2.0**-16)
@@ -65,7 +67,7 @@ def test_bad_sample_count(sdk_parties):
 
 
 def test_wrong_round_unregistered_and_unknown_client(sdk_parties):
-    with sdk_parties.client("a3") as c:
+    with sdk_parties.client("a2") as c:
         with pytest.raises(BadRoundError, match="round 5 is not open"):
             c.submit(5, np.ones(M), 1)
     with sdk_parties.client("a4") as c:  # known to the parties but never registered

@@ -114,3 +114,19 @@ def test_erase_returns_receipt_and_deletes_files(tmp_path: Path):
     assert set(st.uploads(1)) == {"bob"} and st.is_erased("alice")
     with pytest.raises(StoreError):
         st.load_share(1, "alice")
+
+
+def test_seed_compressed_share_is_expanded_on_load(tmp_path: Path):
+    from client_sdk.masks import expand_mask, new_seed
+
+    st, h = _store(tmp_path)
+    seed = new_seed()
+    n, d = random_ring(1), random_ring(1)
+    digest, _ = st.put_upload(1, "alice", 4, None, n, d, h, mask_seed=seed, num_params=M)
+    assert st.put_upload(1, "alice", 4, None, n, d, h, mask_seed=seed, num_params=M) == (digest, True)
+    with pytest.raises(ConflictError):
+        st.put_upload(1, "alice", 4, None, n, d, h, mask_seed=new_seed(), num_params=M)
+    b = st.load_share(1, "alice")
+    assert np.array_equal(b.gradient, expand_mask(seed, M)) and b.gradient.size == M
+    assert not list((tmp_path / "p0" / "shares").rglob("*.i64"))  # 32 bytes in the row, no blob
+    assert st.erase_client("alice").rows_deleted == 1
