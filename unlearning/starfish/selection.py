@@ -76,26 +76,47 @@ def _combined_upload(backend: Backend, history: SharedHistory, i: int, present: 
 def _pair_scores(
     backend: Backend, history: SharedHistory, targets: Sequence[str], directions: torch.Tensor, alt: bool
 ) -> tuple[Secret, Secret]:
-    """(u, v) of shape (T,) each: v is the reported norm, or ‖g‖² for alt."""
+    """(u, v) of shape (T,) each: v is the reported norm, or ‖g‖² for alt.
+
+    All scored rounds are batched: one batched scalar product for u (local, public d_i) and,
+    for alt, one batched ⟨[g], [g]⟩ (each a single truncation after the sum).
+    """
     T = history.num_rounds
-    numerators: list[Secret] = []
-    denominators: list[Secret] = []
+    scored: list[int] = []
+    uploads: list[Secret] = []
+    norms: list[Secret] = []
     for i in range(1, T + 1):
         present = [t for t in targets if t in history.round_info(i).clients]
-        d = directions[i - 1]
-        if not present or not bool(d.any()):  # no target, or a null global step: score 0
-            numerators.append(_constant(backend, 0.0))
-            denominators.append(_constant(backend, 1.0))
+        if not present or not bool(directions[i - 1].any()):  # no target, or a null global step
             continue
+        scored.append(i)
         if alt:
-            g = _combined_upload(backend, history, i, present)
-            numerators.append(backend.matmul(g, d))  # u_i, local
-            denominators.append(backend.mul(squared_norms(backend, g), float(torch.dot(d, d))))
+            uploads.append(_combined_upload(backend, history, i, present))
         else:
-            g = history.gradients(backend, i, present)
-            numerators.append(backend.matmul(g, d))  # u_i = ⟨[g_i^t], d_i⟩, local
-            denominators.append(backend.reshape(history.norms(backend, i, present), (1,)))  # v_i
-    return backend.cat(numerators, dim=0), backend.cat(denominators, dim=0)
+            uploads.append(history.gradients(backend, i, present))
+            norms.append(backend.reshape(history.norms(backend, i, present), (1,)))
+    if not scored:
+        return _constant(backend, 0.0, T), _constant(backend, 1.0, T)
+    p, m = len(scored), directions.shape[1]
+    g = backend.cat(uploads, dim=0)  # (P, m)
+    d = directions[[i - 1 for i in scored]]
+    u_scored = backend.reshape(backend.matmul(backend.reshape(g, (p, 1, m)), d.reshape(p, m, 1)), (p,))
+    if alt:
+        v_scored = backend.mul(squared_norms(backend, g), (d * d).sum(dim=1))
+    else:
+        v_scored = backend.cat(norms, dim=0)
+    position = {i: k for k, i in enumerate(scored)}
+    u_parts: list[Secret] = []
+    v_parts: list[Secret] = []
+    for i in range(1, T + 1):
+        if i in position:
+            k = position[i]
+            u_parts.append(backend.index(u_scored, slice(k, k + 1)))
+            v_parts.append(backend.index(v_scored, slice(k, k + 1)))
+        else:  # score 0: u = 0, v = 1 (public constants)
+            u_parts.append(_constant(backend, 0.0))
+            v_parts.append(_constant(backend, 1.0))
+    return backend.cat(u_parts, dim=0), backend.cat(v_parts, dim=0)
 
 
 def select_rounds(
