@@ -70,6 +70,9 @@ def test_three_rounds_equal_plaintext_fedavg_and_no_gradient_in_the_clear(tmp_pa
         assert not np.allclose(models[3], m0)
     finally:
         dep.stop()
+    logs = "".join((dep.root / "logs" / f"party{r}.log").read_text() for r in (0, 1))
+    secrets = [dep.creds["admin_token"], *dep.creds["clients"].values()]
+    assert "round 3 committed" in logs and not [t for t in secrets if t in logs]  # no credential in the logs
     gradients = [g for g, _ in record.values()]
     for role in (0, 1):
         assert scan_for_plaintext(dep.data_dir(role), gradients) == []
