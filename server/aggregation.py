@@ -11,18 +11,23 @@ bit-identical models; their hashes are compared before commit.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from mpc.fixedpoint import decode, reconstruct_encoded
 from server.store import Store
 
 
+LOAD_THREADS = 2  #: shares are read (and seed-compressed ones expanded) concurrently; hashing releases the GIL
+
+
 def local_aggregate(store: Store, round_index: int, members: dict[str, int], num_params: int) -> np.ndarray:
     """This party's share of Σ_j n_j·[g_j] over the agreed members (int64, wraps mod 2^64)."""
     acc = np.zeros(num_params, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        for client in sorted(members):
-            bundle = store.load_share(round_index, client)
+    clients = sorted(members)
+    with ThreadPoolExecutor(LOAD_THREADS) as pool, np.errstate(over="ignore"):
+        for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients)):
             if bundle.n_samples != members[client]:
                 raise ValueError(f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {members[client]}")
             if bundle.gradient.size != num_params:
