@@ -33,7 +33,7 @@ class StarfishParams:
     alpha: float = 0.4  #: tolerance rate α ∈ (0, 1] (used by clients for δ_i^j; recorded)
     beta: float = 0.1  #: interval rate β ∈ (0, 1]: T_c = ⌈βT⌉
     buffer_size: int = 2  #: B ≥ 1, L-BFGS pairs kept per client
-    eta_u: float | None = None  #: unlearning rate η_u > 0; None = the stored rounds' η_l
+    eta_u: float | None = None  #: unlearning rate η_u > 0; None = η_l/σ of each replayed round
     switch_threshold: int = DEFAULT_SWITCH_THRESHOLD  #: T_δ ≥ 1
     method: str = "auto"  #: one of METHODS
     inverse: str = "secmi"  #: one of INVERSES
@@ -48,6 +48,11 @@ class StarfishParams:
     #: SecTC sample-first pass (DESIGN §6.4): check this many public pseudo-random coordinates
     #: first (0 = off). Same flags; reveals one extra bit per client and check round.
     check_sample: int = 0
+
+    def unlearning_rate(self, stored_lr: float) -> float:
+        """η_u, or by default η_l/σ: T′ = σT replayed rounds then spend the learning-rate
+        budget of the T stored rounds (Theorem 1 compares M̂_{t_i} with retraining at ⌈t_i/σ⌉)."""
+        return float(self.eta_u) if self.eta_u is not None else stored_lr / self.sigma
 
     @property
     def as_dict(self) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class StarfishStrategy(Strategy):
             entry["kind"] = "skipped"
             state.log["rounds"].append(entry)
             return
-        eta = params.eta_u if params.eta_u is not None else info.lr
+        eta = params.unlearning_rate(info.lr)
         stored = history.gradients(backend, r, participants)
         v = state.model - history.model(r - 1).to(torch.float64)
         degenerate = float(torch.linalg.vector_norm(v)) <= params.min_step
@@ -240,7 +240,7 @@ class StarfishStrategy(Strategy):
         log = state.log
         answered = sum(len(e["answered"]) for e in log["corrections"] if e["reason"] == "correction")
         missing = sum(len(e["missing"]) for e in log["corrections"] if e["reason"] == "correction")
-        eta = params.eta_u if params.eta_u is not None else ctx.history.round_info(state.selected[0]).lr
+        eta = params.unlearning_rate(ctx.history.round_info(state.selected[0]).lr)
         return {
             "strategy": self.name,
             "backend": ctx.backend.name,
