@@ -28,7 +28,8 @@ Aggregates G_i are the public model differences (M_{i−1} − M_i)/η_i. Fresh 
 come from the GradientOracle (data order of the replayed round); the calibrated step
 is M̃ ← M̃ − η_{t_j} Σ_c w_c ‖g^c‖/‖ĝ^c‖ ĝ^c with w over the kept benign clients.
 
-Interpretations (docs/BASELINES.md): D is averaged over probe samples; window sizes are
+Interpretations (docs/BASELINES.md): D is eq. (1)'s explicit sum (its KL[·||·] notation
+names the arguments the other way round), averaged over probe samples; window sizes are
 rounded up, P_b = ⌈λB_b⌉ (at least one round per window), X = ⌈δC⌉; rounds still open
 when training ended form a last window; Ḡ_{t_0} = 0; eq. (5) sums norms, Φ(j) =
 β Σ_{j'≤j} ‖I(C^−_{t_{j'}})‖, and both eq. (4) and eq. (5) are cumulative up to j; each set
