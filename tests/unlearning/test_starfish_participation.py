@@ -1,0 +1,75 @@
+"""Starfish when clients skip rounds: thresholds over each client's own rounds, per-round
+participants, buffers of different lengths (several estimation batches)."""
+from __future__ import annotations
+
+import torch
+
+from mpc.plain_backend import PlainBackend
+from unlearning.history import InMemoryHistory, RoundInfo
+from unlearning.starfish import StarfishStrategy
+from unlearning.starfish.threshold import client_rounds, determine_thresholds
+from unlearning.strategy import UnlearnContext
+
+from synthetic_fl import LogRegFL, LogRegOracle
+
+ABSENT = {"c1": {2, 3, 7}, "c3": {1, 5}, "c0": {4}}  #: rounds each client skipped
+ROUNDS, LR, ALPHA = 10, 0.5, 0.4
+
+
+def partial_history(problem: LogRegFL, backend: PlainBackend) -> InMemoryHistory:
+    """Stage I FedAvg where client c skips the rounds ABSENT[c]."""
+    models = [torch.zeros(problem.probe_x.shape[1], dtype=torch.float32)]
+    infos, grads, norms, deltas = [], {}, {}, {}
+    for i in range(1, ROUNDS + 1):
+        members = tuple(c for c in problem.clients if i not in ABSENT.get(c, set()))
+        n = {c: problem.n(c) for c in members}
+        agg = torch.zeros_like(models[-1], dtype=torch.float64)
+        for c in members:
+            g = problem.gradient(c, models[-1])
+            grads[(i, c)] = backend.share(g)
+            norms[(i, c)] = backend.share(g.norm().reshape(()))
+            deltas[(i, c)] = backend.share(torch.quantile(g.abs(), 1 - ALPHA).reshape(()))
+            agg += n[c] / sum(n.values()) * g
+        models.append((models[-1].double() - LR * agg).float())
+        infos.append(RoundInfo(index=i, clients=members, n_samples=n, lr=LR))
+    return InMemoryHistory(models=models, infos=infos, grads=grads, grad_norms=norms, deltas=deltas)
+
+
+def test_thresholds_take_the_max_over_each_clients_own_rounds() -> None:
+    backend = PlainBackend()
+    problem = LogRegFL.make(seed=1)
+    history = partial_history(problem, backend)
+    clients = ["c1", "c2", "c3", "c4"]
+    rounds = client_rounds(history, clients)
+    assert rounds["c1"] == [1, 4, 5, 6, 8, 9, 10] and rounds["c3"] == [2, 3, 4, 6, 7, 8, 9, 10]
+    got = backend.reveal(determine_thresholds(backend, history, clients))
+    want = [max(float(backend.reveal(history.deltas[(i, c)])) for i in rounds[c]) for c in clients]
+    assert got.tolist() == want
+
+
+def test_run_with_partial_participation() -> None:
+    backend = PlainBackend()
+    problem = LogRegFL.make(seed=1)
+    history = partial_history(problem, backend)
+    oracle = LogRegOracle(problem)
+    ctx = UnlearnContext(backend=backend, history=history, oracle=oracle, targets=("c0",),
+                         params={"sigma": 1.0, "beta": 0.2})
+    result = StarfishStrategy().run(ctx)
+    report = result.report
+    assert torch.isfinite(result.model).all()
+    for entry in report["rounds"]:
+        members = set(history.round_info(entry["round"]).clients) - {"c0"}
+        assert entry["participants"] == len(members)
+    for request in oracle.requests:
+        assert set(request.clients) <= set(history.round_info(request.original_round).clients) - {"c0"}
+    for entry in report["flags"]:
+        assert set(entry["flags"]) == set(history.round_info(entry["round"]).clients) - {"c0"}
+    # clients that skipped warm-up rounds hold fewer pairs: still every estimate is finite
+    assert report["corrections"]["missing"] == 0
+    retrain = torch.zeros_like(result.model, dtype=torch.float64)
+    for i in range(1, ROUNDS + 1):
+        members = [c for c in history.round_info(i).clients if c != "c0"]
+        total = sum(problem.n(c) for c in members)
+        retrain = retrain - LR * sum(problem.n(c) / total * problem.gradient(c, retrain) for c in members)
+    original_gap = float((history.model(ROUNDS).double() - retrain).norm())
+    assert float((result.model.double() - retrain).norm()) < 0.5 * original_gap
