@@ -57,8 +57,10 @@ from crypten.mpc.provider.ttp_provider import TTPClient  # noqa: E402
 STEP_CHECK_MODES = ("op", "boundary", "off")
 CHUNK_ELEMENTS_DEFAULT = 1 << 21
 """Comparisons on more elements are split into chunks of this size (bounds memory)."""
-FAULT_BOUND_DEFAULT = float(2**30)
-"""|revealed value| above this is a truncation fault (a fault adds ±2^(64−2f) = ±2^32 at f = 16)."""
+FAULT_BOUND_DEFAULT = float(2**24)
+"""|revealed value| above this is a truncation fault. A fault adds ±2^(64−2f) = ±2^32 (f = 16)
+to one element; legitimate values stay below the codec's 2^20, so faults are caught even
+after scaling by public weights ≥ 2^-8 (docs/NUMERICS.md)."""
 RECIPROCAL_ITERATIONS_DEFAULT = 16
 """Newton–Raphson steps of SecDiv's reciprocal (valid range in docs/NUMERICS.md)."""
 

@@ -131,7 +131,7 @@ def hang_then_reveal(backend: CrypTenBackend, rank: int, sleep_s: float) -> str:
     if rank == 1:
         time.sleep(sleep_s)
         return "woke up"
-    backend.reveal(a)
+    _timed_wait(lambda: backend.reveal(a))
     return "revealed"
 
 
@@ -140,6 +140,14 @@ def die_then_mul(backend: CrypTenBackend, rank: int) -> str:
     a = backend.share(torch.ones(3, dtype=torch.float64), src=0)
     if rank == 1:
         os._exit(3)
-    backend.mul(a, a)
-    backend.reveal(a)
+    _timed_wait(lambda: backend.reveal(backend.mul(a, a)))
     return "finished"
+
+
+def _timed_wait(step: Any) -> None:
+    """Run an interactive step; on failure say how long the party waited."""
+    start = time.monotonic()
+    try:
+        step()
+    except Exception as exc:
+        raise RuntimeError(f"peer wait failed after {time.monotonic() - start:.2f} s: {exc}") from exc
