@@ -30,6 +30,12 @@ class AdminClient:
     def close(self) -> None:
         self.channel.close()
 
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _call(self, fn):
         try:
             return fn()

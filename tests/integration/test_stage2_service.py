@@ -1,0 +1,153 @@
+"""Stage II through the real service: party0 and party1 as processes (TLS), a dealer per
+session, SDK clients in threads answering tasks; Stage I trains 8 rounds first.
+
+* bad requests are refused with a clear status and leave nothing queued;
+* two requests: the second queues behind the first (not interleaved); each job's model
+  equals the plaintext Starfish run over the same history (relative L2 ≤ 1e-3, same
+  selected rounds, flags and task events), becomes the new global model, and every share
+  of its target is gone from both stores, with one erasure receipt per party;
+* the CLI fetches a report and model and refuses an erased target.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from client_sdk.admin import AdminClient
+from client_sdk.errors import StarfishError
+from proto.starfish.v1 import admin_pb2
+from server.local import REPO_ROOT
+from server.store import StoreError
+from stage2_fixtures import TrainedService, plaintext_reference, relative_gap
+
+CLIENTS = [f"c{i}" for i in range(6)]
+ROUNDS = 8
+PARAMS = {"beta": 0.25}
+JOB_TIMEOUT_S = 150
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    svc = TrainedService.create(tmp_path_factory.mktemp("stage2"), CLIENTS, rounds=ROUNDS)
+    yield svc
+    svc.stop()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("targets,strategy,params,status,message", [
+    (["nobody"], "starfish", {}, "NOT_FOUND", "unknown client"),
+    (CLIENTS, "starfish", {}, "FAILED_PRECONDITION", "no remaining client"),
+    ([], "starfish", {}, "INVALID_ARGUMENT", "no target"),
+    (["c0", "c0"], "starfish", {}, "INVALID_ARGUMENT", "duplicate"),
+    (["c0"], "starfish", {"sigma": 0}, "INVALID_ARGUMENT", "sigma must be in"),
+    (["c0"], "starfish", {"alpha": 1.5}, "INVALID_ARGUMENT", "alpha must be in"),
+    (["c0"], "starfish", {"beta": -0.1}, "INVALID_ARGUMENT", "beta must be in"),
+    (["c0"], "starfish", {"B": 0}, "INVALID_ARGUMENT", "buffer_size must be"),
+    (["c0"], "starfish", {"nonsense": 1}, "INVALID_ARGUMENT", "unknown Starfish parameter"),
+    (["c0"], "federaser", {}, "INVALID_ARGUMENT", "not available as a 2PC job"),
+])
+def test_bad_requests_are_refused_and_nothing_is_queued(service, targets, strategy, params, status, message):
+    with service.dep.admin() as admin:
+        with pytest.raises(StarfishError, match=f"{status}.*{message}"):
+            admin.unlearn(targets, strategy, params)
+        assert not [j for j in admin.list_jobs().jobs if j.state == admin_pb2.JOB_STATE_QUEUED]
+        assert admin.status().latest_committed == ROUNDS
+
+
+@pytest.mark.timeout(60)
+def test_request_without_admin_credential_is_refused(service):
+    intruder = AdminClient(service.dep.address(0), "not-the-admin-token", service.dep.ca_cert)
+    with pytest.raises(StarfishError, match="PERMISSION_DENIED"):
+        intruder.unlearn(["c0"])
+    with pytest.raises(StarfishError, match="PERMISSION_DENIED"):
+        intruder.list_jobs()
+    intruder.close()
+    with service.dep.admin() as admin:
+        assert len(admin.list_jobs().jobs) == 0
+
+
+def _report(admin, job_id: str) -> dict:
+    return json.loads(admin.job_report(job_id).report_json)
+
+
+def _assert_matches_plaintext(service, admin, job_id: str, report: dict, erased_before: frozenset[str]) -> None:
+    header, model = admin.job_model(job_id)
+    assert header.model_hash == report["job"]["model_hash"]
+    reference, ref_report = plaintext_reference(service, report, erased_before)
+    assert report["backend"] == "crypten"
+    assert report["selection"] == ref_report["selection"]
+    assert report["flags"] == ref_report["flags"]
+    assert [(e["t"], e["reason"], e["asked"]) for e in report["corrections"]["events"]] == \
+        [(e["t"], e["reason"], e["asked"]) for e in ref_report["corrections"]["events"]]
+    assert relative_gap(model, reference.numpy()) <= 1e-3
+
+
+def _assert_erased(service, target: str, report: dict) -> None:
+    receipts = report["erasure"][target]
+    assert sorted(r["party"] for r in receipts) == [0, 1]
+    stored_in = [i for i in range(1, ROUNDS + 1)]
+    for receipt in receipts:
+        assert receipt["rounds"] == stored_in and receipt["rows_deleted"] >= ROUNDS
+    for role in (0, 1):
+        store = service.store(role)
+        try:
+            assert store.is_erased(target)
+            for i in stored_in:
+                assert target not in store.uploads(i)
+                with pytest.raises(StoreError):
+                    store.load_share(i, target)
+        finally:
+            store.close()
+        assert not list(service.dep.data_dir(role).rglob(f"{target}.i64"))
+
+
+@pytest.mark.timeout(2 * JOB_TIMEOUT_S + 60)
+def test_jobs_queue_match_plaintext_and_erase_their_targets(service):
+    with service.dep.admin() as admin:
+        first = admin.unlearn(["c0"], parameters=PARAMS)
+        second = admin.unlearn(["c1"], parameters=PARAMS)
+        assert admin.job_status(second).state == admin_pb2.JOB_STATE_QUEUED
+        assert admin.wait_job(first, JOB_TIMEOUT_S).state == admin_pb2.JOB_STATE_SUCCEEDED
+        done = admin.wait_job(second, JOB_TIMEOUT_S)
+        assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
+        r1, r2 = _report(admin, first), _report(admin, second)
+
+        assert r2["job"]["started"] >= r1["job"]["finished"]  # queued, not interleaved
+        assert r1["job"]["base_round"] == ROUNDS and r2["job"]["base_round"] == ROUNDS + 1
+        for job_id, report, erased_before in ((first, r1, frozenset()), (second, r2, frozenset({"c0"}))):
+            _assert_matches_plaintext(service, admin, job_id, report, erased_before)
+            assert report["costs"]["UE"]["online_bytes"] > 0 and report["costs"]["UE"]["offline_bytes"] > 0
+            assert set(report["revealed"]) >= {"selected_rounds", "aggregate_gradients", "correction_flags"}
+            assert 0 <= report["arp_percent"] <= 100
+        _assert_erased(service, "c0", r1)
+        _assert_erased(service, "c1", r2)
+
+        # the last unlearned model is the global model; clients train on it
+        status = admin.status()
+        assert status.latest_committed == ROUNDS + 2
+        assert status.latest_model_hash == r2["job"]["model_hash"]
+        with service.dep.client("c2") as client:
+            assert client.fetch_model().hash == r2["job"]["model_hash"]
+        with pytest.raises(StarfishError, match="FAILED_PRECONDITION.*already erased"):
+            admin.unlearn(["c0"])
+
+
+@pytest.mark.timeout(120)
+def test_cli_result_and_refusal(service, tmp_path):
+    with service.dep.admin() as admin:
+        done = [j.job_id for j in admin.list_jobs().jobs if j.state == admin_pb2.JOB_STATE_SUCCEEDED]
+        assert done, "the job test runs first"
+        _, model = admin.job_model(done[0])
+    cli = [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root)]
+    out = subprocess.run(cli + ["result", done[0], "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "selected rounds" in out.stdout and "erased c0 on party1" in out.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "model.npy", allow_pickle=False), model)
+    assert json.loads((tmp_path / "report.json").read_text())["job"]["job_id"] == done[0]
+    refused = subprocess.run(cli + ["unlearn", "c0"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "already erased" in refused.stderr
