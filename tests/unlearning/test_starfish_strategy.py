@@ -15,7 +15,7 @@ from unlearning.starfish import StarfishParams, StarfishState, StarfishStrategy
 from unlearning.starfish.report import average_round_saving, theorem1_bound
 from unlearning.strategy import UnlearningError
 
-from synthetic_fl import LogRegFL, LogRegSetup, make_logreg_setup
+from synthetic_fl import LogRegFL, LogRegOracle, LogRegSetup, make_logreg_setup
 
 LR = 0.5
 ETA_U = LR / 0.6  #: η_l/σ: T′ = σT replayed rounds cover the same "distance" as T rounds
@@ -264,3 +264,31 @@ def test_report_costs_cover_one_call_and_accumulate_on_the_backend() -> None:
     calls = {k: v["calls"] for k, v in first.report["costs"].items()}
     assert calls == {k: v["calls"] for k, v in second.report["costs"].items()}
     assert {k: v.calls for k, v in setup.backend.ledger.steps.items()} == {k: 2 * c for k, c in calls.items()}
+
+
+def test_resume_refuses_a_different_request() -> None:
+    _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {"eta_u": ETA_U})
+    setup = make_logreg_setup(rounds=8, lr=LR)
+    ctx = setup.context(params={"eta_u": ETA_U, "beta": 0.5})
+    ctx.resume_from = through_parts(states[2])
+    with pytest.raises(UnlearningError, match="same request"):
+        StarfishStrategy().run(ctx)
+
+
+def test_malformed_answer_is_a_clear_error_after_the_last_checkpoint() -> None:
+    setup = make_logreg_setup(rounds=8, lr=LR)
+
+    class ShortAnswers(LogRegOracle):
+        def exact_gradients(self, backend, request):
+            answers = dict(super().exact_gradients(backend, request))
+            if request.unlearning_round == 2:
+                answers["c2"] = backend.share(torch.zeros(3, dtype=torch.float64))
+            return answers
+
+    setup.oracle = ShortAnswers(setup.problem)
+    states: list[StarfishState] = []
+    ctx = setup.context(params={"eta_u": ETA_U})
+    ctx.on_checkpoint = states.append
+    with pytest.raises(UnlearningError, match="'c2'.*shape"):
+        StarfishStrategy().run(ctx)
+    assert [s.round for s in states] == [1]

@@ -102,7 +102,15 @@ class StarfishStrategy(Strategy):
             method=selection.method,
             deltas=deltas,
             model=history.model(0).to(torch.float64).clone(),
-            log={"rounds": [], "flags": [], "corrections": [], "curvature": [], "asked": {}, "inverses": 0},
+            log={
+                "request": {"targets": list(ctx.targets), "params": params.as_dict},
+                "rounds": [],
+                "flags": [],
+                "corrections": [],
+                "curvature": [],
+                "asked": {},
+                "inverses": 0,
+            },
         )
 
     def _unlearning_round(
@@ -234,6 +242,9 @@ class StarfishStrategy(Strategy):
             raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.ranked)}")
         if state.model.numel() != ctx.history.model(0).numel():
             raise UnlearningError("the checkpoint's model does not match the history's model size")
+        request = {"targets": list(ctx.targets), "params": self.params(ctx).as_dict}
+        if state.log.get("request") != request:
+            raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
 
     def _report(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState) -> dict:
         total = ctx.history.num_rounds
