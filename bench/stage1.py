@@ -38,6 +38,7 @@ PAPER_MODEL_PARAMS = 582_026
 CLIENTS = 20
 LR = 0.01
 TARGET_OVERHEAD = 1.5
+MODEL_HEADER_BYTES = 160  #: a ModelHeader message (hash, name, sizes), rounded up
 
 
 def _gradients(m: int, clients: int) -> list[np.ndarray]:
@@ -77,11 +78,16 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
         for r in range(1, rounds + 1):
             clients[0].wait_for_round(r - 1, timeout_s=60)
             sent = [0] * CLIENTS
+            fetch_s = [0.0] * CLIENTS
+            submit_s = [0.0] * CLIENTS
             start = time.perf_counter()
 
             def one(j: int) -> None:
+                t0 = time.perf_counter()
                 model = clients[j].fetch_model(r - 1)
+                t1 = time.perf_counter()
                 sent[j] = clients[j].submit(r, grads[j], 100 + j, model_hash=model.hash).bytes_sent
+                fetch_s[j], submit_s[j] = t1 - t0, time.perf_counter() - t1
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             uploaded = time.perf_counter()
             while admin.status().latest_committed < r:
@@ -90,7 +96,9 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
             summary = admin.status().rounds[r - 1]
             out.append({
                 "round": r, "wall_s": end - start, "upload_phase_s": uploaded - start, "aggregate_phase_s": end - uploaded,
-                "bytes_client_upload": int(sum(sent)), "bytes_client_download": CLIENTS * 2 * 4 * m,
+                "client_fetch_s_mean": float(np.mean(fetch_s)), "client_submit_s_mean": float(np.mean(submit_s)),
+                # the model from party0, its header (hash) from party1
+                "bytes_client_upload": int(sum(sent)), "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
                 "bytes_peer": int(summary.peer_bytes), "members": len(summary.members),
             })
         admin.close()
@@ -132,7 +140,7 @@ def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             end = time.perf_counter()
             out.append({"round": r, "wall_s": end - start, "bytes_client_upload": int(sum(sent)),
-                        "bytes_client_download": CLIENTS * 4 * m, "bytes_peer": 0})
+                        "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES), "bytes_peer": 0})
         for ch in channels:
             ch.close()
         return out

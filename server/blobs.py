@@ -18,7 +18,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_temp(directory: Path, data: bytes) -> Path:
+def write_temp(directory: Path, data: bytes | memoryview) -> Path:
     """Write `data` to a fresh temp file in `directory` and fsync it (not yet visible)."""
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".tmp-{secrets.token_hex(8)}"

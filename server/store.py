@@ -453,7 +453,9 @@ class Store:
         if mask_seed is not None:
             data, digest = None, sha256_hex(mask_seed)
         else:
-            data = np.ascontiguousarray(gradient_share, dtype="<i8").tobytes()
+            arr = np.asarray(gradient_share)
+            data = memoryview(arr).cast("B") if arr.dtype == np.dtype("<i8") and arr.flags.c_contiguous \
+                else np.ascontiguousarray(arr, dtype="<i8").tobytes()
             digest = sha256_hex(data)
         norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
         key = (int(n_samples), digest, norm_v, delta_v)

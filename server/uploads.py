@@ -76,5 +76,5 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
         raise UploadError(f"gradient share has {len(buf)} bytes, expected {expected} for shape [{num_params}]")
     if sha256_hex(buf) != header.content_sha256:
         raise UploadError("gradient share bytes do not match the declared content_sha256 (corrupted in transit?)")
-    grad = np.frombuffer(bytes(buf), dtype="<i8").astype(np.int64)
+    grad = np.frombuffer(buf, dtype="<i8")  # a view: the store writes these bytes without another copy
     return ParsedUpload(header, grad, None, norm, delta)

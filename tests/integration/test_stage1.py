@@ -68,6 +68,7 @@ def test_three_rounds_equal_plaintext_fedavg_and_no_gradient_in_the_clear(tmp_pa
             chained = fedavg_step(chained, uploads, LR)
         assert np.max(np.abs(models[3] - chained)) < 1e-4  # whole run against plaintext FedAvg
         assert not np.allclose(models[3], m0)
+        _check_erase(dep)
     finally:
         dep.stop()
     logs = "".join((dep.root / "logs" / f"party{r}.log").read_text() for r in (0, 1))
@@ -80,6 +81,22 @@ def test_three_rounds_equal_plaintext_fedavg_and_no_gradient_in_the_clear(tmp_pa
         for (r, cid), (g, _) in record.items():
             corr, negative = share_is_unrelated(store.load_share(r, cid).gradient, g)
             assert corr < 0.25 and 0.4 < negative < 0.6, (role, r, cid, corr, negative)
+
+
+def _check_erase(dep) -> None:
+    """Admin erase of client4: both parties delete its three round shares and return receipts."""
+    admin = dep.admin()
+    reply = admin.erase("client4")
+    admin.close()
+    by_party = {r.party: r for r in reply.receipts}
+    assert set(by_party) == {0, 1}
+    for role, receipt in by_party.items():
+        assert list(receipt.rounds) == [1, 2, 3] and receipt.rows_deleted == 3
+        store = Store(dep.data_dir(role), role, readonly=True)
+        assert all("client4" not in store.uploads(r) for r in (1, 2, 3))
+        assert "client4" in store.round_members(1)  # the public history of the round stays
+    assert by_party[0].files_deleted == 3 and by_party[0].bytes_deleted == 3 * 8 * flatten(_mlp()).size
+    assert not list(dep.data_dir(0).rglob("client4.i64"))
 
 
 def _upload_to_party0_only(dep, cid: str, round_index: int, model_hash: str, g: np.ndarray, n: int) -> None:
