@@ -18,10 +18,11 @@ from synthetic_fl import LogRegFL, LogRegOracle
 
 ROUNDS = 10
 LR = 0.5
-CASES = [
-    ("c0",), {"eta_u": LR / 0.6, "beta": 0.2, "method": "method1", "inverse": "secmi"},
-    ("c0",), {"eta_u": LR / 0.6, "beta": 0.2, "method": "alt", "inverse": "newton"},
-]
+CASES = {
+    "method1-secmi": (("c0",), {"beta": 0.2, "method": "method1", "inverse": "secmi"}),
+    "alt-newton": (("c0",), {"beta": 0.2, "method": "alt", "inverse": "newton"}),
+    "two-targets-method2": (("c0", "c1"), {"beta": 0.2, "method": "method2", "check_sample": 2}),
+}
 
 
 def run_case(backend: Backend, targets: tuple[str, ...], params: dict[str, Any]) -> dict[str, Any]:
@@ -53,8 +54,9 @@ def cluster():
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("targets,params", [CASES[0:2], CASES[2:4]], ids=["method1-secmi", "alt-newton"])
-def test_plain_and_two_party_runs_agree(cluster: TwoPartyCluster, targets: tuple[str, ...], params: dict) -> None:
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_plain_and_two_party_runs_agree(cluster: TwoPartyCluster, case: str) -> None:
+    targets, params = CASES[case]
     plain = run_case(PlainBackend(), targets, params)
     secure0, secure1 = cluster.run(party_case, targets, params)
     for secure in (secure0, secure1):
