@@ -7,8 +7,9 @@ import platform
 import shlex
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
@@ -85,3 +86,16 @@ def read_result(name: str) -> dict[str, Any] | None:
         return None
     return json.loads(path.read_text())
 
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the block with one torch thread (as each party process does), then restore."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -149,5 +149,5 @@ def run(quick: bool = False) -> dict[str, Any]:
         for step, c in result["steps"].items():
             print(f"     {step:9s} {c['wall_s']:8.2f} s  offline {c['offline_bytes'] / 1e9:7.3f} GB  online {c['online_bytes'] / 1e9:7.3f} GB", flush=True)
         figures[ds] = result
-    write_result(NAME, meta, figures)
+    write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures
