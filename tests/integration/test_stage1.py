@@ -68,19 +68,20 @@ def test_three_rounds_equal_plaintext_fedavg_and_no_gradient_in_the_clear(tmp_pa
             chained = fedavg_step(chained, uploads, LR)
         assert np.max(np.abs(models[3] - chained)) < 1e-4  # whole run against plaintext FedAvg
         assert not np.allclose(models[3], m0)
+        # nothing in the clear on disk, while the parties run (scan before the erase check)
+        logs = "".join((dep.root / "logs" / f"party{r}.log").read_text() for r in (0, 1))
+        secrets = [dep.creds["admin_token"], *dep.creds["clients"].values()]
+        assert "round 3 committed" in logs and not [t for t in secrets if t in logs]  # no credential in the logs
+        gradients = [g for g, _ in record.values()]
+        for role in (0, 1):
+            assert scan_for_plaintext(dep.data_dir(role), gradients) == []
+            store = Store(dep.data_dir(role), role, readonly=True)
+            for (r, cid), (g, _) in record.items():
+                corr, negative = share_is_unrelated(store.load_share(r, cid).gradient, g)
+                assert corr < 0.25 and 0.4 < negative < 0.6, (role, r, cid, corr, negative)
         _check_erase(dep)
     finally:
         dep.stop()
-    logs = "".join((dep.root / "logs" / f"party{r}.log").read_text() for r in (0, 1))
-    secrets = [dep.creds["admin_token"], *dep.creds["clients"].values()]
-    assert "round 3 committed" in logs and not [t for t in secrets if t in logs]  # no credential in the logs
-    gradients = [g for g, _ in record.values()]
-    for role in (0, 1):
-        assert scan_for_plaintext(dep.data_dir(role), gradients) == []
-        store = Store(dep.data_dir(role), role, readonly=True)
-        for (r, cid), (g, _) in record.items():
-            corr, negative = share_is_unrelated(store.load_share(r, cid).gradient, g)
-            assert corr < 0.25 and 0.4 < negative < 0.6, (role, r, cid, corr, negative)
 
 
 def _check_erase(dep) -> None:
