@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import torch
@@ -27,6 +28,18 @@ from unlearning.starfish.selection import select_rounds
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.threshold import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """Inputs of unlearning round t: replayed stored round r, its remaining participants,
+    their stored gradients [g_r^j] (n, m) and the public step v = M̂_t − M_{r−1}."""
+
+    t: int
+    r: int
+    participants: list[str]
+    stored: Secret
+    v: torch.Tensor
 
 
 class StarfishStrategy(Strategy):
@@ -116,7 +129,8 @@ class StarfishStrategy(Strategy):
     def _unlearning_round(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, t: int, interval: int
     ) -> None:
-        backend, history = ctx.backend, ctx.history
+        """One iteration of Algorithm 4 lines 15–20, replaying the t-th selected round."""
+        history = ctx.history
         r = state.selected[t - 1]
         info = history.round_info(r)
         members = set(state.clients)
@@ -126,51 +140,70 @@ class StarfishStrategy(Strategy):
             entry["kind"] = "skipped"
             state.log["rounds"].append(entry)
             return
-        eta = params.unlearning_rate(info.lr)
-        stored = history.gradients(backend, r, participants)
-        v = state.model - history.model(r - 1).to(torch.float64)
-        degenerate = float(torch.linalg.vector_norm(v)) <= params.min_step
-        total = len(state.ranked)
+        step = _Replay(
+            t=t,
+            r=r,
+            participants=participants,
+            stored=history.gradients(ctx.backend, r, participants),
+            v=state.model - history.model(r - 1).to(torch.float64),
+        )
         if not state.warmup_over:
             entry["kind"] = "warmup"
-            ctx.progress("warmup", t, total, f"round {r}")
-            with backend.step("warmup"):
-                answers = self._ask(ctx, state, t, r, participants, "warmup")
-            with backend.step("UE"):
-                if len(answers) < len(participants):
-                    gradients = estimate_gradients(backend, state, participants, stored, v, params)
-                else:
-                    gradients = stored
-                gradients = self._apply_answers(backend, state, params, t, participants, gradients, stored, v, answers)
-            if not degenerate:
-                state.warmup_pairs += 1
-                state.warmup_over = state.warmup_pairs >= params.buffer_size
+            gradients = self._warmup(ctx, params, state, step)
         else:
-            entry["kind"] = "estimate"
-            ctx.progress("estimate", t, total, f"round {r}")
-            with backend.step("UE"):
-                gradients = estimate_gradients(backend, state, participants, stored, v, params)
-            if t % interval == 0:
-                entry["kind"] = "check"
-                ctx.progress("threshold_check", t, total, f"{len(participants)} clients")
-                with backend.step("TC"):
-                    sample = check_sample(state.model.numel(), params.check_sample, t)
-                    flags = flags_for(backend, state, participants, gradients, sample)
-                state.log["flags"].append({"t": t, "round": r, "flags": dict(zip(participants, flags))})
-                flagged = [c for c, f in zip(participants, flags) if f]
-                if flagged:
-                    ctx.progress("correction", t, total, f"{len(flagged)} flagged")
-                    with backend.step("correction"):
-                        answers = self._ask(ctx, state, t, r, flagged, "correction")
-                    with backend.step("UE"):
-                        gradients = self._apply_answers(
-                            backend, state, params, t, participants, gradients, stored, v, answers
-                        )
-        with backend.step("UE"):
-            g_agg = aggregate(backend, gradients, [info.n_samples[c] for c in participants])
+            entry["kind"] = "check" if t % interval == 0 else "estimate"
+            gradients = self._estimate(ctx, params, state, step, check=t % interval == 0)
+        with ctx.backend.step("UE"):
+            g_agg = aggregate(ctx.backend, gradients, [info.n_samples[c] for c in participants])
+        eta = params.unlearning_rate(info.lr)
         state.model = state.model - eta * g_agg
         entry["eta_u"] = eta
         state.log["rounds"].append(entry)
+
+    def _warmup(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> Secret:
+        """Exact round: every participant computes its gradient at M̂_t (pairs fill the buffers).
+
+        Warm-up ends after B rounds with a non-degenerate step s = M̂_t − M_{r−1}.
+        """
+        backend = ctx.backend
+        ctx.progress("warmup", step.t, len(state.ranked), f"round {step.r}")
+        with backend.step("warmup"):
+            answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
+        with backend.step("UE"):
+            if len(answers) < len(step.participants):  # a silent client keeps its estimate
+                gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params)
+            else:
+                gradients = step.stored
+            gradients = self._apply_answers(backend, state, params, step, gradients, answers)
+        if float(torch.linalg.vector_norm(step.v)) > params.min_step:
+            state.warmup_pairs += 1
+            state.warmup_over = state.warmup_pairs >= params.buffer_size
+        return gradients
+
+    def _estimate(
+        self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay, check: bool
+    ) -> Secret:
+        """SecUE for every participant; on a check round SecTC and the flagged clients' correction."""
+        backend = ctx.backend
+        total = len(state.ranked)
+        ctx.progress("estimate", step.t, total, f"round {step.r}")
+        with backend.step("UE"):
+            gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params)
+        if not check:
+            return gradients
+        ctx.progress("threshold_check", step.t, total, f"{len(step.participants)} clients")
+        with backend.step("TC"):
+            sample = check_sample(state.model.numel(), params.check_sample, step.t)
+            flags = flags_for(backend, state, step.participants, gradients, sample)
+        state.log["flags"].append({"t": step.t, "round": step.r, "flags": dict(zip(step.participants, flags))})
+        flagged = [c for c, f in zip(step.participants, flags) if f]
+        if not flagged:
+            return gradients
+        ctx.progress("correction", step.t, total, f"{len(flagged)} flagged")
+        with backend.step("correction"):
+            answers = self._ask(ctx, state, step.t, step.r, flagged, "correction")
+        with backend.step("UE"):
+            return self._apply_answers(backend, state, params, step, gradients, answers)
 
     # ------------------------------------------------------------------ helpers
     def _ask(
@@ -216,22 +249,19 @@ class StarfishStrategy(Strategy):
         backend: Backend,
         state: StarfishState,
         params: StarfishParams,
-        t: int,
-        participants: Sequence[str],
+        step: _Replay,
         gradients: Secret,
-        stored: Secret,
-        v: torch.Tensor,
         answers: Mapping[str, Secret],
     ) -> Secret:
         """Exact answers replace estimates and become L-BFGS pairs (s = v, y = exact − stored)."""
         if not answers:
             return gradients
-        answered = [c for c in participants if c in answers]
-        rows = [participants.index(c) for c in answered]
+        answered = [c for c in step.participants if c in answers]
+        rows = [step.participants.index(c) for c in answered]
         exact = backend.stack([answers[c] for c in answered], dim=0)
-        stored_rows = backend.cat([backend.index(stored, slice(i, i + 1)) for i in rows], dim=0)
-        add_pairs(backend, state, answered, t, v, exact, stored_rows, params)
-        return replace_rows(backend, gradients, participants, answers)
+        stored_rows = backend.cat([backend.index(step.stored, slice(i, i + 1)) for i in rows], dim=0)
+        add_pairs(backend, state, answered, step.t, step.v, exact, stored_rows, params)
+        return replace_rows(backend, gradients, step.participants, answers)
 
     def _check_resume(self, ctx: UnlearnContext, state: object) -> None:
         if not isinstance(state, StarfishState):
