@@ -31,7 +31,7 @@ import queue
 import socket
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from mpc.costs import CostLedger
@@ -238,7 +238,3 @@ def run_two_party(fn: PartyFn, args: tuple[Any, ...] = (), *, timeout: float = 1
     finally:
         cluster.close()
 
-
-def with_timeout(config: ClusterConfig, session_timeout_s: float) -> ClusterConfig:
-    """A copy of `config` with another session timeout."""
-    return replace(config, session_timeout_s=session_timeout_s)

@@ -131,7 +131,12 @@ def _is_integral(x: torch.Tensor) -> bool:
 
 
 class CrypTenBackend(Backend):
-    """Two-party secure backend; both parties create one in an open `mpc.session.Session`."""
+    """Two-party secure backend; both parties create one in an open `mpc.session.Session`.
+
+    Options: `step_check` ("op" | "boundary" | "off", see the module doc), `chunk_elements`
+    (comparison batch size), `fault_bound` (reveal range check), `reciprocal_iterations`
+    (SecDiv), `allow_tfp` (unit tests only: accept CrypTen's insecure TFP provider).
+    """
 
     name = "crypten"
     is_secure = True
@@ -144,17 +149,17 @@ class CrypTenBackend(Backend):
         chunk_elements: int = CHUNK_ELEMENTS_DEFAULT,
         fault_bound: float = FAULT_BOUND_DEFAULT,
         reciprocal_iterations: int = RECIPROCAL_ITERATIONS_DEFAULT,
+        allow_tfp: bool = False,
     ) -> None:
         super().__init__(ledger)
         if not comm.is_initialized():
             raise RuntimeError("open an mpc.session.Session before creating a CrypTenBackend")
         if step_check not in STEP_CHECK_MODES:
             raise ValueError(f"step_check must be one of {STEP_CHECK_MODES}")
-        if crypten_cfg.mpc.provider != "TTP":
-            if os.environ.get("STARFISH_TEST_ALLOW_TFP") != "1":
-                from mpc.session import InsecureProviderError
+        if crypten_cfg.mpc.provider != "TTP" and not allow_tfp:
+            from mpc.session import InsecureProviderError
 
-                raise InsecureProviderError("CrypTenBackend requires the TTP provider (a separate dealer)")
+            raise InsecureProviderError("CrypTenBackend requires the TTP provider (a separate dealer); TFP is for unit tests only")
         self.f = precision_bits
         self.rank = comm.get().get_rank()
         self.step_check = step_check
