@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -63,8 +64,10 @@ def json_ready(value: Any) -> Any:
 class Experiment:
     """One trained history, evaluated models, and the retrain reference."""
 
-    def __init__(self, result: SimulationResult) -> None:
+    def __init__(self, result: SimulationResult, reference: torch.Tensor | None = None) -> None:
+        """`reference`: a precomputed M_retrain (e.g. cached); computed on first use otherwise."""
         self.result = result
+        self._reference = reference
         self.evaluator = Evaluator(result)
         self.probe = DatasetProbe(result.config.architecture, result.federation.dataset)
         self._histories: dict[int, SharedHistory] = {}
@@ -78,7 +81,9 @@ class Experiment:
 
     def reference(self) -> torch.Tensor:
         """M_retrain: exact FedAvg from M_0 without the targets."""
-        return self.result.retrain_models()[-1]
+        if self._reference is None:
+            self._reference = self.result.retrain_models()[-1]
+        return self._reference
 
     def training_summary(self, eval_rounds: list[int]) -> dict[str, Any]:
         """Stage I facts and the metrics of M_i at the given rounds."""
@@ -101,37 +106,25 @@ class Experiment:
         on_progress: ProgressCallback | None = None,
         with_gap: bool = True,
     ) -> dict[str, Any]:
-        """Run strategy `name` and return its JSON-ready measurements."""
-        strategy = strategy_class(name)()
-        oracle = SimulatedOracle(self.result)
-        history = self.history_for(backend)
-        ctx = UnlearnContext(
-            backend=backend, history=history, oracle=oracle, targets=self.result.targets,
-            params=dict(params or {}), on_progress=on_progress, probe=self.probe,
-        )
-        start = time.perf_counter()
-        outcome = strategy.run(ctx)
-        seconds = time.perf_counter() - start
+        """Run strategy `name` on `backend` in this process and return its measurements."""
+        outcome = execute(self.result, name, backend, self.history_for(backend), params, on_progress, self.probe)
+        return self.measure(outcome, with_gap)
+
+    def measure(self, outcome: "Outcome", with_gap: bool = True) -> dict[str, Any]:
+        """JSON-ready metrics, ARP, gap to retrain and report of a finished run."""
         model = outcome.model.to(torch.float32)
-        if not torch.isfinite(model).all():
-            metrics: dict[str, Any] = {"diverged": True}
-        else:
-            metrics = self.evaluator.evaluate(model)
-        remaining = ctx.remaining_clients()
-        participation = oracle.participation()
+        finite = bool(torch.isfinite(model).all())
+        metrics: dict[str, Any] = self.evaluator.evaluate(model) if finite else {"diverged": True}
+        remaining = [c for c in self.result.client_ids if c not in self.result.targets]
         out: dict[str, Any] = {
-            "strategy": name,
-            "backend": backend.name,
-            "params": dict(params or {}),
-            "seconds": seconds,
+            "strategy": outcome.name,
+            "backend": outcome.backend,
+            "params": outcome.params,
+            "seconds": outcome.seconds,
             "metrics": metrics,
-            "arp_percent": average_round_saving(participation, remaining, history.num_rounds),
-            "client_rounds": {c: participation.get(c, 0) for c in remaining},
-            "oracle_calls": [
-                {"t": c.unlearning_round, "round": c.original_round, "reason": c.reason, "clients": len(c.clients),
-                 "unanswered": list(c.unanswered)}
-                for c in oracle.calls
-            ],
+            "arp_percent": average_round_saving(outcome.participation, remaining, self.result.config.rounds),
+            "client_rounds": {c: outcome.participation.get(c, 0) for c in remaining},
+            "oracle_calls": outcome.calls,
             "report": outcome.report,
         }
         selection = outcome.report.get("selection")
@@ -139,6 +132,49 @@ class Experiment:
             out["selected_rounds"] = selection["selected_rounds"]
         if "flags" in outcome.report:
             out["flags"] = outcome.report["flags"]
-        if with_gap and torch.isfinite(model).all():
+        if with_gap and finite:
             out["gap_to_retrain"] = model_gap(model, self.reference())
         return json_ready(out)
+
+
+@dataclass
+class Outcome:
+    """What one strategy run produced (picklable, so a party process can return it)."""
+
+    name: str
+    backend: str
+    params: dict[str, Any]
+    model: torch.Tensor
+    report: dict[str, Any]
+    seconds: float
+    participation: dict[str, int]  #: T_r^j from the oracle's log
+    calls: list[dict[str, Any]]  #: the oracle's requests (public facts)
+
+
+def execute(
+    result: SimulationResult,
+    name: str,
+    backend: Backend,
+    history: SharedHistory,
+    params: Mapping[str, Any] | None = None,
+    on_progress: ProgressCallback | None = None,
+    probe: DatasetProbe | None = None,
+    oracle: SimulatedOracle | None = None,
+) -> Outcome:
+    """Run strategy `name` once on `history` with a fresh oracle; time it."""
+    strategy = strategy_class(name)()
+    oracle = oracle if oracle is not None else SimulatedOracle(result)
+    ctx = UnlearnContext(
+        backend=backend, history=history, oracle=oracle, targets=result.targets,
+        params=dict(params or {}), on_progress=on_progress, probe=probe,
+    )
+    start = time.perf_counter()
+    outcome = strategy.run(ctx)
+    seconds = time.perf_counter() - start
+    calls = [
+        {"t": c.unlearning_round, "round": c.original_round, "reason": c.reason, "clients": len(c.clients),
+         "unanswered": list(c.unanswered)}
+        for c in oracle.calls
+    ]
+    return Outcome(name, backend.name, dict(params or {}), outcome.model.detach().to(torch.float32).clone(),
+                   dict(outcome.report), seconds, oracle.participation(), calls)

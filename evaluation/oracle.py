@@ -42,6 +42,9 @@ class SimulatedOracle(GradientOracle):
     result: SimulationResult
     #: clients that never answer (simulates a missed deadline)
     unresponsive: frozenset[str] = frozenset()
+    #: False on the party that is not the source of `backend.share`: its input is ignored
+    #: by the sharing protocol, so it contributes zeros instead of training again
+    compute: bool = True
     calls: list[OracleCall] = field(default_factory=list)
 
     def exact_gradient(self, model: torch.Tensor, client_id: str, original_round: int) -> torch.Tensor:
@@ -55,8 +58,10 @@ class SimulatedOracle(GradientOracle):
         for cid in request.clients:
             if cid in self.unresponsive:
                 out[cid] = None
-            else:
+            elif self.compute:
                 out[cid] = backend.share(self.exact_gradient(request.model, cid, request.original_round))
+            else:
+                out[cid] = backend.share(torch.zeros_like(request.model, dtype=torch.float32))
         self.calls.append(
             OracleCall(
                 request.unlearning_round, request.original_round, request.reason,

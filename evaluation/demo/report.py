@@ -26,9 +26,13 @@ def mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: bool = True) -> list[str]:
+    """Plain-text table; with `numeric` every column but the first is right-aligned."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if numeric and i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
     return [fmt(head), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)]
 
 

@@ -2,7 +2,8 @@
 
 1. build the federation (`evaluation.simulator.build_federation`: real MNIST, partition,
    one backdoored target) and M_0;
-2. start dealer + party0 + party1 as processes (`DemoServices`, the `starfish up` code);
+2. start party0 and party1 as processes (`DemoServices`, the helper behind `starfish up`);
+   party0 starts the dealer process for each 2PC session of the job;
 3. Stage I through the service: SDK clients over TLS, T rounds (`stage1.train`);
 4. file the unlearn request with the admin RPC and follow the job (`unlearn.via_admin`),
    the remaining clients answering warm-up/correction tasks through the SDK;
@@ -80,7 +81,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
     torch.set_num_threads(1)  # the clients run in threads; one intra-op thread each uses the cores best
     say("Starfish demo: federated learning with secret-shared history, then unlearning a backdoored client under 2PC")
     say("\nWhat is scaled from the paper's setting:")
-    for line in rep.table(["setting", "paper", "this run"], cfg.scaling_rows()):
+    for line in rep.table(["setting", "paper", "this run"], cfg.scaling_rows(), numeric=False):
         say("  " + line)
 
     fed = steps.run("load MNIST and partition it among the clients", lambda: build_federation(cfg.simulation()))

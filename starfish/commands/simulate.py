@@ -79,12 +79,6 @@ def _parse_params(items: list[str], strategies: list[str]) -> dict[str, dict[str
     return out
 
 
-def _backend(kind: str):
-    if kind == "plain":
-        from mpc.plain_backend import PlainBackend
-
-        return PlainBackend()
-    raise ValueError("--backend mpc is not available in this build of `starfish simulate`; use --backend plain")
 
 
 def _bar(enabled: bool, total: int, desc: str):
@@ -115,7 +109,6 @@ def _run(args: argparse.Namespace) -> int:
     for name in strategies:
         strategy_class(name)  # unknown names fail before any training
     params = _parse_params(args.param, strategies)
-    backend = _backend(args.backend)
     show = not args.no_progress
 
     if args.load_history is not None:
@@ -145,6 +138,9 @@ def _run(args: argparse.Namespace) -> int:
             ref = result.retrain_models(lambda i, total: bar.update(1))[-1]
         doc["retrain_reference"] = exp.evaluator.evaluate(ref)
 
+    from mpc.plain_backend import PlainBackend
+
+    plain = PlainBackend()
     runs = []
     for name in strategies:
         bar = _bar(show, 0, name)
@@ -155,7 +151,13 @@ def _run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(ev.step, refresh=True)
 
         try:
-            runs.append(exp.run(name, backend, params[name], progress, with_gap=not args.no_gap))
+            if args.backend == "mpc":
+                from evaluation.mpc_run import run_mpc
+
+                bar.set_postfix_str("two-party run (dealer + 2 parties)", refresh=True)
+                runs.append(exp.measure(run_mpc(result, name, params[name], threads=args.threads), with_gap=not args.no_gap))
+            else:
+                runs.append(exp.run(name, plain, params[name], progress, with_gap=not args.no_gap))
         finally:
             bar.close()
     doc["runs"] = runs

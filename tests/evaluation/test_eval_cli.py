@@ -56,3 +56,25 @@ def test_compare_writes_table_figure_and_starfish_details(tmp_path: Path) -> Non
 def test_bad_input_is_a_clear_error(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(BASE + extra) == 1
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.timeout(600)
+def test_mpc_backend_matches_plaintext_run(tmp_path: Path) -> None:
+    """The same Starfish request on a real dealer + two-party cluster and in plaintext."""
+    args = ["simulate", "--dataset", "digits", "--clients", "4", "--rounds", "6", "--lr", "0.5", "--local-epochs", "1",
+            "--seed", "2", "--no-progress", "--strategy", "starfish", "--param", "sigma=1.0"]
+    runs = {}
+    for backend in ("plain", "mpc"):
+        out = tmp_path / f"{backend}.json"
+        assert main(args + ["--backend", backend, "--json", str(out)]) == 0
+        runs[backend] = json.loads(out.read_text())["runs"][0]
+    plain, mpc = runs["plain"], runs["mpc"]
+    assert mpc["backend"] == "crypten" and plain["backend"] == "plain"
+    assert mpc["selected_rounds"] == plain["selected_rounds"] and len(plain["selected_rounds"]) == 6
+    assert mpc["flags"] == plain["flags"] and len(plain["flags"]) >= 1
+    assert mpc["client_rounds"] == plain["client_rounds"]
+    # σ = 1 with a check every round: plaintext Starfish is retraining up to float error; the
+    # secure run adds only fixed-point rounding (relative to ‖M_retrain‖)
+    assert plain["gap_to_retrain"]["relative"] < 1e-5
+    assert mpc["gap_to_retrain"]["relative"] < 5e-3
+    assert "UE" in mpc["report"]["costs"]
