@@ -1,0 +1,93 @@
+"""The demo path end to end, scaled down: `starfish demo` as a user runs it (a subprocess),
+with the two parties, the job's dealer and workers as real processes, SDK clients over TLS,
+Stage I, the admin-RPC unlearning job and the plaintext retrain reference.
+
+Scaled down from `make demo`: sklearn's 8×8 digits and a 2,410-parameter MLP instead of
+MNIST and the paper's CNN, 4 clients, 4 rounds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = ["--dataset", "digits", "--clients", "4", "--rounds", "4", "--param", "beta=0.5", "--param", "buffer_size=1"]
+
+
+def _demo(out: Path, *extra: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), *extra], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie left by a parent that exited is reaped by init; /proc shows its state
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo-out")
+    proc = _demo(out, *SMOKE, timeout=280)
+    return out, proc
+
+
+@pytest.mark.timeout(300)
+def test_demo_runs_end_to_end_and_prints_the_table(smoke):
+    out, proc = smoke
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    text = proc.stdout
+    for row in ("before unlearning (M_T)", "after Starfish-2PC", "retrain (plaintext)", "time and bytes per step",
+                "update estimation (SecUE)", "status stream (admin RPC WatchJob)"):
+        assert row in text
+    assert "both parties serve M̂" in text
+    report = json.loads((out / "report.json").read_text())
+    for model in ("before", "starfish", "retrain"):
+        for key in ("ter", "ba_asr", "mia_asr"):
+            assert 0.0 <= report["metrics"][model][key] <= 1.0
+    # unlearning moved the model towards the model retrained without the target
+    assert report["gap_to_retrain"]["starfish"]["relative"] < report["gap_to_retrain"]["before"]["relative"]
+    job = report["unlearning"]["job_report"]
+    assert job["job"]["targets"] == report["targets"] == ["client-00"]
+    assert job["job"]["model_hash"] == report["unlearning"]["model_hash"]
+    assert {r["party"] for r in job["erasure"]["client-00"]} == {0, 1}
+    states = [s["state"] for s in report["unlearning"]["statuses"]]
+    assert states[-1] == "JOB_STATE_SUCCEEDED" and "JOB_STATE_RUNNING" in states
+    assert len(report["stage1"]["rounds"]) == 4 and all(r["members"] == 4 for r in report["stage1"]["rounds"])
+
+
+@pytest.mark.timeout(300)
+def test_demo_writes_its_files_and_stops_every_process(smoke):
+    out, proc = smoke
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("metrics.png", "unlearning-costs.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "logs" / "party0.log").stat().st_size > 0
+    report = json.loads((out / "report.json").read_text())
+    pids = [report["processes"]["party0"], report["processes"]["party1"], *report["processes"]["dealers"]]
+    assert len(pids) >= 3
+    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in out.iterdir() if p.name.startswith("deployment-")]  # stores with shares are removed
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args,message", [
+    (["--clients", "1"], "at least 2 clients"),
+    (["--rounds", "1"], "at least 2 rounds"),
+    (["--param", "sigma=1.5"], "sigma must be in (0, 1]"),
+    (["--param", "bogus=1"], "unknown Starfish parameter"),
+])
+def test_bad_settings_fail_before_anything_starts(tmp_path, args, message):
+    proc = _demo(tmp_path / "out", "--dataset", "digits", *args, timeout=100)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
