@@ -30,7 +30,7 @@ from server.certs import make_certs
 from server.config import token_digest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-HEALTH_TIMEOUT_S = 30.0
+HEALTH_TIMEOUT_S = 120.0  #: a party imports torch at start; slow on a loaded machine
 
 
 def free_port() -> int:
