@@ -39,7 +39,7 @@ def add_pairs(
 
     A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
     is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
-    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, |ŷ| ≤ κ once accepted).
+    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted).
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
@@ -47,15 +47,17 @@ def add_pairs(
     s = s.to(torch.float64)
     y = backend.sub(exact, stored)
     accepted = curvature_accepted(backend, s, y, params.curvature_eps, params.curvature_max)
-    s_hat = s / norm
-    y_hat = backend.mul(y, 1.0 / norm)
     log = state.log.setdefault("curvature", [])
     for idx, client in enumerate(clients):
-        ok = bool(accepted[idx])
-        log.append({"round": t, "client": client, "accepted": ok})
-        if ok:
-            pair = CurvaturePair(round=t, s=s_hat, y=backend.index(y_hat, idx))
-            state.buffers[client] = (state.buffers.get(client, []) + [pair])[-params.buffer_size :]
+        log.append({"round": t, "client": client, "accepted": bool(accepted[idx])})
+    keep = [idx for idx in range(len(clients)) if accepted[idx]]
+    if not keep:
+        return
+    s_hat = s / norm
+    y_hat = backend.mul(backend.index(y, torch.tensor(keep, dtype=torch.long)), 1.0 / norm)  # accepted rows only
+    for row, idx in enumerate(keep):
+        pair = CurvaturePair(round=t, s=s_hat, y=backend.index(y_hat, row))
+        state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
 def estimate_gradients(
