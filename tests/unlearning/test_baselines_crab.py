@@ -71,7 +71,7 @@ def test_rollback_index_is_the_last_round_within_the_threshold():
     g = lambda *v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
     counts = [{"a": 1, "u": 1}] * 3
     kept = [{"a": g(1.0, 0.0)}, {"a": g(1.0, 0.0)}, {"a": g(1.0, 0.0), "u": g(9.0, 0.0)}]
-    j_star, s, phi = rollback_index(kept, counts, {"u"}, beta=0.5)
+    j_star, s, phi = rollback_index(iter(kept), counts, {"u"}, beta=0.5, dim=2)
     assert (j_star, s) == (2, [0.0, 0.0, 4.0])
     assert phi == pytest.approx([0.5, 0.5, 0.5])
 

@@ -247,13 +247,14 @@ def refuse_resume(ctx: UnlearnContext, strategy: str) -> None:
         raise UnlearningError(f"strategy {strategy!r} does not support resuming from a checkpoint")
 
 
-def norm_calibrated_update(stored: Mapping[str, torch.Tensor], fresh: Mapping[str, torch.Tensor],
+def norm_calibrated_update(stored_norms: Mapping[str, float], fresh: Mapping[str, torch.Tensor],
                            weights: Mapping[str, float]) -> torch.Tensor:
-    """Σ_c w_c · ‖g_c‖/‖ĝ_c‖ · ĝ_c: the stored update's length, the fresh update's direction
-    (FedEraser's calibration; Crab eq. (8)–(10)). A zero fresh update contributes nothing."""
+    """Σ_c w_c · ‖g_c‖/‖ĝ_c‖ · ĝ_c: the stored update's length ‖g_c‖ (`stored_norms`), the
+    fresh update's direction (FedEraser's calibration; Crab eq. (8)–(10)). A zero fresh
+    update contributes nothing."""
     total = torch.zeros_like(next(iter(fresh.values())), dtype=torch.float64)
     for c, g_hat in fresh.items():
         norm_hat = float(g_hat.norm())
         if norm_hat > 0.0:
-            total += weights[c] * float(stored[c].norm()) / norm_hat * g_hat.to(torch.float64)
+            total += weights[c] * stored_norms[c] / norm_hat * g_hat.to(torch.float64)
     return total

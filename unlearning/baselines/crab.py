@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -105,13 +105,13 @@ def weighted_mean(grads: Mapping[str, torch.Tensor], n_samples: Mapping[str, int
     return sum(n_samples[c] / total * g for c, g in grads.items())
 
 
-def rollback_index(kept: Sequence[Mapping[str, torch.Tensor]], n_samples: Sequence[Mapping[str, int]],
-                   targets: set[str], beta: float) -> tuple[int, list[float], list[float]]:
+def rollback_index(kept: Iterable[Mapping[str, torch.Tensor]], n_samples: Sequence[Mapping[str, int]],
+                   targets: set[str], beta: float, dim: int) -> tuple[int, list[float], list[float]]:
     """j* of eq. (6) with S (eq. (4)) and Φ (eq. (5)) for kept rounds j = 1..T′.
 
-    `kept[j−1]` maps kept clients of round t_j to their gradients. Returns (j*, S, Φ),
-    j* = 0 when no j satisfies S(j) ≤ Φ(j)."""
-    dim = next(iter(kept[0].values())).numel() if kept and kept[0] else 0
+    `kept` yields, for each kept round t_j in order, its kept clients' gradients (it may
+    be a generator, so only one round is in memory). Returns (j*, S, Φ), j* = 0 when no
+    j satisfies S(j) ≤ Φ(j)."""
     previous = torch.zeros(dim, dtype=torch.float64)
     s_total = phi_total = 0.0
     s_curve: list[float] = []
@@ -119,7 +119,8 @@ def rollback_index(kept: Sequence[Mapping[str, torch.Tensor]], n_samples: Sequen
     best = 0
     for j, (grads, counts) in enumerate(zip(kept, n_samples), start=1):
         benign = {c: g for c, g in grads.items() if c not in targets}
-        influence_all = weighted_mean(grads, counts, dim) - previous  # eq. (3), C_{t_j}
+        mean_all = weighted_mean(grads, counts, dim)
+        influence_all = mean_all - previous  # eq. (3), C_{t_j}
         influence_benign = weighted_mean(benign, counts, dim) - previous  # eq. (3), C^−_{t_j}
         s_total += float((influence_all - influence_benign).norm())
         phi_total += float(influence_benign.norm())
@@ -127,11 +128,11 @@ def rollback_index(kept: Sequence[Mapping[str, torch.Tensor]], n_samples: Sequen
         phi_curve.append(beta * phi_total)
         if s_total <= beta * phi_total:
             best = j
-        previous = weighted_mean(grads, counts, dim)
+        previous = mean_all
     return best, s_curve, phi_curve
 
 
-def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Mapping[str, torch.Tensor]]) -> float:
+def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Mapping[str, float]]) -> float:
     """Share of all stored client uploads that selective storage keeps (memory saving)."""
     uploads = sum(len(ctx.history.round_info(i).clients) for i in range(1, ctx.history.num_rounds + 1))
     return math.fsum(len(k) for k in kept) / max(1, uploads)
@@ -163,15 +164,20 @@ class CrabStrategy(Strategy):
             windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
             divergences = round_divergences(probe, models)
             rounds = select_rounds(windows, divergences, params.round_ratio)
-            kept: list[dict[str, torch.Tensor]] = []
+        # kept[j] maps the kept clients of round t_j to ‖g‖, all that recovery needs (eq. (8))
+        kept: list[dict[str, float]] = []
+
+        def kept_gradients() -> Iterator[dict[str, torch.Tensor]]:
             for i in rounds:
                 grads = stored_plain(ctx, i, history.round_info(i).clients)
                 chosen = select_clients(grads, stored_round_update(ctx, i), params.client_ratio)
-                kept.append({c: grads[c] for c in chosen})
+                kept.append({c: float(grads[c].norm()) for c in chosen})
+                yield {c: grads[c] for c in chosen}
 
         with log.step("rollback"):
             counts = [history.round_info(i).n_samples for i in rounds]
-            j_star, sensitivity, threshold = rollback_index(kept, counts, targets, params.sensitivity_ratio)
+            j_star, sensitivity, threshold = rollback_index(
+                kept_gradients(), counts, targets, params.sensitivity_ratio, models[0].numel())
         rollback_round = rounds[j_star - 1] if j_star > 0 else 0
         model = history.model(rollback_round).clone()
 

@@ -31,7 +31,9 @@ docs/BASELINES.md). `dp=False` is the paper's "FedADP without DP" ablation.
 Deviations: the noise standard deviation is σ_t (the Gaussian mechanism with
 sensitivity S); eq. (5) literally writes variance σ_t²S², which would count S twice.
 The paper does not state S, δ, ε_0 or ε_min: defaults S = 1, δ = 1e-5, ε_0 = ε_min = 1.
-Noise comes from a seeded torch generator (reproducible simulation, not a CSPRNG).
+Noise comes from seeded torch generators, one per (round, client) so re-reading a stored
+update reproduces it (a reproducible simulation, not a CSPRNG: a deployment would draw
+it on the client).
 Per-client cosines and norms are plaintext: `requires_plaintext`.
 """
 from __future__ import annotations
@@ -104,6 +106,12 @@ def privatize(g: torch.Tensor, clip_norm: float, std: float, generator: torch.Ge
     return clipped + std * torch.randn(g64.shape, generator=generator, dtype=torch.float64)
 
 
+def noise_generator(seed: int, round_index: int, client_index: int) -> torch.Generator:
+    """The generator of one stored update's noise, a function of (seed, round, client slot)."""
+    mixed = (seed * 0x9E3779B97F4A7C15 + round_index * 0xBF58476D1CE4E5B9 + client_index * 0x94D049BB133111EB) % (2**63)
+    return torch.Generator().manual_seed(mixed)
+
+
 def alignment(current: torch.Tensor, previous: torch.Tensor) -> float:
     """d(M_t, M_{t−1}) = ReLU(cos(M_t, M_{t−1})) (eq. (7)–(8))."""
     return max(0.0, cosine(current.to(torch.float64), previous.to(torch.float64)))
@@ -157,27 +165,24 @@ class FedADPStrategy(Strategy):
             windows = loss_windows(losses, params.loss_reduction)
             aligned = {i: alignment(models[i], models[i - 1]) for i in range(1, total + 1)}
             rounds = select_models(windows, aligned, params.model_ratio)
-            generator = torch.Generator().manual_seed(params.seed)
-            kept: list[dict[str, torch.Tensor]] = []
+            kept: list[list[str]] = []
             for i in rounds:
                 info = history.round_info(i)
-                stored = stored_plain(ctx, i, info.clients)
-                if params.dp and not params.history_privatized:
-                    stored = {c: privatize(stored[c], params.clip_norm, stds[i - 1], generator) for c in info.clients}
+                stored = self._stored_updates(ctx, params, stds, i, info.clients)
                 aggregate = sum(w * stored[c] for c, w in fedavg_weights(info, info.clients).items())
-                chosen = top_fraction({c: cosine(g, aggregate) for c, g in stored.items()}, params.update_ratio)
-                kept.append({c: stored[c] for c in chosen})
+                kept.append(top_fraction({c: cosine(g, aggregate) for c, g in stored.items()}, params.update_ratio))
 
         model = history.model(0).clone()
-        for t, (i, updates) in enumerate(zip(rounds, kept), start=1):
+        for t, (i, chosen) in enumerate(zip(rounds, kept), start=1):
             info = history.round_info(i)
-            members = [c for c in updates if c not in targets]
+            members = [c for c in chosen if c not in targets]
             ctx.progress("calibration", t, len(rounds), f"round {i}")
             with log.step("fresh_gradients"):
                 fresh = {c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, t, i, members, "calibration").items()}
             if not fresh:
                 continue
-            update = direction_calibrated_update(updates, fresh, fedavg_weights(info, list(fresh)))
+            stored = self._stored_updates(ctx, params, stds, i, list(fresh))
+            update = direction_calibrated_update(stored, fresh, fedavg_weights(info, list(fresh)))
             model = descend(model, update, info.lr)
             log.rounds_used += 1
 
@@ -191,3 +196,16 @@ class FedADPStrategy(Strategy):
             selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
             start_model_round=0,
         ))
+
+    @staticmethod
+    def _stored_updates(ctx: UnlearnContext, params: FedADPParams, stds: Sequence[float], i: int,
+                        clients: Sequence[str]) -> dict[str, torch.Tensor]:
+        """What FedADP stores for `clients` of round i: the uploads as recorded, or privatized
+        here with round i's σ_i. The noise of (round, client) is drawn from its own seeded
+        generator, so re-reading a stored update gives the same noised vector."""
+        stored = stored_plain(ctx, i, clients)
+        if not params.dp or params.history_privatized:
+            return stored
+        members = ctx.history.round_info(i).clients
+        return {c: privatize(g, params.clip_norm, stds[i - 1], noise_generator(params.seed, i, members.index(c)))
+                for c, g in stored.items()}

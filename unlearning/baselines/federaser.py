@@ -78,7 +78,8 @@ class FedEraserStrategy(Strategy):
                     fresh = {c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, j, t, members, "calibration").items()}
                 if not fresh:
                     continue
-                update = norm_calibrated_update(stored, fresh, fedavg_weights(info, list(fresh)))
+                norms = {c: float(stored[c].norm()) for c in fresh}
+                update = norm_calibrated_update(norms, fresh, fedavg_weights(info, list(fresh)))
             model = descend(model, update, info.lr)
             log.rounds_used += 1
         return UnlearnResult(model=model, report=log.report(params, retained_rounds=retained, start_model_round=0))

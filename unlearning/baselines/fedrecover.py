@@ -101,12 +101,12 @@ def is_exact_round(t: int, total: int, warmup: int, interval: int, final: int) -
     return None
 
 
-def abnormality_threshold(grads: Sequence[torch.Tensor], tolerance: float) -> float:
+def abnormality_threshold(peaks: Sequence[float], tolerance: float) -> float:
     """τ such that a fraction α of the stored gradients have a coordinate above it, i.e.
-    the (1 − α)-quantile of ‖g‖_∞ over the given gradients (lower order statistic)."""
-    peaks = torch.stack([g.abs().max().to(torch.float64) for g in grads])
-    rank = max(1, math.ceil((1.0 - tolerance) * peaks.numel()))
-    return float(torch.kthvalue(peaks, rank).values)
+    the (1 − α)-quantile (lower order statistic) of their peaks ‖g‖_∞."""
+    values = torch.tensor(list(peaks), dtype=torch.float64)
+    rank = max(1, math.ceil((1.0 - tolerance) * values.numel()))
+    return float(torch.kthvalue(values, rank).values)
 
 
 class FedRecoverStrategy(Strategy):
@@ -130,10 +130,9 @@ class FedRecoverStrategy(Strategy):
         pairs = PairBuffers(backend, params)
 
         with log.step("threshold"):
-            stored_all = [g for i in range(1, total + 1)
-                          for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()]
-            tau = abnormality_threshold(stored_all, params.tolerance_rate)
-        del stored_all
+            peaks = [float(g.abs().max()) for i in range(1, total + 1)
+                     for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()]
+            tau = abnormality_threshold(peaks, params.tolerance_rate)
 
         model = history.model(0).to(torch.float64).clone()
         kinds: dict[str, str] = {}
