@@ -29,8 +29,3 @@ class PartyState:
         """Store a warm-up/correction task for a client and wake its WatchTasks stream."""
         self.store.put_task(task)
         self.notify_tasks()
-
-    def halted_error(self) -> str:
-        """The error of a failed round, if training stopped on one."""
-        rec = self.store.current_round()
-        return rec.error if rec is not None and rec.state == "failed" else ""
