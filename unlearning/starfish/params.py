@@ -18,11 +18,10 @@ METHODS = ("auto", "method1", "method2", "alt")
 INVERSES = ("secmi", "newton")
 
 #: Default switching threshold T_δ: Method 1 (SecGE2, no division) is used when T ≤ T_δ.
-#: Under CrypTen a comparison stage of the bitonic network costs one extra multiplication
-#: round with Method 1, while one SecDiv (reciprocal) costs ≈ 38 rounds (DESIGN §10). A
-#: bitonic sort of T items has ℓ(ℓ+1)/2 stages, ℓ = ⌈log2 T⌉, so Method 1 needs fewer rounds
-#: while ℓ(ℓ+1)/2 < 38, i.e. ℓ ≤ 8, T ≤ 256. Measured calibration may override it.
-DEFAULT_SWITCH_THRESHOLD = 256
+#: Calibrated from measured CrypTen costs (bench/results/switching_quick.json: a full SecRS
+#: with Method 2 first becomes faster at T = 65 and smaller in bytes at T = 64); the paper's
+#: rule (§V-A) assumes ABY's costs. Pass `switch_threshold` to use another calibration.
+DEFAULT_SWITCH_THRESHOLD = 64
 
 
 @dataclass(frozen=True)
