@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 130
         except Exception as exc:  # one failed session must not take the dealer down silently
-            print(f"dealer: session on port {config.port} failed: {exc}", file=sys.stderr)
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            print(f"dealer: session on port {config.port} failed: {reason}", file=sys.stderr)
             if args.sessions:
                 return 1
         served += 1
