@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 130
         except Exception as exc:  # one failed session must not take the dealer down silently
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             print(f"dealer: session on port {config.port} failed: {reason}", file=sys.stderr)
             if args.sessions:
                 return 1
