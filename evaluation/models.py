@@ -7,6 +7,7 @@ plus conversion between a module and the public flat float32 vector.
 | ``fmnist_cnn``| as mnist_cnn with one more FC 512→512 before the output       | 844,682 |
 | ``cifar_cnn`` | conv 3→32 5×5, pool 2, conv 32→64 5×5, pool 2, FC 1600→512, FC 512→10 | 878,538 |
 | ``digits_mlp``| FC 64→32, FC 32→10 (8×8 digits; fast tests)                   | 2,410   |
+| ``mnist_mlp`` | FC 784→64, FC 64→10 (28×28; multi-seed quality sweeps)        | 50,890  |
 
 Convolutions are unpadded and followed by ReLU and 2×2 max-pooling; hidden FC layers use
 ReLU. "CIFAR-10 width 1600" is the flattened conv output 64·5·5 feeding the first FC
@@ -48,6 +49,7 @@ ARCHITECTURES: dict[str, tuple[Callable[[], nn.Module], tuple[int, int, int]]] =
     "fmnist_cnn": (lambda: _cnn(1, 1024, (512, 512)), (1, 28, 28)),
     "cifar_cnn": (lambda: _cnn(3, 1600, (512,)), (3, 32, 32)),
     "digits_mlp": (_digits_mlp, (1, 8, 8)),
+    "mnist_mlp": (lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)), (1, 28, 28)),
 }
 
 #: default architecture per dataset
