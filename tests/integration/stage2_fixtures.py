@@ -3,7 +3,9 @@
 `TrainedService.create` starts party0 and party1 as real processes (TLS), trains a small
 federated logistic regression for a few Stage I rounds with SDK clients in threads
 (full-batch gradients, so "the exact gradient at a model" is deterministic), then keeps
-the clients answering warm-up/correction tasks (except `silent` ones).
+the clients answering warm-up/correction tasks (`silenced(c)` stops one for a while).
+The Stage II tests share one such service (session fixture `stage2` in conftest.py); each
+job targets other clients, and `erased` lists the targets of the jobs done so far.
 
 `plaintext_reference` runs StarfishStrategy on PlainBackend over an InMemoryHistory built
 from the same public models and memberships the service stored (clients erased before
@@ -15,9 +17,10 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -68,22 +71,20 @@ class TrainedService:
     dep: LocalDeployment
     problem: LogReg
     rounds: int
-    silent: frozenset[str] = frozenset()
-    stop_tasks: threading.Event = field(default_factory=threading.Event)
-    threads: list[threading.Thread] = field(default_factory=list)
-    answered: list[str] = field(default_factory=list)
+    erased: list[str] = field(default_factory=list)  #: targets of the jobs that succeeded so far
+    serving: dict[str, tuple[threading.Event, threading.Thread]] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, root: Path, clients: list[str], rounds: int = 8, jobs: dict | None = None,
-               silent: frozenset[str] = frozenset()) -> "TrainedService":
+    def create(cls, root: Path, clients: list[str], rounds: int = 8, jobs: dict | None = None) -> "TrainedService":
         dep = LocalDeployment(root, clients=clients, rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds},
                               jobs={"poll_s": 0.1, "retry_backoff_s": 0.3, "session_timeout_s": 30.0,
                                     **(jobs or {})})
         dep.start()
-        svc = cls(dep, LogReg.make(clients), rounds, silent)
+        svc = cls(dep, LogReg.make(clients), rounds)
         try:
             svc._train(clients)
-            svc._serve_tasks(clients)
+            for c in clients:
+                svc.serve(c)
         except BaseException:
             svc.stop()
             raise
@@ -118,32 +119,45 @@ class TrainedService:
             time.sleep(0.05)
         admin.close()
 
-    def _serve_tasks(self, clients: list[str]) -> None:
-        for cid in clients:
-            if cid in self.silent:
-                continue
+    def serve(self, cid: str) -> None:
+        """Let client `cid` answer its tasks (exact full-batch gradient at the task's model)."""
+        stop = threading.Event()
 
-            def serve(c: str = cid) -> None:
-                def grad_fn(params: np.ndarray, task) -> tuple[np.ndarray, int]:
-                    self.answered.append(c)
-                    return self.problem.gradient(c, params), self.problem.n(c)
+        def grad_fn(params: np.ndarray, task) -> tuple[np.ndarray, int]:
+            return self.problem.gradient(cid, params), self.problem.n(cid)
 
-                with self.dep.client(c) as cl:
-                    while not self.stop_tasks.is_set():
-                        try:
-                            cl.serve_tasks(grad_fn, stop=self.stop_tasks)
-                        except Exception:  # e.g. a party restarting; keep serving
-                            time.sleep(0.2)
+        def loop() -> None:
+            with self.dep.client(cid) as cl:
+                while not stop.is_set():
+                    try:
+                        cl.serve_tasks(grad_fn, stop=stop)
+                    except Exception:  # e.g. a party restarting; keep serving
+                        stop.wait(0.2)
 
-            t = threading.Thread(target=serve, daemon=True, name=f"tasks-{cid}")
-            t.start()
-            self.threads.append(t)
+        thread = threading.Thread(target=loop, daemon=True, name=f"tasks-{cid}")
+        thread.start()
+        self.serving[cid] = (stop, thread)
+
+    def unserve(self, cid: str) -> None:
+        stop, thread = self.serving.pop(cid)
+        stop.set()
+        thread.join(5)
+
+    @contextmanager
+    def silenced(self, cid: str) -> Iterator[None]:
+        """Client `cid` answers no task inside the block."""
+        self.unserve(cid)
+        try:
+            yield
+        finally:
+            self.serve(cid)
 
     def stop(self) -> None:
-        self.stop_tasks.set()
+        for cid in list(self.serving):
+            self.serving[cid][0].set()
         self.dep.stop()
-        for t in self.threads:
-            t.join(5)
+        for cid in list(self.serving):
+            self.unserve(cid)
 
     def store(self, role: int) -> Store:
         return Store(self.dep.data_dir(role), role, readonly=True)
