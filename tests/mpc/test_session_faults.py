@@ -83,3 +83,29 @@ def _waited_seconds(traceback_text: str) -> float:
     match = re.search(r"peer wait failed after ([0-9.]+) s", traceback_text)
     assert match, traceback_text
     return float(match.group(1))
+
+
+@pytest.mark.timeout(240)
+def test_sessions_reinitialise_in_the_same_processes():
+    import multiprocessing as mp
+
+    from mpc.cluster import free_port
+
+    ctx = mp.get_context("spawn")
+    ports = [free_port(), free_port()]
+    out = ctx.Queue()
+    procs = [ctx.Process(target=cases.reinit_dealer, args=(ports,))]
+    procs += [ctx.Process(target=cases.reinit_party, args=(r, ports, out)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    try:
+        got = dict(out.get(timeout=200) for _ in range(2))
+        for p in procs:
+            p.join(60)
+        assert got[0] == got[1] == [[2.25, 4.0], [2.25, 4.0]]
+        assert all(p.exitcode == 0 for p in procs)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()

@@ -151,3 +151,25 @@ def _timed_wait(step: Any) -> None:
         step()
     except Exception as exc:
         raise RuntimeError(f"peer wait failed after {time.monotonic() - start:.2f} s: {exc}") from exc
+
+
+def reinit_party(rank: int, ports: list[int], out: Any) -> None:
+    """Open, use and close one session per port in THIS process (re-initialisation)."""
+    from mpc.session import Session, SessionConfig
+
+    results = []
+    for port in ports:
+        with Session(SessionConfig(rank=rank, port=port, timeout_s=60)):
+            backend = CrypTenBackend()
+            x = backend.share(torch.tensor([1.5, -2.0], dtype=torch.float64), src=0)
+            results.append(backend.reveal(backend.mul(x, x)).tolist())
+    out.put((rank, results))
+
+
+def reinit_dealer(ports: list[int]) -> None:
+    """Serve one session per port in this process."""
+    from mpc.dealer import run_dealer
+    from mpc.session import DEALER_RANK, SessionConfig
+
+    for port in ports:
+        run_dealer(SessionConfig(rank=DEALER_RANK, port=port, timeout_s=60))
