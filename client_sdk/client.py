@@ -9,7 +9,8 @@ Typical round (DESIGN §4, §5)::
     client.submit(state.round, gradient, n_samples)   # ‖g‖, δ, shares → both parties
 
 `submit` encodes with the parties' fixed-point setting, splits each value into two
-additive shares with a CSPRNG mask (mpc.fixedpoint), and uploads share b to party b,
+additive shares with a CSPRNG mask (mpc.fixedpoint; for g, by default, the mask of one
+party travels as a 32-byte seed, client_sdk.masks), and uploads share b to party b,
 retrying transient failures with the *same* shares (uploads are idempotent).
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +28,9 @@ import grpc
 import numpy as np
 
 from client_sdk import errors
+from client_sdk.masks import seeded_share
 from client_sdk.stats import l2_norm, tolerance_threshold
 from client_sdk.wire import chunks, collect_model, sha256_hex
-from client_sdk.masks import seeded_share
 from mpc.fixedpoint import encode, share, to_wire
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 
@@ -96,7 +98,7 @@ class Client:
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
-        self.compress_mask = compress_mask  #: send party1 a 32-byte seed of its share (client_sdk.masks)
+        self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (client_sdk.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
         opts = [("grpc.max_send_message_length", max_message_bytes),
@@ -229,40 +231,48 @@ class Client:
             return self._call(p, lambda s: s.UploadShares(messages(), metadata=self._metadata, timeout=self.timeout_s))
         return self._both(send)
 
-    def _shares(self, gradient: np.ndarray, precision: int, max_abs: float):
+    def _payloads(self, gradient: np.ndarray, precision: int, max_abs: float, key: str):
+        """Per party: (share bytes, mask seed) of g, and the shares of ‖g‖ and δ.
+
+        With `compress_mask` one party gets x̄ − r in full and the other only the seed of r;
+        which party gets the seed is spread over clients and rounds (crc32 of `key`), so both
+        parties carry half of the full shares."""
         g = np.asarray(gradient)
         if g.dtype.kind != "f":
             raise errors.EncodingError(f"gradient must be a floating-point array, got dtype {g.dtype}")
         g = g.astype(np.float64).reshape(-1)
         if not np.all(np.isfinite(g)):
             raise errors.EncodingError(f"gradient has {int(np.sum(~np.isfinite(g)))} non-finite value(s); nothing sent")
-        stats = np.array([l2_norm(g)]), np.array([tolerance_threshold(g, self.alpha)])
-        n0, n1 = share(stats[0], precision, max_abs)
-        d0, d1 = share(stats[1], precision, max_abs)
+        norms = share(np.array([l2_norm(g)]), precision, max_abs)
+        deltas = share(np.array([tolerance_threshold(g, self.alpha)]), precision, max_abs)
         if self.compress_mask:
-            g0, seed = seeded_share(encode(g, precision, max_abs))
-            return (g0, seed), (n0, n1), (d0, d1)
-        return share(g, precision, max_abs), (n0, n1), (d0, d1)
+            full, seed = seeded_share(encode(g, precision, max_abs))
+            seed_party = zlib.crc32(key.encode("utf-8")) % 2
+            grads = [(b"", seed), (b"", seed)]
+            grads[1 - seed_party] = (to_wire(full), b"")
+        else:
+            g0, g1 = share(g, precision, max_abs)
+            grads = [(to_wire(g0), b""), (to_wire(g1), b"")]
+        return g.size, grads, norms, deltas
 
     def _submit(self, gradient: np.ndarray, n_samples: int, model_hash: str, target: dict) -> SubmitReceipt:
         if int(n_samples) != n_samples or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         precision, max_abs = self._encoding()
-        grads, norms, deltas = self._shares(gradient, precision, max_abs)
-        seed = grads[1] if isinstance(grads[1], bytes) else b""
-        data = (to_wire(grads[0]), b"" if seed else to_wire(grads[1]))
+        key = f"{self.client_id}/{target.get('round', '')}/{target.get('task_id', '')}"
+        size, grads, norms, deltas = self._payloads(gradient, precision, max_abs, key)
 
         def header_for(p: int) -> common_pb2.UploadHeader:
+            data, seed = grads[p]
             return common_pb2.UploadHeader(
-                n_samples=int(n_samples), shape=[grads[0].size], dtype="int64", model_hash=model_hash,
+                n_samples=int(n_samples), shape=[size], dtype="int64", model_hash=model_hash,
                 norm_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(norms[p])),
                 delta_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(deltas[p])),
-                mask_seed=seed if p == 1 else b"", content_sha256=sha256_hex(seed if p == 1 and seed else data[p]),
-                **target)
-        acks = self._upload(header_for, data)
-        header_bytes = header_for(0).ByteSize() + header_for(1).ByteSize()
+                mask_seed=seed, content_sha256=sha256_hex(seed or data), **target)
+        acks = self._upload(header_for, (grads[0][0], grads[1][0]))
+        sent = sum(len(grads[p][0]) + header_for(p).ByteSize() for p in (0, 1))
         return SubmitReceipt(target.get("round"), target.get("task_id"), (acks[0].content_sha256, acks[1].content_sha256),
-                             (acks[0].duplicate, acks[1].duplicate), len(data[0]) + len(data[1]) + header_bytes)
+                             (acks[0].duplicate, acks[1].duplicate), sent)
 
     def submit(self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str | None = None) -> SubmitReceipt:
         """Share (g, ‖g‖, δ) and upload to both parties for round i (g computed at M_{i−1}).

@@ -3,9 +3,10 @@
 Additive sharing x̄ = (x̄ − r) + r needs r uniform in Z_2^64. Instead of drawing r
 from os.urandom and sending it (8 bytes per coordinate), the client draws a 32-byte
 seed s from os.urandom and sets r = SHAKE-256(s) read as little-endian int64; it sends
-s to party1 and x̄ − r to party0. Party1 expands r from s whenever it needs its share.
-Secure under the standard assumption that SHAKE-256 is a pseudorandom generator; it
-halves client uploads and lets party1 store 32 bytes per upload instead of 8·m.
+s to one party and x̄ − r to the other (the SDK spreads the roles over clients and rounds).
+The party holding s expands r whenever it needs its share. Secure under the standard
+assumption that SHAKE-256 is a pseudorandom generator; it halves client uploads and
+the bytes the parties store (32 bytes instead of 8·m for the seeded share).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def expand_mask(seed: bytes, count: int) -> np.ndarray:
 
 
 def seeded_share(encoded: np.ndarray) -> tuple[np.ndarray, bytes]:
-    """(x̄ − r, seed) with r = expand_mask(seed): the share for party0 and the seed for party1."""
+    """(x̄ − r, seed) with r = expand_mask(seed): one party's share in full, the other's as a seed."""
     arr = np.asarray(encoded)
     if arr.dtype != np.int64:
         raise ValueError(f"expected int64 ring elements, got dtype {arr.dtype}")
