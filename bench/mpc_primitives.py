@@ -10,7 +10,9 @@ a batch of 19 = one per remaining client); SecTC on 19 clients × 582,026 coordi
 Per operation the JSON gives, from party 0's view: wall seconds, offline seconds and
 bytes (dealer → party 0), online bytes and rounds (party 0's communicator: what it sends
 plus what it receives, dealer traffic excluded, lock-step check included). Inputs are
-shared before the measured step. Targets: SecTC 19 × 582,026 ≤ 60 s; SecSrt of 64
+shared before the measured step. CPU seconds of each party process (input sharing
+included) are recorded too: on a shared, loaded machine wall time overstates the cost
+(the load averages before and after are stamped in the JSON). Targets: SecTC 19 × 582,026 ≤ 60 s; SecSrt of 64
 pairs with SecGE2 ≤ 5 s.
 
 `python -m bench.mpc_primitives [--quick]` or `starfish bench --only mpc_primitives`.
@@ -51,6 +53,13 @@ def _inputs(kind: str, n: int, seed: int) -> dict[str, torch.Tensor]:
 
 def measure(backend: Any, rank: int, op: str, size: Any, seed: int) -> dict[str, Any]:
     """Party side: share inputs, then time one protocol call inside a ledger step."""
+    cpu_start = time.process_time()
+    row = _measure(backend, op, size, seed)
+    row["cpu_seconds_incl_inputs"] = time.process_time() - cpu_start
+    return row
+
+
+def _measure(backend: Any, op: str, size: Any, seed: int) -> dict[str, Any]:
     if op == "SecTC":
         data = _inputs("tc", size[:2], seed)
         g, delta = backend.share(data["g"], src=0), backend.share(data["delta"], src=1)
@@ -130,6 +139,7 @@ def run(quick: bool) -> dict[str, Any]:
             r0["call_seconds"] = time.perf_counter() - start
             r0["online_bytes_party1"] = r1["online_bytes"]
             r0["online_rounds_party1"] = r1["online_rounds"]
+            r0["cpu_seconds_incl_inputs_party1"] = r1["cpu_seconds_incl_inputs"]
             rows.append(r0)
             print(f"  {op:<14} {str(size):<26} {r0['seconds']:8.2f} s  online {r0['online_bytes'] / 2**20:9.1f} MB "
                   f"{r0['online_rounds']:6d} rounds  offline {r0['offline_bytes'] / 2**20:8.1f} MB {r0['offline_seconds']:7.2f} s", flush=True)
