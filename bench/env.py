@@ -37,6 +37,9 @@ def machine() -> dict[str, Any]:
     import torch
 
     try:
+        from mpc.onnx_shim import load_crypten
+
+        load_crypten()
         import crypten
 
         crypten_version = getattr(crypten, "__version__", "unknown")

@@ -18,8 +18,11 @@ rounds and raised the same flags. Beside them: the paper's Table II (ABY, LAN).
 """
 from __future__ import annotations
 
+import cProfile
+import pstats
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,6 +36,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 NAME = "whole_job"
 SESSION_TIMEOUT_S = 900.0
 #: Starfish parameters of the job (paper §VI-A) and the SecTC sample-first pass (DESIGN §6.4)
+PROFILE_TOP = 20
 JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "check_sample": 4096}
 
 
@@ -50,8 +54,13 @@ def simulation_config(quick: bool) -> Any:
     return SimulationConfig(dataset="mnist5k", max_train_samples=1000, local_epochs=1, seed=0)
 
 
-def unlearn(backend: Backend, rank: int, config_dict: dict[str, Any], params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Run Starfish on the cached history with `backend` (one party, or plaintext with rank 0)."""
+def unlearn(
+    backend: Backend, rank: int, config_dict: dict[str, Any], params: dict[str, Any], seed: int, profile: bool = False
+) -> dict[str, Any]:
+    """Run Starfish on the cached history with `backend` (one party, or plaintext with rank 0).
+
+    With `profile`, party 0 runs under cProfile and returns its top functions by own time.
+    """
     from evaluation.simulator import SimulationConfig
     from unlearning.starfish import StarfishStrategy
     from unlearning.strategy import UnlearnContext
@@ -60,8 +69,13 @@ def unlearn(backend: Backend, rank: int, config_dict: dict[str, Any], params: di
     history = seeded_history(result, seed)
     oracle = SeededOracle(result, rank, seed)
     ctx = UnlearnContext(backend=backend, history=history, oracle=oracle, targets=result.targets, params=params)  # type: ignore[attr-defined]
+    profiler = cProfile.Profile() if profile and rank == 0 else None
     start = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     outcome = StarfishStrategy().run(ctx)
+    if profiler is not None:
+        profiler.disable()
     wall = time.perf_counter() - start
     report = outcome.report
     return {
@@ -76,7 +90,17 @@ def unlearn(backend: Backend, rank: int, config_dict: dict[str, Any], params: di
         "warmup_rounds": report["warmup"]["rounds"],
         "curvature": report["curvature"],
         "revealed": report["revealed"],
+        "profile": _top_functions(profiler) if profiler is not None else [],
     }
+
+
+def _top_functions(profiler: cProfile.Profile, count: int = PROFILE_TOP) -> list[dict[str, Any]]:
+    """The `count` functions with the most own time (seconds, calls, cumulative seconds)."""
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (filename, line, func), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(filename).name}:{line}({func})", "own_s": own, "cumulative_s": cumulative, "calls": calls})
+    return sorted(rows, key=lambda r: -r["own_s"])[:count]
 
 
 def _totals(ledger: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -91,7 +115,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     config = simulation_config(quick)
     seed = 0
     meta = stamp({"simulation": asdict(config), "starfish": JOB_PARAMS, "quick": quick,
-                  "path": "mpc.cluster.TwoPartyCluster (dealer + 2 party processes, loopback) on the stored history"})
+                  "path": "mpc.cluster.TwoPartyCluster (dealer + 2 party processes, loopback) on the stored history",
+                  "profiled": "party 0 under cProfile"})
     result = cached_simulation(config)
     evaluator = Evaluator(result)  # type: ignore[arg-type]
     m = int(result.models[0].numel())  # type: ignore[attr-defined]
@@ -103,7 +128,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     cluster_cfg = ClusterConfig(session_timeout_s=SESSION_TIMEOUT_S)
     with TwoPartyCluster(timeout=4 * 3600.0, config=cluster_cfg) as cluster:
         start = time.perf_counter()
-        r0, r1 = cluster.run(unlearn, asdict(config), JOB_PARAMS, seed)
+        r0, r1 = cluster.run(unlearn, asdict(config), JOB_PARAMS, seed, True)
         call_wall = time.perf_counter() - start
     print(f"   2PC: {r0['wall_s']:.1f} s (clients {r0['client_s']:.1f} s)", flush=True)
 
@@ -134,6 +159,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "method": r0["method"],
             "revealed": r0["revealed"],
             "curvature": r0["curvature"],
+            "profile_party0": r0["profile"],
         },
         "plain": {
             "wall_s": plain["wall_s"],

@@ -17,6 +17,12 @@ BENCHMARKS = (
     "stage1",
     "quality_mnist",
     "unlearning_cost",
+    "switching",
+    "precision",
+    "whole_job",
+    "sweeps",
+    "quality_compare",
+    "report",
 )
 
 
