@@ -1,0 +1,100 @@
+"""The benchmarks' own logic: benchmark sharing, synthetic uploads, cost models, report cells."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import bench_cases
+from bench.histories import SyntheticHistory, seeded_share
+from bench.report import _ratio, _verdict
+from bench.sweeps import job_cost
+from bench.switching import batched_model, comparator_stages, fit, paper_rule_threshold
+from mpc.cluster import ClusterConfig, TwoPartyCluster
+from mpc.plain_backend import PlainBackend
+from mpc.protocols.sort import bitonic_stages
+
+
+@pytest.mark.timeout(180)
+def test_seeded_shares_reconstruct_and_look_random() -> None:
+    x = torch.linspace(-3.0, 3.0, 1001, dtype=torch.float64)
+    with TwoPartyCluster(timeout=120, config=ClusterConfig(session_timeout_s=60)) as cluster:
+        r0, r1 = cluster.run(bench_cases.seeded_share_case, x)
+    assert torch.allclose(r0["revealed"], x, atol=2.0**-15)
+    assert torch.equal(r0["revealed"], r1["revealed"])
+    # neither share alone equals the encoding (the mask is a full-range random ring element)
+    enc = torch.round(x * 2.0**16).to(torch.long)
+    assert not torch.equal(r0["share"], enc) and not torch.equal(r1["share"], enc)
+    assert (r1["share"].abs() > 2**40).float().mean() > 0.99
+
+
+def test_plain_seeded_share_is_the_value() -> None:
+    x = torch.randn(7, dtype=torch.float64)
+    backend = PlainBackend()
+    assert torch.equal(backend.reveal(seeded_share(backend, x, "k")), x)
+
+
+def test_synthetic_thresholds_leave_fraction_alpha_above() -> None:
+    hist = SyntheticHistory(m=200_000, num_clients=3, rounds=2, alpha=0.4, seed=3)
+    for i in (1, 2):
+        for j, c in enumerate(hist.ids):
+            g = hist.plain_gradient(i, c)
+            above = float((g.abs() > hist.deltas[i - 1, j]).double().mean())
+            assert abs(above - 0.4) < 0.01
+    # uploads are reproducible from the seed
+    assert torch.equal(hist.plain_gradient(1, hist.ids[0]), SyntheticHistory(200_000, 3, 2, 0.4, seed=3).plain_gradient(1, hist.ids[0]))
+
+
+@pytest.mark.parametrize("T", [2, 5, 8, 13, 40, 64])
+def test_comparator_count_matches_the_sorting_network(T: int) -> None:
+    widths = comparator_stages(T)
+    n_pad = 1 << (T - 1).bit_length()
+    assert len(widths) <= len(bitonic_stages(n_pad))
+    if T == n_pad:  # no virtual rows: every comparator is real
+        k = int(math.log2(T))
+        assert list(widths) == [T // 2] * (k * (k + 1) // 2)
+    assert sum(widths) >= T - 1  # a comparison sort needs at least T − 1 comparisons
+
+
+def test_fit_recovers_latency_and_slope() -> None:
+    points = [(n, 0.05 + 2e-6 * n) for n in (1, 10, 1000, 100_000)]
+    f = fit(points)
+    assert f["latency"] == pytest.approx(0.05, rel=1e-6)
+    assert f["per_element"] == pytest.approx(2e-6, rel=1e-6)
+
+
+def test_paper_rule_prefers_method1_while_division_is_expensive() -> None:
+    cheap_div = {"mul": {"seconds": 1.0}, "div": {"seconds": 0.5}}
+    costly_div = {"mul": {"seconds": 1.0}, "div": {"seconds": 1000.0}}
+    assert paper_rule_threshold(cheap_div, "seconds") == 0
+    assert paper_rule_threshold(costly_div, "seconds") > paper_rule_threshold({"mul": {"seconds": 1.0}, "div": {"seconds": 50.0}}, "seconds")
+
+
+def test_batched_model_charges_division_once() -> None:
+    zero = {"latency": 0.0, "per_element": 0.0}
+    fits = {op: {"seconds": dict(zero)} for op in ("mul", "ge", "ge2", "div")}
+    fits["div"]["seconds"] = {"latency": 3.0, "per_element": 0.0}
+    fits["ge2"]["seconds"] = {"latency": 0.5, "per_element": 0.0}
+    model = batched_model(fits, 16, "seconds")
+    assert model["method2"] == pytest.approx(3.0)
+    assert model["method1"] == pytest.approx(0.5 * len(comparator_stages(16)))
+
+
+def test_job_cost_counts_estimated_and_checked_rounds() -> None:
+    step = {"wall_s": 1.0, "offline_bytes": 10.0, "online_bytes": 100.0}
+    steps = {"TD": step, "RS1": step, "TC": {k: 5 * v for k, v in step.items()}}
+    ue = {"wall_s": 2.0, "offline_bytes": 20.0, "online_bytes": 200.0}
+    cost = job_cost(steps, ue, {"warmup": 3, "estimate": 15, "check": 6, "skipped": 0}, "TC")
+    assert cost["wall_s"] == pytest.approx(1 + 1 + 21 * 2 + 6 * 5)
+    assert cost["online_bytes"] == pytest.approx(100 + 100 + 21 * 200 + 6 * 500)
+
+
+def test_report_cells() -> None:
+    assert _ratio(1.0, 100.0) == "0.01×"
+    assert _ratio(1.0, 1000.0) == "1/1,000"
+    assert _ratio(5.0, 0.0) == "—"
+    assert _verdict(0.5) == "yes"
+    assert _verdict(1.5).startswith("no, 1.50×")
+    assert np.isfinite(float(_ratio(3.0, 2.0).rstrip("×")))
