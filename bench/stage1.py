@@ -11,12 +11,15 @@ parameters), both run on this machine in the same benchmark run:
   clients fetch the model and upload the float32 gradient in the clear.
 
 Round wall time runs from the moment clients start (the round is open, the gradients are
-ready: local training is the same in both and excluded) until M_i is committed. Bytes are
+ready: local training is the same in both and excluded) until M_i is committed. CPU
+seconds per round (clients, parties/server, summed over processes) are reported too:
+on a shared 2-core machine they are steadier than wall time. Bytes are
 payload bytes (model, gradient/share data and headers; TLS and HTTP/2 framing excluded):
 client downloads, client uploads, and the party-to-party aggregate exchange.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,17 @@ CLIENTS = 20
 LR = 0.01
 TARGET_OVERHEAD = 1.5
 MODEL_HEADER_BYTES = 160  #: a ModelHeader message (hash, name, sizes), rounded up
+
+
+def _cpu_seconds(pids: list[int]) -> tuple[float, float]:
+    """User + system CPU seconds used so far by this process (the clients) and by the given
+    server processes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    servers = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        servers += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return sum(os.times()[:2]), servers
 
 
 def _gradients(m: int, clients: int) -> list[np.ndarray]:
@@ -65,7 +79,7 @@ def _in_threads(fns) -> None:
 
 def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
     ids = [f"c{i:02d}" for i in range(CLIENTS)]
-    dep = LocalDeployment(root / "starfish", clients=ids, rounds={"deadline_s": 600.0, "poll_s": 0.01})
+    dep = LocalDeployment(root / "starfish", clients=ids, rounds={"deadline_s": 600.0, "poll_s": 0.02})
     dep.start()
     try:
         admin = dep.admin()
@@ -80,22 +94,27 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
             sent = [0] * CLIENTS
             fetch_s = [0.0] * CLIENTS
             submit_s = [0.0] * CLIENTS
+            pids = [dep.procs[0].pid, dep.procs[1].pid]
+            cpu0 = _cpu_seconds(pids)
             start = time.perf_counter()
 
-            def one(j: int) -> None:
+            def one(j: int) -> None:  # what Client.run_round does, timed per step
                 t0 = time.perf_counter()
-                model = clients[j].fetch_model(r - 1)
+                view = clients[j].wait_for_round(r - 1, timeout_s=60)
+                model = clients[j].fetch_model(view.round - 1)
                 t1 = time.perf_counter()
-                sent[j] = clients[j].submit(r, grads[j], 100 + j, model_hash=model.hash).bytes_sent
+                sent[j] = clients[j].submit(view.round, grads[j], 100 + j, model_hash=model.hash).bytes_sent
                 fetch_s[j], submit_s[j] = t1 - t0, time.perf_counter() - t1
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             uploaded = time.perf_counter()
             while admin.status().latest_committed < r:
-                time.sleep(0.005)
+                time.sleep(0.02)
             end = time.perf_counter()
+            cpu1 = _cpu_seconds(pids)
             summary = admin.status().rounds[r - 1]
             out.append({
-                "round": r, "wall_s": end - start, "upload_phase_s": uploaded - start, "aggregate_phase_s": end - uploaded,
+                "round": r, "wall_s": end - start, "cpu_s": sum(cpu1) - sum(cpu0),
+                "cpu_s_clients": cpu1[0] - cpu0[0], "cpu_s_parties": cpu1[1] - cpu0[1], "upload_phase_s": uploaded - start, "aggregate_phase_s": end - uploaded,
                 "client_fetch_s_mean": float(np.mean(fetch_s)), "client_submit_s_mean": float(np.mean(submit_s)),
                 # the model from party0, its header (hash) from party1
                 "bytes_client_upload": int(sum(sent)), "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
@@ -104,6 +123,10 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
         admin.close()
         for c in clients:
             c.close()
+        for role in (0, 1):  # share bytes each party wrote per round (files; seeds live in the database)
+            stored = sum(f.stat().st_size for f in (dep.data_dir(role) / "shares").rglob("*.i64"))
+            for row in out:
+                row[f"bytes_shares_stored_party{role}"] = stored // rounds
         return out
     finally:
         dep.stop()
@@ -126,6 +149,7 @@ def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
         out = []
         for r in range(1, rounds + 1):
             sent = [0] * CLIENTS
+            cpu0 = _cpu_seconds([proc.pid])
             start = time.perf_counter()
 
             def one(j: int) -> None:
@@ -139,8 +163,11 @@ def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
                 sent[j] = len(data) + 64
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             end = time.perf_counter()
-            out.append({"round": r, "wall_s": end - start, "bytes_client_upload": int(sum(sent)),
-                        "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES), "bytes_peer": 0})
+            cpu1 = _cpu_seconds([proc.pid])
+            out.append({"round": r, "wall_s": end - start, "cpu_s": sum(cpu1) - sum(cpu0),
+                        "cpu_s_clients": cpu1[0] - cpu0[0], "cpu_s_parties": cpu1[1] - cpu0[1], "bytes_client_upload": int(sum(sent)),
+                        "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES), "bytes_peer": 0,
+                        "bytes_gradients_stored": CLIENTS * 4 * m})
         for ch in channels:
             ch.close()
         return out
@@ -163,11 +190,13 @@ def run(quick: bool = False) -> dict:
     def median(rows, key):
         return float(np.median([row[key] for row in rows[1:]]))
     s_wall, p_wall = median(starfish, "wall_s"), median(plain, "wall_s")
+    s_cpu, p_cpu = median(starfish, "cpu_s"), median(plain, "cpu_s")
     s_bytes = median(starfish, "bytes_client_upload") + median(starfish, "bytes_client_download") + median(starfish, "bytes_peer")
     p_bytes = median(plain, "bytes_client_upload") + median(plain, "bytes_client_download")
     figures = {
         "starfish_rounds": starfish, "plain_rounds": plain,
         "starfish_round_s": s_wall, "plain_round_s": p_wall, "time_overhead": s_wall / p_wall,
+        "starfish_round_cpu_s": s_cpu, "plain_round_cpu_s": p_cpu, "cpu_overhead": s_cpu / p_cpu,
         "starfish_round_bytes": s_bytes, "plain_round_bytes": p_bytes, "bytes_overhead": s_bytes / p_bytes,
         "target_time_overhead": TARGET_OVERHEAD, "meets_target": s_wall / p_wall <= TARGET_OVERHEAD,
     }

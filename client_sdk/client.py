@@ -100,6 +100,7 @@ class Client:
         self.chunk_bytes = chunk_bytes
         self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (client_sdk.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
+        self._checked_encoding: tuple[int, int, float] | None = None  #: (open round, f, max |x|) both parties served
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
         opts = [("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.max_receive_message_length", max_message_bytes)]
@@ -182,8 +183,11 @@ class Client:
                                             f"party1 round {r1.round} from {r1.model_hash[:12]}")
         # a round counts as open only when both parties accept uploads for it
         phase = r0.phase if r0.phase == r1.phase or r0.phase != common_pb2.ROUND_PHASE_OPEN else r1.phase
-        return RoundView(r0.round, phase, r0.model_hash, r0.deadline_unix, r0.latest_committed, r0.precision_bits,
+        view = RoundView(r0.round, phase, r0.model_hash, r0.deadline_unix, r0.latest_committed, r0.precision_bits,
                          r0.max_abs, r0.error or r1.error)
+        if view.is_open:
+            self._checked_encoding = (view.round, view.precision_bits, view.max_abs)
+        return view
 
     def wait_for_round(self, after: int = 0, timeout_s: float = 300.0, poll_s: float = 0.1) -> RoundView:
         """Block until a round numbered > `after` is open on both parties."""
@@ -216,9 +220,14 @@ class Client:
                                             f"{h1.model_hash[:12]} (round {h1.round}); refusing to train on either")
         return GlobalModel(h0.round, h0.arch, params, h0.model_hash, h0.lr)
 
-    def _encoding(self) -> tuple[int, float]:
-        view = self.round_state()
-        return view.precision_bits, view.max_abs
+    def _encoding(self, round_index: int | None) -> tuple[int, float]:
+        """The fixed-point setting both parties serve; reused when both were asked while
+        round `round_index` was open, asked again otherwise."""
+        cached = self._checked_encoding
+        if round_index is None or cached is None or cached[0] != round_index:
+            view = self.round_state()
+            return view.precision_bits, view.max_abs
+        return cached[1], cached[2]
 
     def _upload(self, header_for: Callable[[int], common_pb2.UploadHeader], data: tuple[bytes, bytes]) -> list:
         def send(p: int):
@@ -258,7 +267,7 @@ class Client:
     def _submit(self, gradient: np.ndarray, n_samples: int, model_hash: str, target: dict) -> SubmitReceipt:
         if int(n_samples) != n_samples or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
-        precision, max_abs = self._encoding()
+        precision, max_abs = self._encoding(target.get("round"))
         key = f"{self.client_id}/{target.get('round', '')}/{target.get('task_id', '')}"
         size, grads, norms, deltas = self._payloads(gradient, precision, max_abs, key)
 

@@ -38,6 +38,7 @@ class RoundCoordinator:
         self.cfg = state.config
         self.peer = peer
         self._peer_has_m0 = False
+        self._peer_opened: set[int] = set()  #: rounds party1 confirmed open since this process started
         self.thread = threading.Thread(target=self.run, name="round-coordinator", daemon=True)
 
     def start(self) -> None:
@@ -82,7 +83,9 @@ class RoundCoordinator:
         if rec.state == "failed":
             return False
         if rec.state == "open":
-            self.peer.unary("OpenRound", self._open_request(rec))
+            if rec.round not in self._peer_opened:  # after a restart of party0: make sure party1 knows
+                self.peer.unary("OpenRound", self._open_request(rec))
+                self._peer_opened.add(rec.round)
             if not self._ready_to_close(rec):
                 return False
             self.store.set_round_state(rec.round, "closed")
@@ -109,6 +112,7 @@ class RoundCoordinator:
         lr = self.store.global_model(0).lr
         rec = self.store.open_round(round_index, previous.hash, time.time() + self.cfg.rounds.deadline_s, lr)
         self.peer.unary("OpenRound", self._open_request(rec))
+        self._peer_opened.add(round_index)
         log.info("round %d opened from model %s", round_index, previous.hash[:12])
 
     def _common(self, round_index: int, follower: peer_pb2.MemberList) -> dict[str, int]:
