@@ -14,7 +14,8 @@ protocols with the dealer (TTP provider) supplying Beaver triples:
   integer-shared bit (bits = 0), so SecSel and bit sums are exact.
 * `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
   which is exact on the fixed-point grid and never loses tiny squares.
-* SecDiv — CrypTen's Newton–Raphson reciprocal (positive denominators) then SecMul.
+* SecDiv — CrypTen's Newton–Raphson reciprocal (positive denominators), two refinement
+  steps y ← y + y·(1 − b·y) that keep full precision for large b, then SecMul.
 * reveal — all-reduce of the int64 shares, decoded here as int64 / 2^bits in float64
   (CrypTen's `get_plain_text` decodes some negatives 1.0 too low). A revealed magnitude
   above `fault_bound` can only come from a truncation fault and raises
@@ -63,6 +64,8 @@ to one element; legitimate values stay below the codec's 2^20, so faults are cau
 after scaling by public weights ≥ 2^-8 (docs/NUMERICS.md)."""
 RECIPROCAL_ITERATIONS_DEFAULT = 16
 """Newton–Raphson steps of SecDiv's reciprocal (valid range in docs/NUMERICS.md)."""
+RECIPROCAL_REFINE_STEPS = 2
+"""Residual-form Newton steps after CrypTen's reciprocal (precision for large denominators)."""
 
 
 class OutOfStepError(RuntimeError):
@@ -463,4 +466,9 @@ class CrypTenBackend(Backend):
         ):
             recip = MPCTensor.from_shares(b.share, precision=self.f).reciprocal()
         r = CrypTenSecret(recip._tensor.share, self.f)
+        # CrypTen's step y ← 2y − y²·b loses precision when y² is a few ulp (b ≳ 10);
+        # refine with y ← y + y·(1 − b·y), whose residual 1 − b·y is O(1)-scaled
+        for _ in range(RECIPROCAL_REFINE_STEPS):
+            residual = self.neg(self.sub(self.mul(b, r), 1.0))
+            r = self.add(r, self.mul(r, residual))
         return self._to_precision(self._raw_product("mul", a, r))
