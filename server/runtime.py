@@ -75,6 +75,7 @@ class PartyServer:
             self.coordinator.thread.join(timeout=STOP_GRACE_S)
         if self.job_manager is not None:
             self.job_manager.thread.join(timeout=STOP_GRACE_S)
+            self.job_manager.close()
         if self.job_follower is not None:
             self.job_follower.stop()
         done = [self.server.stop(STOP_GRACE_S), self.peer_server.stop(STOP_GRACE_S)]

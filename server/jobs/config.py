@@ -39,6 +39,9 @@ class JobConfig:
     retry_backoff_s: float = 1.0
     #: how often the job runner looks at its worker and at the peer
     poll_s: float = 0.2
+    #: keep one worker (and on party0 one dealer) started in advance, so a session attempt
+    #: does not wait for torch and CrypTen to import (seconds; much more on a loaded host)
+    standby: bool = True
 
     def __post_init__(self) -> None:
         if self.dealer not in DEALER_MODES:

@@ -4,8 +4,8 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
 
 1. re-check the request, pause training (no new round opens) and wait until no round is
    open; T = the newest committed round, M_T its model;
-2. session attempt k: pick the rendezvous port (config or a free port), start a dealer
-   for the session (the third operator's process in a local deployment), send party1 the
+2. session attempt k: pick the rendezvous port (config or a free port), hand a started
+   dealer process the session (the third operator's process in a local deployment), send party1 the
    exact job parameters and rendezvous (peer StartJob), start our worker; watch our
    worker and party1's job state. If either worker or the dealer dies, the attempt fails
    and attempt k+1 resumes from the newest checkpoint both parties hold, in a fresh
@@ -26,7 +26,7 @@ from typing import Any
 from proto.starfish.v1 import peer_pb2
 from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
-from server.jobs.process import spawn_dealer, stop_process
+from server.jobs.process import Standby, spawn_dealer, start_dealer_session, stop_process
 from server.jobs.report import build_report, render_summary
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import RequestError, check_request
@@ -48,6 +48,7 @@ class JobManager(JobRunnerBase):
     def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient):
         super().__init__(state, jobs)
         self.peer = peer
+        self.dealers = Standby(spawn_dealer, jobs.root / "logs", "dealer", self.cfg.jobs.standby)
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
@@ -62,7 +63,13 @@ class JobManager(JobRunnerBase):
 
     # -- main loop -------------------------------------------------------------------------
     def start(self) -> None:
+        self.workers.fill()
+        self.dealers.fill()
         self.thread.start()
+
+    def close(self) -> None:
+        super().close()
+        self.dealers.close()
 
     def run(self) -> None:
         stop = self.state.stopping
@@ -142,17 +149,18 @@ class JobManager(JobRunnerBase):
             port = jc.mpc_port + attempt - 1 if jc.mpc_port else free_port()
             rendezvous = f"tcp://{jc.mpc_host}:{port}"
             self.jobs.update(job.job_id, attempts=attempt, rendezvous=rendezvous, step="starting session")
-            folder = self.jobs.job_dir(job.job_id)
-            dealer = spawn_dealer(port, jc.mpc_host, self.cfg.precision_bits, jc.session_timeout_s, jc.allow_remote,
-                                  folder / "dealer.log")
-            worker = None
+            dealer = worker = None
+            outcome: str | None = "the session could not start"
             try:
+                dealer = self._start_dealer(job.job_id, attempt, port)
                 self.peer.unary("StartJob", peer_pb2.JobSpec(
                     job_id=job.job_id, targets=list(job.targets), strategy=job.strategy,
                     parameters_json=job.parameters_json, rendezvous=rendezvous, base_round=job.base_round,
                     base_model_hash=job.base_model_hash))
                 worker = self.start_worker(job, attempt, jc.mpc_host, port)
                 outcome = self._watch(job, worker)
+            except OSError as exc:
+                outcome = f"could not start the session's processes: {exc}"
             finally:
                 if worker is not None and worker.poll() is None:
                     worker.kill()
@@ -163,6 +171,19 @@ class JobManager(JobRunnerBase):
             log.warning("job %s attempt %d failed: %s; resuming from the last common checkpoint", job.job_id,
                         attempt, last_error)
             self.state.stopping.wait(jc.retry_backoff_s)
+
+    def _start_dealer(self, job_id: str, attempt: int, port: int):
+        """Hand a started dealer process this attempt's session (pid and log noted in the job dir)."""
+        jc = self.cfg.jobs
+        folder = self.jobs.job_dir(job_id)
+        dealer, dealer_log = self.dealers.take()
+        (folder / "dealer.pid").write_text(str(dealer.pid))
+        link = folder / f"dealer-{attempt}.log"
+        if not link.exists():
+            link.symlink_to(dealer_log)
+        start_dealer_session(dealer, jc.mpc_host, port, self.cfg.precision_bits, jc.session_timeout_s,
+                             jc.allow_remote)
+        return dealer
 
     def _watch(self, job: JobRecord, worker) -> str | None:
         """Wait for our worker; returns None on success, else why the attempt failed."""

@@ -1,8 +1,10 @@
-"""Processes of a job: the per-party worker (JSON lines over pipes) and the spawned dealer.
+"""Processes of a job: the per-party worker (JSON lines over pipes) and the dealer.
 
-The worker's protocol (both directions are JSON objects, one per line, between this
+Both are started ahead of need (`Standby`): they import torch and CrypTen, then wait on
+stdin for their session. The worker's protocol (JSON objects, one per line, between this
 party's own processes; nothing is pickled):
 
+    party → worker   {"kind": "spec", "path"}   the session attempt to run
     worker → party   {"kind": "progress", "step", "t", "total", "detail", "bytes"}
                      {"kind": "checkpoint", "t", "digest"}
                      {"kind": "post_tasks", "id", ...}   (the party answers {"id", "ok", "error"})
@@ -66,36 +68,104 @@ class WorkerSpec:
 Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-class WorkerProcess:
-    """A running `python -m server.jobs.worker`; messages go to `handler` on a reader thread."""
+def _spawn(module: str, log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_file:
+        return subprocess.Popen([sys.executable, "-m", module], cwd=REPO_ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE if module.endswith("worker") else log_file, stderr=log_file,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
-    def __init__(self, spec_path: Path, log_path: Path, handler: Handler):
-        self.spec_path = spec_path
-        self.log_path = log_path
+
+def spawn_worker(log_path: Path) -> subprocess.Popen:
+    """Start `python -m server.jobs.worker`; it imports, then waits for a spec on stdin."""
+    return _spawn("server.jobs.worker", log_path)
+
+
+def spawn_dealer(log_path: Path) -> subprocess.Popen:
+    """Start `python -m server.jobs.dealer`; it imports, then waits for a session on stdin."""
+    return _spawn("server.jobs.dealer", log_path)
+
+
+def start_dealer_session(proc: subprocess.Popen, host: str, port: int, precision_bits: int, timeout_s: float,
+                         allow_remote: bool) -> None:
+    """Name the session a started dealer serves (it then joins the rendezvous as rank 2)."""
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps({"host": host, "port": port, "precision_bits": precision_bits,
+                                  "timeout_s": timeout_s, "allow_remote": allow_remote}) + "\n").encode())
+    proc.stdin.flush()
+
+
+class Standby:
+    """Keeps one started process (imports done) ready, so a session attempt does not wait
+    for torch and CrypTen to load; `take()` hands it out and starts the next one."""
+
+    def __init__(self, spawn: Callable[[Path], subprocess.Popen], log_dir: Path, name: str, enabled: bool):
+        self._spawn = spawn
+        self._log_dir = log_dir
+        self._name = name
+        self._enabled = enabled
+        self._lock = threading.Lock()
+        self._proc: tuple[subprocess.Popen, Path] | None = None
+        self._closed = False
+        self._count = 0
+
+    def _new(self) -> tuple[subprocess.Popen, Path]:
+        self._count += 1
+        path = self._log_dir / f"{self._name}-{os.getpid()}-{self._count}.log"
+        return self._spawn(path), path
+
+    def fill(self) -> None:
+        with self._lock:
+            if self._enabled and not self._closed and (self._proc is None or self._proc[0].poll() is not None):
+                self._proc = self._new()
+
+    def take(self) -> tuple[subprocess.Popen, Path]:
+        """A started process and its log file (a fresh one when none is waiting)."""
+        with self._lock:
+            ready, self._proc = self._proc, None
+            if ready is None or ready[0].poll() is not None:
+                ready = self._new()
+        if self._enabled:
+            threading.Thread(target=self.fill, name=f"standby-{self._name}", daemon=True).start()
+        return ready
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            waiting, self._proc = self._proc, None
+        if waiting is not None:
+            stop_process(waiting[0])
+
+
+class WorkerProcess:
+    """A started worker handed one session attempt; its messages go to `handler`."""
+
+    def __init__(self, proc: subprocess.Popen, handler: Handler):
+        self.proc = proc
         self.handler = handler
-        self.proc: subprocess.Popen | None = None
         self.result: dict[str, Any] | None = None
         self._write_lock = threading.Lock()
-        self._reader: threading.Thread | None = None
-
-    def start(self) -> "WorkerProcess":
-        with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server.jobs.worker", "--spec", str(self.spec_path)],
-                cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        (self.spec_path.parent / "worker.pid").write_text(str(self.proc.pid))
-        self._reader = threading.Thread(target=self._read, name=f"job-worker-{self.proc.pid}", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"job-worker-{proc.pid}", daemon=True)
         self._reader.start()
-        return self
+
+    @classmethod
+    def assign(cls, proc: subprocess.Popen, log_path: Path, spec_path: Path, handler: Handler) -> "WorkerProcess":
+        """Hand a started worker its attempt; records `worker.pid` and a link to its log."""
+        worker = cls(proc, handler)
+        folder = spec_path.parent
+        (folder / "worker.pid").write_text(str(proc.pid))
+        link = folder / f"{spec_path.stem}.log"
+        if not link.exists():
+            os.symlink(log_path, link)
+        worker._reply({"kind": "spec", "path": str(spec_path)})
+        return worker
 
     @property
     def pid(self) -> int:
-        assert self.proc is not None
         return self.proc.pid
 
     def _reply(self, message: dict[str, Any]) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self.proc.stdin is not None
         try:
             with self._write_lock:
                 self.proc.stdin.write((json.dumps(message) + "\n").encode())
@@ -104,7 +174,7 @@ class WorkerProcess:
             pass  # the worker is gone; its exit is seen by poll()
 
     def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self.proc.stdout is not None
         for line in self.proc.stdout:
             try:
                 msg = json.loads(line)
@@ -125,18 +195,14 @@ class WorkerProcess:
 
     def poll(self) -> int | None:
         """Exit code once the worker has exited (and its output was read), else None."""
-        assert self.proc is not None
         code = self.proc.poll()
         if code is None:
             return None
-        if self._reader is not None:
-            self._reader.join(KILL_WAIT_S)
+        self._reader.join(KILL_WAIT_S)
         return code
 
     def kill(self) -> None:
         """Stop the worker (SIGKILL) and close its pipes."""
-        if self.proc is None:
-            return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         try:
@@ -149,24 +215,6 @@ class WorkerProcess:
                     pipe.close()
                 except OSError:
                     pass
-
-
-def spawn_dealer(port: int, host: str, precision_bits: int, timeout_s: float, allow_remote: bool,
-                 log_path: Path) -> subprocess.Popen:
-    """Start a dealer (CrypTen TTP) for one session at host:port (`starfish dealer --sessions 1`).
-
-    In a local deployment this process stands in for the third operator's dealer: it is a
-    separate process that only hands out correlated randomness and never sees data shares.
-    """
-    cmd = [sys.executable, "-m", "starfish.cli", "dealer", "--host", host, "--port", str(port), "--sessions", "1",
-           "--timeout", str(timeout_s), "--precision-bits", str(precision_bits)]
-    if allow_remote:
-        cmd.append("--allow-remote")
-    with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    (log_path.parent / "dealer.pid").write_text(str(proc.pid))
-    return proc
 
 
 def stop_process(proc: subprocess.Popen | None) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from client_sdk.wire import model_hash
 from server.jobs.jobstore import JobRecord, JobStore
-from server.jobs.process import Handler, WorkerProcess, WorkerSpec
+from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 from server.state import PartyState
 from server.store import TaskRecord
 
@@ -28,6 +28,11 @@ class JobRunnerBase:
         self.store = state.store
         self.cfg = state.config
         self.jobs = jobs
+        self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby)
+
+    def close(self) -> None:
+        """Stop the processes kept in standby."""
+        self.workers.close()
 
     # -- worker ----------------------------------------------------------------------------
     def spec(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerSpec:
@@ -43,7 +48,8 @@ class JobRunnerBase:
     def start_worker(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerProcess:
         folder = self.jobs.job_dir(job.job_id)
         path = self.spec(job, attempt, host, port).write(folder / f"attempt-{attempt}.json")
-        worker = WorkerProcess(path, folder / "worker.log", self.handler(job.job_id)).start()
+        proc, log_path = self.workers.take()
+        worker = WorkerProcess.assign(proc, log_path, path, self.handler(job.job_id))
         log.info("job %s attempt %d: worker %d started (session %s:%d)", job.job_id, attempt, worker.pid, host, port)
         return worker
 

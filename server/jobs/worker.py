@@ -1,7 +1,9 @@
-"""A party's job worker: `python -m server.jobs.worker --spec attempt-K.json`.
+"""A party's job worker: `python -m server.jobs.worker`.
 
 One process per session attempt (CrypTen's communicator is process-global; a crash only
-loses this attempt). Steps:
+loses this attempt). It imports torch and CrypTen first, then waits for its first message
+from the party, {"kind": "spec", "path": attempt-K.json}; so a party can keep one worker
+started in advance (the import takes seconds) and hand it the next attempt. Steps:
 
 1. open the party's store read-only and the CrypTen session (rank = role, dealer = rank 2)
    at the rendezvous party0 chose;
@@ -59,6 +61,13 @@ class ParentLink:
                 self._replies.put(msg)
         log.error("the party process closed the link; stopping")
         os._exit(EXIT_ORPHANED)
+
+    def wait_spec(self) -> Path:
+        """Block until the party hands over a session attempt; returns its spec file."""
+        while True:
+            msg = self._replies.get()
+            if msg.get("kind") == "spec" and isinstance(msg.get("path"), str):
+                return Path(msg["path"])
 
     def send(self, message: dict[str, Any]) -> None:
         with self._lock:
@@ -167,14 +176,22 @@ def run(spec_path: Path, link: ParentLink) -> int:
     return 0
 
 
+def _preload() -> None:
+    """Import the heavy modules before the party hands over a session."""
+    import mpc.crypten_backend  # noqa: F401  (torch, CrypTen)
+    import unlearning.starfish.strategy  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="server.jobs.worker", description="Starfish job worker (one session attempt)")
-    parser.add_argument("--spec", required=True, help="attempt spec JSON written by the party")
-    args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(prog="server.jobs.worker",
+                                     description="Starfish job worker (one session attempt; spec read from stdin)")
+    parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s worker %(levelname)s %(message)s")
     link = ParentLink()
+    _preload()
+    spec = link.wait_spec()
     try:
-        return run(Path(args.spec), link)
+        return run(spec, link)
     except Exception:
         log.error("job attempt failed:\n%s", traceback.format_exc())
         return EXIT_FAILED
