@@ -77,10 +77,11 @@ def hessian_vector_product(
     q = backend.matmul(refined_inverse(backend, kmat, inverse), p)  # q = K⁻¹ p
     q1 = backend.index(q, (slice(None), slice(0, k)))
     q2 = backend.index(q, (slice(None), slice(k, 2 * k)))
-    s_q1 = backend.reshape(backend.matmul(s, q1), (n, m))  # S q₁ (local)
-    direction = backend.neg(backend.sub(s_q1, v))  # v − S q₁
-    sigma_full = backend.mul(sigma_col, torch.ones(n, m, dtype=torch.float64))
-    first = backend.mul(direction, sigma_full)  # σ_k (v − S q₁)
+    # σ_k (v − S q₁) = σ_k v − S (σ_k q₁): the only secret product is the small σ_k·q₁, the
+    # two m-sized terms are products with the public v and S (local)
+    sigma_q1 = backend.mul(backend.reshape(sigma, (n, 1, 1)), q1)  # (n, k, 1)
+    s_sigma_q1 = backend.reshape(backend.matmul(s, sigma_q1), (n, m))  # S (σ_k q₁) (local)
+    first = backend.sub(backend.mul(sigma_col, v), s_sigma_q1)  # σ_k v − S (σ_k q₁)
     y_q2 = backend.reshape(backend.matmul(y, q2), (n, m))  # Y q₂
     return backend.sub(first, y_q2)
 
@@ -115,12 +116,11 @@ def bounded_correction(backend: Backend, hv_unit: Secret, g: Secret, bound: floa
     ([(c/‖v‖)²‖g‖² ≥ ‖H v̂‖²], no square root); the public factor is applied to whichever
     side it shrinks, so no fixed-point magnitude grows. Returns the kept H v̂ (n, m).
     """
-    n, m = hv_unit.shape
+    n = hv_unit.shape[0]
     factor = (float(bound) / float(v_norm)) ** 2
     g2, hv2 = squared_norms(backend, g), squared_norms(backend, hv_unit)
     if factor <= 1.0:
         ok = backend.ge(backend.mul(g2, factor), hv2)
     else:
         ok = backend.ge(g2, backend.mul(hv2, 1.0 / factor))
-    ok_full = backend.mul(backend.reshape(ok, (n, 1)), torch.ones(n, m, dtype=torch.float64))
-    return backend.mul(hv_unit, ok_full)
+    return backend.mul(hv_unit, backend.reshape(ok, (n, 1)))  # the bit broadcast over the row
