@@ -180,6 +180,11 @@ class TwoPartyCluster:
             q.join_thread()
         self._procs, self._tasks, self._results = [], [], None
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """Process ids of the running dealer and parties (e.g. for CPU accounting)."""
+        return {p.name.removeprefix("mpc-"): p.pid for p in self._procs if p.pid is not None}
+
     def __enter__(self) -> "TwoPartyCluster":
         return self.start()
 
