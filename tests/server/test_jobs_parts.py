@@ -1,0 +1,186 @@
+"""Unit tests of the job runner's parts: checkpoints (exact int64 shares, no pickle,
+atomic, corruption detected), the job queue, request validation against a real store,
+job settings, deterministic task ids, the store-backed history's public view."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mpc.crypten_backend import CrypTenSecret
+from mpc.fixedpoint import random_ring
+from server.config import ConfigError, parse_config
+from server.jobs.checkpoints import CheckpointDir, CheckpointError
+from server.jobs.history import StoreHistory
+from server.jobs.jobstore import JobStore
+from server.jobs.oracle import task_id
+from server.jobs.validation import RequestError, check_request, parse_parameters
+from server.store import Store
+from unlearning.starfish.state import CurvaturePair, StarfishState
+
+M = 7
+
+
+def _state(round_index: int, deltas: np.ndarray, y: np.ndarray) -> StarfishState:
+    return StarfishState(
+        clients=("c1", "c2"), ranked=(3, 1, 2), method="method1",
+        deltas=CrypTenSecret(torch.from_numpy(deltas), 16),
+        model=torch.linspace(-1, 1, M, dtype=torch.float64), round=round_index, warmup_pairs=1,
+        buffers={"c1": [CurvaturePair(round=1, s=torch.ones(M, dtype=torch.float64) / M ** 0.5,
+                                      y=CrypTenSecret(torch.from_numpy(y), 16))]},
+        log={"rounds": [{"t": 1, "kind": "warmup"}], "flags": [], "corrections": [], "curvature": [], "asked": {}})
+
+
+def _make(a: np.ndarray, bits: int) -> CrypTenSecret:
+    return CrypTenSecret(torch.from_numpy(a.copy()), bits)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=1, max_value=50))
+def test_checkpoint_roundtrip_is_exact(tmp_path_factory, round_index):
+    folder = CheckpointDir(tmp_path_factory.mktemp("ck"))
+    deltas, y = random_ring(2), random_ring(M)  # full-range ring elements
+    digest = folder.save(_state(round_index, deltas, y), {"UE": {"calls": 1}})
+    assert folder.rounds() == [round_index] and folder.latest() == round_index
+    assert folder.digest(round_index) == digest
+    state, costs = folder.load(round_index, _make)
+    assert costs == {"UE": {"calls": 1}}
+    assert np.array_equal(state.deltas.share.numpy(), deltas) and state.deltas.bits == 16
+    assert np.array_equal(state.buffers["c1"][0].y.share.numpy(), y)
+    assert torch.equal(state.model, torch.linspace(-1, 1, M, dtype=torch.float64))
+    assert state.round == round_index and state.ranked == (3, 1, 2) and state.log["rounds"][0]["kind"] == "warmup"
+
+
+def test_checkpoint_files_hold_no_pickle_and_corruption_is_detected(tmp_path: Path):
+    folder = CheckpointDir(tmp_path)
+    folder.save(_state(2, random_ring(2), random_ring(M)), {})
+    files = sorted(p.name for p in (tmp_path / "t000002").iterdir())
+    assert set(files) == {"public.json", "p0.npy", "p1.npy", "s0.i64", "s1.i64"}
+    for npy in (tmp_path / "t000002").glob("*.npy"):
+        np.load(npy, allow_pickle=False)  # raises if an object array were stored
+    share_file = tmp_path / "t000002" / "s0.i64"
+    data = bytearray(share_file.read_bytes())
+    data[0] ^= 1
+    share_file.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        folder.load(2, _make)
+
+
+def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
+    folder = CheckpointDir(tmp_path)
+    folder.save(_state(1, random_ring(2), random_ring(M)), {})
+    index = json.loads((tmp_path / "t000001" / "public.json").read_text())
+    index["public"]["ranked"] = [1, 2, 3]
+    (tmp_path / "t000001" / "public.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="digest"):
+        folder.load(1, _make)
+    (tmp_path / ".tmp-abc").mkdir()  # a crash while writing leaves only a temporary folder
+    again = CheckpointDir(tmp_path)
+    assert again.rounds() == [1] and not (tmp_path / ".tmp-abc").exists()
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        again.load(5, _make)
+
+
+def test_both_parties_digest_the_same_public_state(tmp_path: Path):
+    a, b = CheckpointDir(tmp_path / "p0"), CheckpointDir(tmp_path / "p1")
+    # different shares (each party holds its own), same public state
+    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}) == \
+        b.save(_state(3, random_ring(2), random_ring(M)), {"y": {}})
+
+
+def test_job_queue_order_and_states(tmp_path: Path):
+    jobs = JobStore(tmp_path)
+    first = jobs.add("ja", ["c1"], "starfish", {"sigma": 0.5})
+    second = jobs.add("jb", ["c2"], "starfish", {})
+    assert jobs.add("ja", ["c1"], "starfish", {"sigma": 0.5}) == first  # idempotent
+    with pytest.raises(ValueError, match="other parameters"):
+        jobs.add("ja", ["c1"], "starfish", {"sigma": 0.6})
+    assert jobs.next_job().job_id == "ja"
+    jobs.update("jb", state="running")
+    assert jobs.next_job().job_id == "jb"  # a running job (after a restart) comes first
+    jobs.finish("jb", "succeeded", model_hash="h")
+    assert jobs.next_job().job_id == "ja" and jobs.get("jb").progress == 1.0
+    with pytest.raises(ValueError, match="final"):
+        jobs.finish("ja", "running")
+    with pytest.raises(KeyError):
+        jobs.update("ja", nonsense=1)
+    jobs.close()
+    reopened = JobStore(tmp_path)
+    assert [j.job_id for j in reopened.all()] == ["ja", "jb"] and second.seq == 2
+
+
+def _history_store(tmp_path: Path) -> Store:
+    """Two committed rounds: c1, c2 in both, c3 only in round 2, c4 registered but never trained."""
+    store = Store(tmp_path / "p0", 0)
+    m0 = store.install_initial_model("toy", np.zeros(M, dtype=np.float32), 0.5)
+    previous = m0
+    for i, members in ((1, {"c1": 3, "c2": 4}), (2, {"c1": 3, "c2": 4, "c3": 5})):
+        store.open_round(i, previous, deadline=1e12, lr=0.5)
+        for c, n in members.items():
+            store.put_upload(i, c, n, random_ring(M), random_ring(1), random_ring(1), previous)
+        store.set_round_state(i, "closed")
+        store.set_membership(i, members)
+        store.set_round_output(i, "toy", np.full(M, float(i), dtype=np.float32), 0)
+        previous = store.commit_round(i)
+    return store
+
+
+KNOWN = {"c1", "c2", "c3", "c4"}
+
+
+@pytest.mark.parametrize("targets,params,kind,message", [
+    (["zz"], {}, "not_found", "unknown client"),
+    (["c4"], {}, "precondition", "took part in no stored round"),
+    (["c1", "c2", "c3"], {}, "precondition", "no remaining client"),
+    ([], {}, "invalid", "no target"),
+    (["c1"], {"sigma": 1.5}, "invalid", "sigma"),
+    (["c1"], {"B": 0}, "invalid", "buffer_size"),
+])
+def test_request_validation(tmp_path: Path, targets, params, kind, message):
+    store = _history_store(tmp_path)
+    with pytest.raises(RequestError, match=message) as err:
+        check_request(store, KNOWN, targets, "starfish", params)
+    assert err.value.kind == kind
+    assert check_request(store, KNOWN, ["c3"], "", {}).strategy == "starfish"
+
+
+def test_erased_target_and_history_view(tmp_path: Path):
+    store = _history_store(tmp_path)
+    store.erase_client("c3")
+    with pytest.raises(RequestError, match="already erased"):
+        check_request(store, KNOWN, ["c3"], "starfish", {})
+    history = StoreHistory(store, 2)
+    assert history.num_rounds == 2 and history.all_clients() == ["c1", "c2"]  # erased c3 left out
+    assert history.round_info(2).n_samples == {"c1": 3, "c2": 4} and history.round_info(2).lr == 0.5
+    assert torch.equal(history.model(2), torch.full((M,), 2.0))
+    with pytest.raises(IndexError):
+        history.model(3)
+    # an unlearned model installed as M_3 has no members and continues the chain
+    store.install_global_model(3, "toy", np.ones(M, dtype=np.float32), 0.5)
+    assert StoreHistory(store, 3).round_info(3).clients == ()
+
+
+def test_parameters_and_settings_are_checked(tmp_path: Path):
+    assert parse_parameters("") == {} and parse_parameters('{"sigma": 0.5}') == {"sigma": 0.5}
+    for bad, message in (("[1]", "JSON object"), ("{", "not valid JSON")):
+        with pytest.raises(RequestError, match=message):
+            parse_parameters(bad)
+    base = {"role": 0, "listen": "a:1", "peer_listen": "a:2", "peer_address": "a:3", "data_dir": "d",
+            "tls": {"ca": "ca.pem", "cert": "c.pem", "key": "k.pem"}}
+    assert parse_config({**base, "jobs": {"task_timeout_s": 5.0}}, tmp_path).jobs.task_timeout_s == 5.0
+    for jobs, message in (({"dealer": "party0"}, "dealer"), ({"max_attempts": 0}, "max_attempts"),
+                          ({"task_timeout_s": 0}, "task_timeout_s"), ({"surprise": 1}, "unknown key")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**base, "jobs": jobs}, tmp_path)
+
+
+def test_task_ids_are_deterministic_and_file_safe():
+    a = task_id("j0123456789ab", 3, "correction", "ab" * 32, "client.7")
+    assert a == task_id("j0123456789ab", 3, "correction", "ab" * 32, "client.7")
+    assert a != task_id("j0123456789ab", 3, "correction", "cd" * 32, "client.7")
+    assert "/" not in a and a.isascii()
