@@ -3,11 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from stage2_fixtures import TrainedService
-
-STAGE2_CLIENTS = [f"c{i}" for i in range(6)]
-STAGE2_ROUNDS = 8
-TASK_TIMEOUT_S = 2.5  #: short, so a client that never answers costs little time
+from stage2_fixtures import STAGE2_CLIENTS, STAGE2_ROUNDS, TASK_TIMEOUT_S, TrainedService
 
 
 @pytest.fixture(scope="session")

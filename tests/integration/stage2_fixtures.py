@@ -34,6 +34,9 @@ from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory,
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
+STAGE2_CLIENTS = [f"c{i}" for i in range(6)]
+STAGE2_ROUNDS = 8
+TASK_TIMEOUT_S = 2.5  #: short, so a client that never answers costs little time
 L2 = 1e-2
 ALPHA = 0.4  #: the SDK's default tolerance rate
 LR = 0.5

@@ -23,7 +23,7 @@ from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2
 from server.local import REPO_ROOT
 from server.store import StoreError
-from conftest import STAGE2_ROUNDS as ROUNDS
+from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 from stage2_fixtures import plaintext_reference, relative_gap
 
 PARAMS = {"beta": 0.25}
