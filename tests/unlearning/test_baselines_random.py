@@ -46,3 +46,15 @@ def test_same_seed_same_unlearned_model(logreg_fl):
 def test_random_selection_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         RandomSelectionStrategy().run(logreg_fl.context(params=params))
+
+
+def test_random_selection_resumes_from_a_checkpoint(logreg_fl):
+    states = []
+    ctx = logreg_fl.context(params={"seed": 4})
+    ctx.on_checkpoint = states.append
+    full = RandomSelectionStrategy().run(ctx)
+    resumed_ctx = logreg_fl.context(params={"seed": 4})
+    resumed_ctx.resume_from = states[1]
+    resumed = RandomSelectionStrategy().run(resumed_ctx)
+    torch.testing.assert_close(resumed.model, full.model)
+    assert resumed.report["selection"] == full.report["selection"]
