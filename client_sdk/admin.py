@@ -97,3 +97,19 @@ class AdminClient:
     def list_jobs(self) -> admin_pb2.ListJobsReply:
         return self._call(lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata,
                                                      timeout=self.timeout_s))
+
+
+def request_own_unlearning(address: str, client_id: str, token: str, ca_cert: str | Path | bytes,
+                           parameters: dict | None = None, timeout_s: float = 60.0) -> str:
+    """A client files the unlearning of its own data at party0 with its client credential;
+    returns the job id (the admin follows the job)."""
+    root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
+    with grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root)) as channel:
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        request = admin_pb2.UnlearnRequest(targets=[client_id], strategy="starfish",
+                                           parameters_json=json.dumps(parameters or {}))
+        try:
+            return stub.Unlearn(request, metadata=(("x-starfish-client", client_id), ("x-starfish-token", token)),
+                                timeout=timeout_s).job_id
+        except grpc.RpcError as exc:
+            raise StarfishError(f"party0 refused the unlearning request ({exc.code().name}): {exc.details()}") from None

@@ -2,7 +2,8 @@
 
 They extend the Stage I services: `JobAdminService` answers Unlearn, GetJobStatus,
 WatchJob, GetJobModel, GetJobReport and ListJobs; `JobPeerService` answers StartJob,
-GetPeerJob and CancelJob. Every admin call needs the admin credential.
+GetPeerJob and CancelJob. Every admin call needs the admin credential, except Unlearn
+filed by a client for itself alone with its client credential (DESIGN §8).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import grpc
 from client_sdk.wire import model_messages
 from proto.starfish.v1 import admin_pb2, common_pb2, peer_pb2
 from server.admin_service import AdminService
-from server.auth import require_admin, require_peer
+from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, require_admin, require_peer
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
 from server.jobs.manager import JobManager
@@ -57,8 +58,19 @@ class JobAdminService(AdminService):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
         return job
 
+    def _authorize_unlearn(self, request, context) -> None:
+        """The admin may file any request; a client only one whose sole target is itself."""
+        keys = {k for k, _ in (context.invocation_metadata() or ())}
+        if ADMIN_TOKEN_KEY in keys or CLIENT_ID_KEY not in keys:
+            require_admin(self.cfg, context)
+            return
+        client = authenticate_client(self.cfg, context)
+        if list(request.targets) != [client]:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"client {client!r} may only request its own unlearning; other targets need the admin credential")
+
     def Unlearn(self, request, context):
-        require_admin(self.cfg, context)
+        self._authorize_unlearn(request, context)
         try:
             parameters = parse_parameters(request.parameters_json)
             job = self.manager.submit(list(request.targets), request.strategy, parameters)

@@ -3,7 +3,8 @@ session, SDK clients in threads answering tasks; Stage I trains 8 rounds first (
 session fixture `stage2`, shared with the fault tests).
 
 * bad requests are refused with a clear status and leave nothing queued;
-* two requests: the second queues behind the first (not interleaved); each job's model
+* two requests (the second filed by the target client itself): the second queues behind
+  the first (not interleaved); each job's model
   equals the plaintext Starfish run over the same history (relative L2 ≤ 1e-3, same
   selected rounds, flags and task events), becomes the new global model, and every share
   of its target is gone from both stores, with one erasure receipt per party;
@@ -15,12 +16,13 @@ import json
 import subprocess
 import sys
 
+import grpc
 import numpy as np
 import pytest
 
-from client_sdk.admin import AdminClient
+from client_sdk.admin import AdminClient, request_own_unlearning
 from client_sdk.errors import StarfishError
-from proto.starfish.v1 import admin_pb2
+from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.local import REPO_ROOT
 from server.store import StoreError
 from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
@@ -62,6 +64,7 @@ def test_bad_requests_are_refused_and_nothing_is_queued(service, targets, strate
 
 @pytest.mark.timeout(60)
 def test_request_without_admin_credential_is_refused(service):
+    """Without the admin token: refused; a client may only file its own unlearning."""
     with service.dep.admin() as admin:
         jobs_before = len(admin.list_jobs().jobs)
     intruder = AdminClient(service.dep.address(0), "not-the-admin-token", service.dep.ca_cert)
@@ -70,6 +73,16 @@ def test_request_without_admin_credential_is_refused(service):
     with pytest.raises(StarfishError, match="PERMISSION_DENIED"):
         intruder.list_jobs()
     intruder.close()
+    dep = service.dep
+    creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
+    with grpc.secure_channel(dep.address(0), creds) as channel:  # a client asking for another client
+        stub = admin_pb2_grpc.AdminServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Unlearn(admin_pb2.UnlearnRequest(targets=["c5"]), timeout=30,
+                         metadata=(("x-starfish-client", "c4"), ("x-starfish-token", dep.creds["clients"]["c4"])))
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "only request its own" in err.value.details()
+    with pytest.raises(StarfishError, match="UNAUTHENTICATED"):
+        request_own_unlearning(dep.address(0), "c4", "a-wrong-token", dep.ca_cert)
     with service.dep.admin() as admin:
         assert len(admin.list_jobs().jobs) == jobs_before
 
@@ -115,7 +128,8 @@ def test_jobs_queue_match_plaintext_and_erase_their_targets(service):
     with service.dep.admin() as admin:
         base = admin.status().latest_committed
         first = admin.unlearn(["c2"], parameters=PARAMS)
-        second = admin.unlearn(["c3"], parameters=PARAMS)
+        dep = service.dep  # the second request comes from client c3 itself (its own credential)
+        second = request_own_unlearning(dep.address(0), "c3", dep.creds["clients"]["c3"], dep.ca_cert, PARAMS)
         assert admin.job_status(second).state == admin_pb2.JOB_STATE_QUEUED
         assert admin.wait_job(first, JOB_TIMEOUT_S).state == admin_pb2.JOB_STATE_SUCCEEDED
         done = admin.wait_job(second, JOB_TIMEOUT_S)
