@@ -56,6 +56,7 @@ class RandomSelectionStrategy(StarfishStrategy):
         return StarfishParams.from_mapping({k: v for k, v in ctx.params.items() if k != SEED_KEY})
 
     def _start(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
+        """`StarfishStrategy._start` with the random draw in place of SecRS (same state layout)."""
         total = ctx.history.num_rounds
         count = params.selected_count(total)
         remaining = tuple(ctx.remaining_clients())
@@ -69,5 +70,6 @@ class RandomSelectionStrategy(StarfishStrategy):
             method=NAME,
             deltas=deltas,
             model=ctx.history.model(0).to(torch.float64).clone(),
-            log={"rounds": [], "flags": [], "corrections": [], "curvature": [], "asked": {}, "inverses": 0},
+            log={"request": {"targets": list(ctx.targets), "params": params.as_dict},
+                 "rounds": [], "flags": [], "corrections": [], "curvature": [], "asked": {}, "inverses": 0},
         )
