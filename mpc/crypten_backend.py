@@ -440,6 +440,8 @@ class CrypTenBackend(Backend):
         """[a·b ≥ c·d] on the untruncated products (exact on the fixed-point grid)."""
         a = self._check(a)
         self._sync("ge_prod", *self._sig(a, b, c, d))
+        if all(isinstance(z, CrypTenSecret) and z.shape == a.shape for z in (b, c, d)) and b is not a:
+            return self._ge_zero(self._paired_products_diff(a, b, c, d))  # type: ignore[arg-type]
         left = self._raw_product("mul", a, b)
         if isinstance(c, Secret):
             right = self._raw_product("mul", self._check(c), d)
@@ -450,6 +452,13 @@ class CrypTenBackend(Backend):
             right = CrypTenSecret(enc if self.rank == 0 else torch.zeros_like(enc), left.bits)
         x, y = self._aligned(left, right)
         return self._ge_zero(CrypTenSecret(x.share - y.share, x.bits))
+
+    def _paired_products_diff(self, a: CrypTenSecret, b: CrypTenSecret, c: CrypTenSecret, d: CrypTenSecret) -> CrypTenSecret:
+        """a·b − c·d untruncated, both products in ONE Beaver round (stacked operands)."""
+        x, z = self._aligned(a, c)
+        y, w = self._aligned(b, d)
+        raw = beaver.mul(self._ast(self.stack([x, z])), self._ast(self.stack([y, w]))).share
+        return CrypTenSecret(raw[0] - raw[1], x.bits + y.bits)
 
     # ------------------------------------------------------------------ division
     def div(self, a: Secret, b: Secret | Public) -> CrypTenSecret:
