@@ -20,6 +20,7 @@ BENCHMARKS = (
     "switching",
     "precision",
     "whole_job",
+    "whole_job_service",
     "sweeps",
     "quality_compare",
     "report",

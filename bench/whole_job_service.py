@@ -1,0 +1,161 @@
+"""A whole Starfish unlearning job through the real service (the analogue of Table II).
+
+The deployment `starfish up` starts (party0 and party1 as processes with TLS on loopback;
+party0's job runner spawns a dealer and one worker per party for the 2PC session):
+
+1. Stage I: 20 SDK clients (threads of this process) train the paper's MNIST CNN
+   (582,026 parameters) for T = 40 rounds and upload secret-shared gradients, norms and
+   thresholds to both parties (`evaluation.demo.stage1.train`);
+2. Stage II: the admin RPC files "unlearn client-00 with Starfish" (σ 0.6, α 0.4, β 0.1,
+   B 2, sample-first SecTC); the remaining clients answer warm-up and correction tasks
+   through the SDK (`evaluation.demo.unlearn.via_admin`). The job's wall time is what the
+   admin sees from filing to success (it includes the clients' task work, session start,
+   the install of M̂ and the erasure); the per-step costs are party 0's worker ledger.
+
+Beside it: the plaintext run of the same Starfish job on the same federation
+(`bench.whole_job.unlearn` on `PlainBackend`, history from the plaintext simulator with the
+same data, partition, data orders and seed — its models differ from the service's only by
+the fixed-point rounding of the shared FedAvg), the paper's Table II and the targets.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.env import CACHE_DIR, load_average, single_thread, stamp, write_result
+from bench.histories import cached_simulation
+from bench.paper import WHOLE_JOB_LAN
+from bench.whole_job import JOB_PARAMS, simulation_config, unlearn
+
+NAME = "whole_job_service"
+JOB_TIMEOUT_S = 4 * 3600.0
+ROUND_DEADLINE_S = 1200.0
+TASK_DEADLINE_S = 1200.0
+
+
+def demo_config(quick: bool) -> Any:
+    """The service run's settings (the same federation as `bench.whole_job.simulation_config`)."""
+    from evaluation.demo.config import DemoConfig
+
+    sim = simulation_config(quick).resolved()
+    return DemoConfig(
+        dataset=sim.dataset, architecture=sim.architecture, num_clients=sim.num_clients,
+        rounds=6 if quick else sim.rounds, lr=sim.lr, local_epochs=sim.local_epochs, batch_size=sim.batch_size,
+        max_train_samples=sim.max_train_samples, backdoor_copies=sim.backdoor_copies, target_label=sim.target_label,
+        seed=sim.seed, starfish={k: v for k, v in JOB_PARAMS.items()},
+        round_deadline_s=ROUND_DEADLINE_S, job_timeout_s=JOB_TIMEOUT_S, task_deadline_s=TASK_DEADLINE_S,
+    )
+
+
+def _say(line: str) -> None:
+    print("   " + line.strip(), flush=True)
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from evaluation.demo.fleet import Fleet
+    from evaluation.demo.services import DemoServices
+    from evaluation.demo.stage1 import train
+    from evaluation.demo.unlearn import via_admin
+    from evaluation.demo.reference import evaluator as demo_evaluator
+    from evaluation.metrics import model_gap
+    from evaluation.models import initial_model
+    from evaluation.simulator import build_federation
+    from mpc.plain_backend import PlainBackend
+
+    cfg = demo_config(quick)
+    cfg.validate()
+    meta = stamp({"demo_config": cfg.as_dict(), "quick": quick,
+                  "path": "real service: party0 + party1 processes (TLS, loopback), dealer and per-job workers "
+                          "spawned by party0, SDK clients, admin RPC"})
+    fed = build_federation(cfg.simulation())
+    m0 = initial_model(fed.config.architecture, fed.config.seed)
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    (CACHE_DIR / ".gitignore").write_text("*\n")
+    root = Path(tempfile.mkdtemp(prefix="deployment-", dir=CACHE_DIR))
+    services = DemoServices(root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s, cfg.task_deadline_s)
+    fleet = None
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # clients train in threads of this process
+    try:
+        services.start()
+        fleet = Fleet(fed, services.deployment.client)
+        stage1 = train(services, fleet, m0, cfg.rounds, _say, cfg.round_deadline_s * cfg.rounds)
+        fleet.serve_tasks(exclude=fed.targets)
+        load_before_job = load_average()
+        outcome = via_admin(services.deployment, fed.targets, cfg.unlearning_params, _say, cfg.job_timeout_s)
+        load_after_job = load_average()
+        answered = dict(fleet.tasks_answered)
+    finally:
+        if fleet is not None:
+            fleet.close()
+        services.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        torch.set_num_threads(torch_threads)
+
+    evaluator = demo_evaluator(fed)
+    report = outcome.report
+    costs = report["costs"]
+    totals = {k: sum(float(c[k]) for c in costs.values()) for k in ("seconds", "offline_seconds", "offline_bytes", "online_bytes")}
+    # the plaintext run of the same job (plaintext-simulated history of the same federation)
+    sim_cfg = simulation_config(quick)
+    if quick:
+        sim_cfg = type(sim_cfg)(**{**asdict(sim_cfg), "rounds": cfg.rounds})
+    cached_simulation(sim_cfg)
+    with single_thread():
+        plain = unlearn(PlainBackend(), 0, asdict(sim_cfg), dict(cfg.unlearning_params), 0)
+    plain_model = torch.from_numpy(plain["model"])
+    paper = dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), WHOLE_JOB_LAN["mnist"]))
+    total_bytes = totals["offline_bytes"] + totals["online_bytes"]
+    figures = {
+        "m": int(m0.numel()),
+        "stored_rounds": cfg.rounds,
+        "clients": cfg.num_clients,
+        "stage1_seconds": stage1.seconds,
+        "stage1_client_bytes": stage1.client_bytes,
+        "stage1_peer_bytes": stage1.peer_bytes,
+        "load_during_job": {"before": load_before_job, "after": load_after_job},
+        "secure": {
+            "wall_s": outcome.seconds,
+            "job_seconds": report.get("job", {}).get("seconds"),
+            "ledger_seconds": totals["seconds"],
+            "offline_s": totals["offline_seconds"],
+            "online_s": totals["seconds"] - totals["offline_seconds"],
+            "offline_bytes": totals["offline_bytes"],
+            "online_bytes": totals["online_bytes"],
+            "steps": costs,
+            "metrics": evaluator.evaluate(outcome.model),
+            "arp_percent": report["arp_percent"],
+            "selected_rounds": report["selection"]["selected_rounds"],
+            "method": report["selection"]["method"],
+            "tasks_answered": answered,
+            "session_attempts": report.get("job", {}).get("session_attempts"),
+        },
+        "plain": {
+            "wall_s": plain["wall_s"],
+            "client_s": plain["client_s"],
+            "algorithm_s": plain["wall_s"] - plain["client_s"],
+            "metrics": evaluator.evaluate(plain_model),
+            "arp_percent": plain["arp_percent"],
+            "selected_rounds": plain["selected"],
+        },
+        "before": evaluator.evaluate(stage1.models[-1]),
+        "agreement": {
+            "same_selection": report["selection"]["selected_rounds"] == plain["selected"],
+            "model_gap": model_gap(outcome.model, plain_model),
+            "history_gap": model_gap(stage1.models[-1], cached_simulation(sim_cfg).models[-1]),  # type: ignore[attr-defined]
+        },
+        "ratio": {"wall": outcome.seconds / plain["wall_s"]},
+        "paper": paper,
+        "vs_paper": {"time": outcome.seconds / (paper["offline_s"] + paper["online_s"]),
+                     "bytes": total_bytes / ((paper["offline_gb"] + paper["online_gb"]) * 1e9)},
+        "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
+    }
+    print(f"   job {outcome.seconds:.1f} s, {total_bytes / 1e9:.2f} GB; plaintext {plain['wall_s']:.1f} s", flush=True)
+    write_result(NAME + ("_quick" if quick else ""), meta, figures)
+    return figures
