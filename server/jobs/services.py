@@ -78,6 +78,16 @@ class JobAdminService(AdminService):
             context.abort(CODES[exc.kind], str(exc))
         return admin_pb2.JobRef(job_id=job.job_id)
 
+    def Erase(self, request, context):
+        """Stage I's erase, refused while a job is queued or running (it needs every share it
+        was filed against; a job's targets are erased when it completes)."""
+        require_admin(self.cfg, context)
+        busy = [j.job_id for j in self.jobs.all() if j.state in ("queued", "running")]
+        if busy:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"unlearning job(s) {busy} are queued or running; erase after they end")
+        return super().Erase(request, context)
+
     def GetJobStatus(self, request, context):
         require_admin(self.cfg, context)
         return job_status(self._job(request, context))

@@ -131,6 +131,8 @@ def test_jobs_queue_match_plaintext_and_erase_their_targets(service):
         dep = service.dep  # the second request comes from client c3 itself (its own credential)
         second = request_own_unlearning(dep.address(0), "c3", dep.creds["clients"]["c3"], dep.ca_cert, PARAMS)
         assert admin.job_status(second).state == admin_pb2.JOB_STATE_QUEUED
+        with pytest.raises(StarfishError, match="FAILED_PRECONDITION.*queued or running"):
+            admin.erase("c4")  # a running job needs every share it was filed against
         assert admin.wait_job(first, JOB_TIMEOUT_S).state == admin_pb2.JOB_STATE_SUCCEEDED
         done = admin.wait_job(second, JOB_TIMEOUT_S)
         assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
