@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from bench.env import CACHE_DIR
+from bench.env import CACHE_DIR, single_thread
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientOracle, GradientRequest, RoundInfo, SharedHistory
 
@@ -213,7 +213,8 @@ def cached_simulation(config: object, log: bool = True) -> object:
             if log and (i == total or i % max(1, total // 4) == 0):
                 print(f"   training round {i}/{total} ({time.perf_counter() - start:.0f} s)", flush=True)
 
-        res = simulate(config, on_round=progress)  # type: ignore[arg-type]
+        with single_thread():
+            res = simulate(config, on_round=progress)  # type: ignore[arg-type]
         tmp = grads_path.with_suffix(".tmp.npy")
         np.save(tmp, res.grads, allow_pickle=False)
         tmp.replace(grads_path)
