@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -215,11 +216,14 @@ def cached_simulation(config: object, log: bool = True) -> object:
 
         with single_thread():
             res = simulate(config, on_round=progress)  # type: ignore[arg-type]
-        tmp = grads_path.with_suffix(".tmp.npy")
+        # write under unique names, then rename: concurrent benchmarks may train the same history
+        tmp = grads_path.with_name(f"{grads_path.stem}.{os.getpid()}.tmp.npy")
         np.save(tmp, res.grads, allow_pickle=False)
         tmp.replace(grads_path)
         meta = {"config": asdict(res.config), "train_seconds": res.train_seconds}
-        np.savez(meta_path, meta=np.array(json.dumps(meta)), models=torch.stack(res.models).numpy(), norms=res.norms, deltas=res.deltas)
+        tmp_meta = meta_path.with_name(f"{meta_path.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp_meta, meta=np.array(json.dumps(meta)), models=torch.stack(res.models).numpy(), norms=res.norms, deltas=res.deltas)
+        tmp_meta.replace(meta_path)
     with np.load(meta_path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         models = [torch.from_numpy(m.copy()) for m in z["models"]]
