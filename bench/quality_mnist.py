@@ -35,7 +35,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from bench.env import CACHE_DIR, stamp, write_result
+from bench.env import CACHE_DIR, RESULTS_DIR, stamp, write_result
 from bench.histories import cached_simulation
 
 #: acceptance limits (fractions)
@@ -78,6 +78,22 @@ def cached_reference(result: Any) -> tuple[torch.Tensor, float]:
     return model, seconds
 
 
+def config_label(cfg: Any) -> str:
+    """Key of one setting in the result file, e.g. "mnist5k-lr0.05-e2-T40-seed0"."""
+    return f"{cfg.dataset}-lr{cfg.lr:g}-e{cfg.local_epochs}-T{cfg.rounds}-seed{cfg.seed}"
+
+
+def _write_merged(name: str, label: str, entry: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Add or replace setting `label` in bench/results/NAME.json, keeping the other settings."""
+    path = RESULTS_DIR / f"{name}.json"
+    configs: dict[str, Any] = {}
+    if path.exists():
+        previous = json.loads(path.read_text()).get("figures", {})
+        configs = dict(previous.get("configs", {}))
+    configs[label] = {**entry, "meta": meta}
+    write_result(name, meta, {"configs": configs})
+
+
 def main(argv: list[str] | None = None) -> int:
     from evaluation.compare import markdown_table
     from evaluation.experiment import Experiment
@@ -88,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="mnist5k", choices=("mnist5k", "mnist", "digits"))
     ap.add_argument("--name", default="quality_mnist", help="result file bench/results/NAME.json")
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--lr", type=float, default=None, help="local learning rate η_l (default: the simulator's 0.05)")
+    ap.add_argument("--local-epochs", type=int, default=None, help="local epochs (default: the simulator's 2)")
     ap.add_argument("--seeds", default="0", help="comma-separated experiment seeds")
     ap.add_argument("--strategies", default=DEFAULT_STRATEGIES)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -101,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the acceptance check needs the starfish strategy")
 
     meta = stamp(vars(args))
-    figures: dict[str, Any] = {"seeds": {}}
+    overrides = dict(DATASET_SETTINGS.get(args.dataset, {}))
+    if args.lr is not None:
+        overrides["lr"] = args.lr
+    if args.local_epochs is not None:
+        overrides["local_epochs"] = args.local_epochs
     for seed in seeds:
-        cfg = SimulationConfig(dataset=args.dataset, rounds=args.rounds, seed=seed, **DATASET_SETTINGS.get(args.dataset, {}))
+        cfg = SimulationConfig(dataset=args.dataset, rounds=args.rounds, seed=seed, **overrides)
         print(f"seed {seed}: training (or loading the cached history)", flush=True)
         result = cached_simulation(cfg)
         print(f"seed {seed}: retrain reference (or loading it)", flush=True)
@@ -118,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         reference_row = {"strategy": "retrain", "backend": "plain", "seconds": ref_seconds, "metrics": reference_metrics,
                          "arp_percent": 0.0, "gap_to_retrain": {"l2": 0.0, "relative": 0.0}}
-        figures["seeds"][str(seed)] = entry
+        label = config_label(result.config)
         backend = PlainBackend()
         for name in strategies:
             print(f"seed {seed}: {name}", flush=True)
@@ -131,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             if "retrain" not in entry["runs"]:
                 rows.insert(1, reference_row)
             entry["table"] = markdown_table(rows, entry["training"]["final"])
-            write_result(args.name, meta, figures)
+            _write_merged(args.name, label, entry, meta)
         print(entry["table"], flush=True)
         print(entry.get("acceptance"), flush=True)
     return 0

@@ -1,6 +1,9 @@
 """Evaluation: datasets, partitions, the paper's models, the plaintext FL simulator,
 backdoor and membership-inference attacks, metrics, comparison tables and plots.
 
-Submodules import torch lazily where they need it; `evaluation.model_hash` and
-`evaluation.uploads` are numpy-only so the server and the client SDK may use them.
+Modules: `datasets`, `partition`, `models`, `training` (local SGD, FedAvg), `simulator`
+(Stage I history), `oracle` (GradientOracle), `probe` (ModelProbe), `attacks`, `metrics`,
+`experiment` (run and measure strategies), `compare` (table, figure), `mpc_run` (a
+strategy on the two-party cluster). `model_hash` and `uploads` are numpy-only, so the
+server and the client SDK may import them without torch.
 """
