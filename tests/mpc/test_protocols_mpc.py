@@ -150,14 +150,25 @@ def test_threshold_tiny_values_at_the_boundary(cluster):
     assert flags.tolist() == [False, True]
 
 
-@pytest.mark.parametrize("method", ["secmi", "newton"])
-def test_inverse_within_tolerance(cluster, method):
-    gen = torch.Generator().manual_seed(7)
-    k = torch.randn(3, 4, 4, generator=gen, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+@MPC_SETTINGS
+@given(st.integers(1, 4), st.integers(2, 4), st.sampled_from(["secmi", "newton"]), st.sampled_from([-1.0, 1.0]), st.integers(0, 2**16))
+def test_inverse_within_tolerance(cluster, batch, d, method, sign, seed):
+    # symmetric indefinite matrices like L-BFGS's K = [[σSᵀS, L], [Lᵀ, −D]], κ ≲ 20
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    diag = torch.ones(d, dtype=torch.float64)
+    diag[d // 2:] = sign
+    k = (a + a.transpose(1, 2)) / 4 + 3 * torch.diag(diag)
     k = torch.round(k / ULP) * ULP
     got, other = cluster.run(cases.inverse, k, method)
-    assert torch.equal(got, other)
-    assert torch.allclose(got, torch.linalg.inv(k), atol=2e-3), (got - torch.linalg.inv(k)).abs().max()
+    assert torch.equal(got["inverse"], other["inverse"])
+    exact = torch.linalg.inv(k)
+    scale = float(exact.abs().max())
+    # SecMI's error grows with the conditioning of its random mask R (docs/NUMERICS.md);
+    # one Newton–Schulz refinement squares the residual
+    raw_tol = 5e-3 if method == "secmi" else 1e-3
+    assert float((got["inverse"] - exact).abs().max()) <= raw_tol * scale
+    assert float((got["refined"] - exact).abs().max()) <= 1e-3 * scale
 
 
 def test_division_within_tolerance(cluster):

@@ -72,8 +72,13 @@ def threshold(backend: CrypTenBackend, rank: int, g: torch.Tensor, delta: torch.
     return backend.threshold_flags(backend.share(g, src=0), backend.share(delta, src=1), sample)
 
 
-def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> torch.Tensor:
-    return backend.reveal(backend.inverse(backend.share(k, src=0), method))
+def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> dict[str, torch.Tensor]:
+    """The inverse, and the same after one Newton–Schulz refinement X ← X·(2I − K·X)."""
+    sk = backend.share(k, src=0)
+    x = backend.inverse(sk, method)
+    two_eye = 2.0 * torch.eye(k.shape[-1], dtype=torch.float64)
+    refined = backend.matmul(x, backend.neg(backend.sub(backend.matmul(sk, x), two_eye)))
+    return {"inverse": backend.reveal(x), "refined": backend.reveal(refined)}
 
 
 def divide(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
