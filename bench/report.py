@@ -195,6 +195,13 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
     lines.append(f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_b / GB:.2f} GB | {_verdict(total_b / GB / tg['traffic_gb_max'])} |")
     extra = f" (without client work {f['ratio']['without_clients']:.2f}×)" if "without_clients" in f["ratio"] else ""
     lines.append(f"| 2PC ≤ {tg['ratio_max']:.0f}× plaintext | {ratio:.2f}×{extra} | {_verdict(ratio / tg['ratio_max'])} |\n")
+    total_s = sum(c["seconds"] for c in s["steps"].values()) or 1.0
+    share = sorted(((c["seconds"] / total_s, step) for step, c in s["steps"].items()), reverse=True)[:3]
+    total_traffic = sum(c["offline_bytes"] + c["online_bytes"] for c in s["steps"].values()) or 1.0
+    share_b = sorted((((c["offline_bytes"] + c["online_bytes"]) / total_traffic, step) for step, c in s["steps"].items()),
+                     reverse=True)[:2]
+    lines.append("What dominates: " + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share) + " of the ledger's time; "
+                 + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share_b) + " of the traffic.\n")
     a = f["agreement"]
     flags = f"; same correction flags: {a['same_flags']}" if "same_flags" in a else ""
     lines.append(f"Fidelity: same selected rounds as plaintext: {a['same_selection']}{flags}; "
