@@ -61,7 +61,9 @@ class ClusterConfig:
     precision_bits: int = DEFAULT_PRECISION_BITS
     session_timeout_s: float = 60.0
     step_check: str = "op"
-    start_timeout_s: float = 60.0
+    start_timeout_s: float = 180.0
+    start_attempts: int = 3
+    """A free port can be taken by another process before rank 0 binds it: retry on a new one."""
     backend_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,8 +145,21 @@ class TwoPartyCluster:
 
     # lifecycle
     def start(self) -> "TwoPartyCluster":
+        """Start dealer and parties and wait until both parties have joined the session."""
         if self._procs:
             return self
+        for attempt in range(1, self.config.start_attempts + 1):
+            self._spawn()
+            try:
+                self._collect("ready", self.config.start_timeout_s)
+                return self
+            except TwoPartyError:
+                self.close()
+                if attempt == self.config.start_attempts:
+                    raise
+        return self
+
+    def _spawn(self) -> None:
         self.port = free_port()
         self._results = _CTX.Queue()
         self._tasks = [_CTX.Queue(), _CTX.Queue()]
@@ -156,8 +171,6 @@ class TwoPartyCluster:
         self._procs = [dealer, *parties]
         for p in self._procs:
             p.start()
-        self._collect("ready", self.config.start_timeout_s)
-        return self
 
     def close(self) -> None:
         """Stop the parties (graceful goodbye to the dealer), then reap everything."""
