@@ -10,6 +10,7 @@ from dataclasses import dataclass
 #: how the dealer (CrypTen TTP, the third operator) joins a job's session
 DEALER_MODES = ("spawn",)
 STEP_CHECK_MODES = ("op", "boundary", "off")
+STANDBY_MODES = ("always", "on_demand", "off")
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,18 @@ class JobConfig:
     #: how often the job runner looks at its worker and at the peer
     poll_s: float = 0.2
     #: keep one worker (and on party0 one dealer) started in advance, so a session attempt
-    #: does not wait for torch and CrypTen to import (seconds; much more on a loaded host)
-    standby: bool = True
+    #: does not wait for torch and CrypTen to import (seconds; much more on a loaded host):
+    #: "always" from party start, "on_demand" from the first job on (party0: when a job is
+    #: filed; party1: after its first session), "off"
+    standby: str = "on_demand"
 
     def __post_init__(self) -> None:
         if self.dealer not in DEALER_MODES:
             raise ValueError(f"jobs.dealer must be one of {DEALER_MODES}, got {self.dealer!r}")
         if self.step_check not in STEP_CHECK_MODES:
             raise ValueError(f"jobs.step_check must be one of {STEP_CHECK_MODES}, got {self.step_check!r}")
+        if self.standby not in STANDBY_MODES:
+            raise ValueError(f"jobs.standby must be one of {STANDBY_MODES}, got {self.standby!r}")
         if not 0 <= self.mpc_port < 65536:
             raise ValueError(f"jobs.mpc_port must be in 0..65535, got {self.mpc_port}")
         for name in ("session_timeout_s", "task_timeout_s", "task_poll_s", "retry_backoff_s", "poll_s"):

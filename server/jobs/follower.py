@@ -30,7 +30,8 @@ class JobFollower(JobRunnerBase):
         super().__init__(state, jobs)
         self._lock = threading.Lock()
         self._workers: dict[str, tuple[str, WorkerProcess]] = {}
-        self.workers.fill()
+        if self.cfg.jobs.standby == "always":
+            self.workers.fill()
         for job in jobs.all():
             if job.state == "running":  # our worker died with the previous party process
                 jobs.update(job.job_id, state="failed", error="party1 restarted during the session")

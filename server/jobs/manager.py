@@ -48,7 +48,7 @@ class JobManager(JobRunnerBase):
     def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient):
         super().__init__(state, jobs)
         self.peer = peer
-        self.dealers = Standby(spawn_dealer, jobs.root / "logs", "dealer", self.cfg.jobs.standby)
+        self.dealers = Standby(spawn_dealer, jobs.root / "logs", "dealer", self.cfg.jobs.standby != "off")
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
@@ -58,14 +58,19 @@ class JobManager(JobRunnerBase):
         checked = check_request(self.store, set(self.cfg.clients), targets, strategy, parameters)
         job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
+        self._warm_up()
         self.wake.set()
         return job
 
     # -- main loop -------------------------------------------------------------------------
     def start(self) -> None:
+        if self.cfg.jobs.standby == "always" or self.jobs.next_job() is not None:
+            self._warm_up()
+        self.thread.start()
+
+    def _warm_up(self) -> None:
         self.workers.fill()
         self.dealers.fill()
-        self.thread.start()
 
     def close(self) -> None:
         super().close()

@@ -120,7 +120,8 @@ class Standby:
                 self._proc = self._new()
 
     def take(self) -> tuple[subprocess.Popen, Path]:
-        """A started process and its log file (a fresh one when none is waiting)."""
+        """A started process and its log file (a fresh one when none is waiting); a
+        replacement is started for the next taker."""
         with self._lock:
             ready, self._proc = self._proc, None
             if ready is None or ready[0].poll() is not None:

@@ -28,7 +28,7 @@ class JobRunnerBase:
         self.store = state.store
         self.cfg = state.config
         self.jobs = jobs
-        self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby)
+        self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby != "off")
 
     def close(self) -> None:
         """Stop the processes kept in standby."""

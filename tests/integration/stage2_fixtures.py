@@ -81,7 +81,7 @@ class TrainedService:
     def create(cls, root: Path, clients: list[str], rounds: int = 8, jobs: dict | None = None) -> "TrainedService":
         dep = LocalDeployment(root, clients=clients, rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds},
                               jobs={"poll_s": 0.1, "retry_backoff_s": 0.3, "session_timeout_s": 30.0,
-                                    **(jobs or {})})
+                                    "standby": "always", **(jobs or {})})
         dep.start()
         svc = cls(dep, LogReg.make(clients), rounds)
         try:

@@ -174,7 +174,8 @@ def test_parameters_and_settings_are_checked(tmp_path: Path):
             "tls": {"ca": "ca.pem", "cert": "c.pem", "key": "k.pem"}}
     assert parse_config({**base, "jobs": {"task_timeout_s": 5.0}}, tmp_path).jobs.task_timeout_s == 5.0
     for jobs, message in (({"dealer": "party0"}, "dealer"), ({"max_attempts": 0}, "max_attempts"),
-                          ({"task_timeout_s": 0}, "task_timeout_s"), ({"surprise": 1}, "unknown key")):
+                          ({"task_timeout_s": 0}, "task_timeout_s"), ({"standby": "maybe"}, "standby"),
+                          ({"surprise": 1}, "unknown key")):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, "jobs": jobs}, tmp_path)
 
