@@ -3,7 +3,7 @@
 1. build the federation (`evaluation.simulator.build_federation`: real MNIST, partition,
    one backdoored target) and M_0;
 2. start party0 and party1 as processes (`DemoServices`, the helper behind `starfish up`);
-   party0 starts the dealer process for each 2PC session of the job;
+   each party starts a job worker process on standby, party0 also the dealer process;
 3. Stage I through the service: SDK clients over TLS, T rounds (`stage1.train`);
 4. file the unlearn request with the admin RPC and follow the job (`unlearn.via_admin`),
    the remaining clients answering warm-up/correction tasks through the SDK;
@@ -117,9 +117,9 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         fleet.serve_tasks(exclude=targets)
         outcome = steps.run(f"Stage II: unlearn {', '.join(targets)} with Starfish under 2PC (admin RPC → job)",
                             lambda: via_admin(services.deployment, targets, cfg.unlearning_params, say, cfg.job_timeout_s))
-        dealers = services.dealer_pids()
-        say(f"  the 2PC session ran in a worker process per party with a dealer process (pid "
-            f"{', '.join(dealers) or '?'}) started by party0")
+        job_pids = services.job_pids()
+        say("  2PC session processes: " + ", ".join(f"{name} pid {', '.join(map(str, p)) or '?'}"
+                                                    for name, p in job_pids.items()))
         _check_installed(fleet, outcome, cfg.rounds, say)
     finally:
         if fleet is not None:
@@ -135,7 +135,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
     metrics = steps.run("metrics of M̂ and of the retrain model", lambda: {
         "before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)})
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
-    processes["dealers"] = [int(p) for p in dealers]
+    processes.update(job_pids)
     return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, processes)
 
 

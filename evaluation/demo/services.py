@@ -26,7 +26,10 @@ class DemoServices:
             root, clients=list(client_ids),
             # every client must upload before a round closes; training stops after T rounds
             rounds={"deadline_s": round_deadline_s, "min_clients": len(client_ids), "max_rounds": rounds, "poll_s": 0.05},
-            jobs={"task_timeout_s": task_deadline_s, "session_timeout_s": task_deadline_s + SESSION_SLACK_S},
+            # standby "always": each party starts its job worker (party0 also the dealer) ahead of the
+            # job, so torch and CrypTen import while Stage I runs
+            jobs={"task_timeout_s": task_deadline_s, "session_timeout_s": task_deadline_s + SESSION_SLACK_S,
+                  "standby": "always"},
         )
 
     @property
@@ -66,13 +69,16 @@ class DemoServices:
         return [
             f"party0 (leader, admin API) pid {dep.procs[0].pid} on {dep.address(0)} (TLS)",
             f"party1 (helper)            pid {dep.procs[1].pid} on {dep.address(1)} (TLS)",
-            "dealer (2PC randomness)    started by party0 for each 2PC session of the unlearning job",
+            "dealer (2PC randomness) and one job worker per party: started by the parties, on standby for the job",
             f"deployment dir {dep.root} (certificates, credentials, stores, logs)",
         ]
 
-    def dealer_pids(self) -> list[str]:
-        """Pids of the dealers party0 started for its jobs' 2PC sessions (newest last)."""
-        return [p.read_text().strip() for p in sorted((self.deployment.data_dir(0) / "jobs").glob("*/dealer.pid"))]
+    def job_pids(self) -> dict[str, list[int]]:
+        """Pids of the processes of the jobs' 2PC sessions: dealers (party0) and each party's workers."""
+        def pids(role: int, name: str) -> list[int]:
+            return [int(p.read_text()) for p in sorted((self.deployment.data_dir(role) / "jobs").glob(f"*/{name}.pid"))]
+
+        return {"dealer": pids(0, "dealer"), "party0 worker": pids(0, "worker"), "party1 worker": pids(1, "worker")}
 
     def collect_logs(self, dest: Path) -> None:
         """Copy the party logs and the job logs (workers, dealer) to `dest`."""

@@ -56,6 +56,7 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
             assert 0.0 <= report["metrics"][model][key] <= 1.0
     # unlearning moved the model towards the model retrained without the target
     assert report["gap_to_retrain"]["starfish"]["relative"] < report["gap_to_retrain"]["before"]["relative"]
+    assert report["metrics"]["starfish"]["ba_asr"] < report["metrics"]["before"]["ba_asr"]
     job = report["unlearning"]["job_report"]
     assert job["job"]["targets"] == report["targets"] == ["client-00"]
     assert job["job"]["model_hash"] == report["unlearning"]["model_hash"]
@@ -73,8 +74,9 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "logs" / "party0.log").stat().st_size > 0
     report = json.loads((out / "report.json").read_text())
-    pids = [report["processes"]["party0"], report["processes"]["party1"], *report["processes"]["dealers"]]
-    assert len(pids) >= 3
+    procs = report["processes"]
+    pids = [procs["party0"], procs["party1"], *procs["dealer"], *procs["party0 worker"], *procs["party1 worker"]]
+    assert len(pids) >= 5
     assert not [p for p in pids if _alive(p)]
     assert not [p for p in out.iterdir() if p.name.startswith("deployment-")]  # stores with shares are removed
 
