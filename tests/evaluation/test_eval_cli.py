@@ -78,3 +78,15 @@ def test_mpc_backend_matches_plaintext_run(tmp_path: Path) -> None:
     assert plain["gap_to_retrain"]["relative"] < 1e-5
     assert mpc["gap_to_retrain"]["relative"] < 5e-3
     assert "UE" in mpc["report"]["costs"]
+
+
+def test_saved_history_is_reused_with_its_own_settings(tmp_path: Path) -> None:
+    hist, first, second = tmp_path / "h.npz", tmp_path / "a.json", tmp_path / "b.json"
+    assert main(BASE + ["--strategy", "random", "--no-gap", "--save-history", str(hist), "--json", str(first)]) == 0
+    # the loaded history's settings win over the (different) command-line ones
+    assert main(["simulate", "--dataset", "mnist5k", "--rounds", "40", "--no-progress", "--no-gap", "--strategy", "random",
+                 "--load-history", str(hist), "--json", str(second)]) == 0
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert b["config"] == a["config"] and b["training"]["final"] == a["training"]["final"]
+    assert b["runs"][0]["metrics"] == a["runs"][0]["metrics"]
+    assert "gap_to_retrain" not in b["runs"][0] and "retrain_reference" not in b
