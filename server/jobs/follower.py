@@ -1,7 +1,8 @@
 """party1's side of jobs: it verifies and follows what party0 starts (DESIGN §2).
 
 StartJob carries the exact job parameters and the session's rendezvous. party1 checks the
-base model M_T is the one it holds and the parameters are valid, records the job, and
+base model M_T is the one it holds and the request is valid against its own store (targets
+known, not erased, not every client; parameters in range), records the job, and
 starts its worker for that session (a new rendezvous replaces a previous attempt's worker).
 When its worker finishes, party1 installs the unlearned model as global model T+1 and
 reports its hash; when it fails, the state says so and party0 starts another attempt.
@@ -19,7 +20,7 @@ from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobStore
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import RequestError, check_strategy
+from server.jobs.validation import RequestError, check_request, check_strategy
 from server.state import PartyState
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class JobFollower(JobRunnerBase):
             parameters = json.loads(spec.parameters_json or "{}")
         except json.JSONDecodeError as exc:
             raise RequestError("invalid", f"job parameters are not JSON: {exc}") from None
+        if self.jobs.get(spec.job_id) is None:  # a new job: the targets must be valid here too
+            check_request(self.store, set(self.cfg.clients), list(spec.targets), spec.strategy, parameters)
         check_strategy(spec.strategy, parameters)
         url = urlsplit(spec.rendezvous)
         if url.scheme != "tcp" or not url.hostname or not url.port:

@@ -101,6 +101,7 @@ class JobManager(JobRunnerBase):
         except (PeerRefused, Stopped):
             pass
         self.jobs.finish(job.job_id, "failed", error=error)
+        CheckpointDir(self.jobs.job_dir(job.job_id) / "checkpoints").remove_all()
         self.state.training_paused.clear()
 
     def _check_stop(self) -> None:
