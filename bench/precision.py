@@ -8,7 +8,9 @@ Two measurements per f (DESIGN §4, §10):
    and of the revealed curvature bits, TER/BA-ASR of both, and whether the job hit a
    truncation fault (`TruncationFaultError`) or another failure.
 2. Products of random shared values (SecMul with CrypTen's local truncation): the fraction
-   of grossly wrong outputs (|error| > 1) for operands of magnitude 2^k, against the model
+   of outputs hit by a truncation fault (|error| > 2^(62−2f), a quarter of the ±2^(64−2f) a
+   fault adds) for operands of magnitude 2^k (flagged when 2k + 2f ≥ 63, where the
+   untruncated product itself leaves the ring), against the model
    ≈ |x·y|·2^(2f−64); and the relative error of ‖g‖² for a gradient of coordinates ≈ 10⁻³
    computed as one truncated dot product (what `unlearning.lbfgs.squared_norms` does).
 """
@@ -48,9 +50,13 @@ def product_faults(backend: Backend, rank: int, magnitudes: tuple[int, ...], n: 
         x = (torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1) * 2.0**k
         y = (torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1) * 2.0**k
         product = backend.reveal_encoded(backend.mul(backend.share(x, src=0), backend.share(y, src=1)))  # type: ignore[attr-defined]
-        err = (product.to(torch.float64) / 2.0**backend.f - x * y).abs()  # type: ignore[attr-defined]
+        f = backend.f  # type: ignore[attr-defined]
+        err = (product.to(torch.float64) / 2.0**f - x * y).abs()
         out["products"][str(k)] = {
-            "faults": int((err > 1.0).sum()),
+            # a truncation fault adds ±2^(64−2f); rounding errors stay far below a quarter of it
+            "faults": int((err > 2.0 ** (62 - 2 * f)).sum()),
+            "overflow": 2 * k + 2 * f >= 63,  # |x̄·ȳ| may exceed the ring: wrong even without a fault
+            "max_rounding_error": float(err[err <= 2.0 ** (62 - 2 * f)].max()) if bool((err <= 2.0 ** (62 - 2 * f)).any()) else None,
             "n": n,
             "model_rate": float((x * y).abs().mean()) * 2.0 ** (2 * backend.f - 64),  # type: ignore[attr-defined]
         }

@@ -305,7 +305,11 @@ def section_precision(lines: list[str]) -> None:
         lines.append(f"| {b} | {job['outcome']} | {_fmt(job.get('model_gap', {}).get('relative'))} | {job.get('same_selection', '—')} | "
                      f"{_fmt(job.get('flag_agreement'))} | {_fmt(row['faults']['norm2']['dot_rel_error'])} | "
                      f"{_fmt(row['faults']['norm2']['per_coordinate_rel_error'])} | "
-                     + " | ".join(f"{faults[str(k)]['faults']}/{n:,}" for k in mags) + " |")
+                     + " | ".join(f"{faults[str(k)]['faults']}/{n:,}{'†' if faults[str(k)].get('overflow') else ''}" for k in mags) + " |")
+    lines.append("\nFaults: outputs off by more than 2^(62−2f) (a truncation fault adds ±2^(64−2f)); † the "
+                 "untruncated product can leave the ring (2k + 2f ≥ 63), so such outputs are wrong without any fault. "
+                 "‖g‖² is computed for 582,026 coordinates of size ≈ 10⁻³ either as one dot product truncated once "
+                 "(what `unlearning.lbfgs.squared_norms` does) or coordinate by coordinate (each square truncated).\n")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
@@ -314,8 +318,9 @@ def section_precision(lines: list[str]) -> None:
     axes[0].set_xlabel("fractional bits f")
     axes[0].set_ylabel("‖M̂_2PC − M̂_plain‖ / ‖M̂_plain‖")
     for k in mags:
-        rates = [max(f["bits"][b]["faults"]["products"][str(k)]["faults"], 0.5) / f["bits"][b]["faults"]["products"][str(k)]["n"] for b in bits]
-        axes[1].semilogy([int(b) for b in bits], rates, "o-", label=f"|x|,|y| ≤ 2^{k}")
+        pts = [(int(b), max(f["bits"][b]["faults"]["products"][str(k)]["faults"], 0.5) / f["bits"][b]["faults"]["products"][str(k)]["n"])
+               for b in bits if not f["bits"][b]["faults"]["products"][str(k)].get("overflow")]
+        axes[1].semilogy([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"|x|,|y| ≤ 2^{k}")
     axes[1].set_xlabel("fractional bits f")
     axes[1].set_ylabel("SecMul fault rate (0 plotted at 0.5/n)")
     axes[1].legend(fontsize=7)
