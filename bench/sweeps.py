@@ -130,6 +130,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     quality = previous_quality(NAME + ("_quick" if quick else ""), meta["params"])
     if quality is None:
         quality = sweep_quality(cached_simulation(config), grid)
+        write_result(NAME + ("_quick" if quick else ""), meta, {"quality": quality, "partial": True})  # survives an interruption
     else:
         print("   quality: reusing the plaintext runs of the previous result (same grid and history)", flush=True)
     # 2PC per-step costs at the CNN size (those of bench.unlearning_cost when it measured this size)
