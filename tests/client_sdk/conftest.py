@@ -21,7 +21,7 @@ def _deploy(root, m0: np.ndarray) -> LocalDeployment:
     admin.start_training("toy", m0, 0.1)
     admin.close()
     with dep.client("a0") as c:
-        c.wait_for_round(0, timeout_s=20)  # both parties hold M_0 and round 1 is open
+        c.wait_for_round(0, timeout_s=90)  # both parties hold M_0 and round 1 is open
     return dep
 
 

@@ -26,7 +26,7 @@ def run_clients(dep, grad_fns: dict, rounds: range, record: dict, **client_kw) -
                         g, n = grad_fns[cid](params)
                         record[(r, cid)] = (np.asarray(g, dtype=np.float64), n)
                         return g, n
-                    receipt = c.run_round(fn, after=r - 1, timeout_s=60)
+                    receipt = c.run_round(fn, after=r - 1, timeout_s=120)
                     assert receipt.round == r, f"{cid} submitted to round {receipt.round}, expected {r}"
         except BaseException as exc:  # reported by the test
             errors.append(exc)
@@ -35,11 +35,11 @@ def run_clients(dep, grad_fns: dict, rounds: range, record: dict, **client_kw) -
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
+        t.join(300)
     return errors
 
 
-def wait_committed(dep, round_index: int, timeout_s: float = 60.0):
+def wait_committed(dep, round_index: int, timeout_s: float = 180.0):
     admin = dep.admin()
     try:
         end = time.time() + timeout_s

@@ -11,7 +11,7 @@ import pytest
 
 from server.local import LocalDeployment
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = pytest.mark.timeout(300)
 
 
 def _children(pid: int) -> list[int]:

@@ -20,7 +20,7 @@ def parties(tmp_path_factory):
             with dep.client(c) as cl:
                 cl.register()
         with dep.client("c0") as cl:
-            cl.wait_for_round(0, timeout_s=20)
+            cl.wait_for_round(0, timeout_s=90)
         yield dep
     finally:
         dep.stop()

@@ -13,7 +13,7 @@ from server.exchange import read_share_stream, share_messages
 from server.local import LocalDeployment
 from server.store import membership_digest
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 M = 16
 LR = 0.5
 

@@ -12,7 +12,7 @@ from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, common_pb2, peer_pb2, peer_pb2_grpc
 from server.store import Store
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 
 def _round(dep):
