@@ -52,12 +52,13 @@ def one_seed(quick: bool, seed: int, cluster: TwoPartyCluster) -> dict[str, dict
     config = history_config(quick, seed)
     result = cached_simulation(config)
     experiment = Experiment(result)  # type: ignore[arg-type]
+    backend = PlainBackend()  # one backend: the experiment shares the history once per backend
     rows: dict[str, dict[str, float]] = {"before": _row(Evaluator(result).evaluate(result.models[-1]), 0.0, 0.0)}  # type: ignore[arg-type,attr-defined]
     for name in strategy_names():
         params = STARFISH_PARAMS if name == "starfish" else {}
         try:
             with single_thread():
-                out = experiment.run(name, PlainBackend(), params, with_gap=False)
+                out = experiment.run(name, backend, params, with_gap=False)
         except Exception as exc:  # noqa: BLE001 - one failing method must not hide the others
             print(f"   seed {seed} {name}: FAILED {type(exc).__name__}: {exc}", flush=True)
             rows[name] = {"failed": 1.0}
