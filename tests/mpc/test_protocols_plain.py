@@ -21,7 +21,7 @@ def sh(x) -> object:
     return B.share(torch.as_tensor(x, dtype=torch.float64))
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
 def test_ge2_matches_cross_products(rows):
     u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
@@ -33,7 +33,7 @@ def _signed_key(w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (2 * w - 1) * b.sqrt()
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
 def test_ge3_ge4_compare_signed_cosine_keys(rows):
     u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
@@ -59,7 +59,7 @@ def test_ge3_ties_are_symmetric():
     assert torch.equal(B.reveal(B.ge3(w, b, w, b)), torch.ones(2, dtype=torch.float64))
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(grid_values, min_size=1, max_size=40))
 def test_select_picks_exactly(values):
     a = torch.tensor(values, dtype=torch.float64)
@@ -70,7 +70,7 @@ def test_select_picks_exactly(values):
     assert torch.equal(B.reveal(B.select(sh(bit), sh(a), b)), torch.where(bit > 0, a, b))
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.integers(1, 5), st.integers(1, 9), st.integers(0, 1), st.data())
 def test_max_matches_torch(rows, cols, dim, data):
     vals = data.draw(st.lists(grid_values, min_size=rows * cols, max_size=rows * cols))
@@ -84,7 +84,7 @@ def test_max_three_dims_keeps_order():
         assert torch.equal(B.reveal(B.max(sh(x), dim)), x.max(dim).values)
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.integers(1, 7).flatmap(lambda k: st.just(2**k)))
 def test_bitonic_network_sorts_all_zero_one_inputs(n):
     # 0-1 principle on random inputs plus structure: every stage pairs disjoint positions
@@ -103,7 +103,7 @@ def test_bitonic_network_sorts_all_zero_one_inputs(n):
         assert x == sorted(x, reverse=True)
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.integers(-50, 50), min_size=1, max_size=70))
 def test_sort_ge_descending_with_payload(keys):
     k = torch.tensor(keys, dtype=torch.float64) * 0.125
@@ -124,7 +124,7 @@ def test_sort_ties_are_deterministic():
     assert all(torch.equal(r, runs[0]) for r in runs)
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values), min_size=2, max_size=40))
 def test_sort_ge2_orders_by_ratio(pairs):
     uv = torch.tensor(pairs, dtype=torch.float64)
@@ -134,7 +134,7 @@ def test_sort_ge2_orders_by_ratio(pairs):
     assert torch.equal(uv[B.reveal(sp).long()], B.reveal(sk))
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values), min_size=2, max_size=20))
 def test_sort_ge4_equals_ge2_order_of_cosines(pairs):
     uv = torch.tensor(pairs, dtype=torch.float64)
@@ -156,7 +156,7 @@ def test_sort_rejects_bad_shapes():
 
 
 @given(st.integers(1, 6), st.integers(2, 5), st.sampled_from(["secmi", "newton"]))
-@settings(deadline=None)
+@settings(deadline=None, max_examples=40)
 def test_inverse_matches_torch(batch, d, method):
     gen = torch.Generator().manual_seed(batch * 10 + d)
     k = torch.randn(batch, d, d, generator=gen, dtype=torch.float64) + 3 * torch.eye(d, dtype=torch.float64)
@@ -164,7 +164,7 @@ def test_inverse_matches_torch(batch, d, method):
     assert torch.allclose(got, torch.linalg.inv(k), atol=1e-8)
 
 
-@settings(deadline=None)  # timing varies on a shared machine
+@settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.integers(1, 6), st.integers(1, 60), st.data())
 def test_threshold_flags_any_coordinate_exceeds(n, m, data):
     g = torch.tensor(data.draw(st.lists(grid_values, min_size=n * m, max_size=n * m)), dtype=torch.float64).reshape(n, m)
