@@ -9,11 +9,12 @@ from typing import Any
 
 from server.store import Store
 from unlearning import registry
-from unlearning.starfish.params import StarfishParams
-from unlearning.strategy import UnlearningError
+from unlearning.starfish.strategy import StarfishStrategy
+from unlearning.strategy import UnlearnContext, UnlearningError
 
-#: strategies the job runner can run under 2PC (resumable state with public/secret parts)
-JOB_STRATEGIES = ("starfish",)
+#: strategies the job runner can run under 2PC: Algorithm 4 with a resumable `StarfishState`
+#: (public and secret parts), i.e. Starfish and its random-round-selection baseline
+JOB_STRATEGIES = ("starfish", "random")
 
 
 class RequestError(ValueError):
@@ -50,8 +51,12 @@ def check_strategy(strategy: str, parameters: dict[str, Any]) -> str:
         known = registry.names()
         why = "unknown" if name not in known else "not available as a 2PC job"
         raise RequestError("invalid", f"strategy {name!r} is {why}; jobs run {list(JOB_STRATEGIES)}")
-    try:
-        StarfishParams.from_mapping(parameters)
+    strategy = registry.create(name)
+    if strategy.requires_plaintext or not isinstance(strategy, StarfishStrategy):
+        raise RequestError("invalid", f"strategy {name!r} cannot run as a 2PC job")
+    try:  # the strategy's own parameter parsing reads nothing but the parameters
+        strategy.params(UnlearnContext(backend=None, history=None, oracle=None, targets=(),  # type: ignore[arg-type]
+                                       params=parameters))
     except (UnlearningError, TypeError) as exc:
         raise RequestError("invalid", f"bad {name} parameters: {exc}") from None
     return name

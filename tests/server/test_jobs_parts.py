@@ -19,7 +19,7 @@ from server.jobs.checkpoints import CheckpointDir, CheckpointError
 from server.jobs.history import StoreHistory
 from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
-from server.jobs.validation import RequestError, check_request, parse_parameters
+from server.jobs.validation import RequestError, check_request, check_strategy, parse_parameters
 from server.store import Store
 from unlearning.starfish.state import CurvaturePair, StarfishState
 
@@ -185,3 +185,12 @@ def test_task_ids_are_deterministic_and_file_safe():
     assert a == task_id("j0123456789ab", 3, "correction", "ab" * 32, "client.7")
     assert a != task_id("j0123456789ab", 3, "correction", "cd" * 32, "client.7")
     assert "/" not in a and a.isascii()
+
+
+def test_job_strategies():
+    assert check_strategy("", {}) == "starfish"
+    assert check_strategy("random", {"seed": 3, "sigma": 0.5}) == "random"
+    for name, params, message in (("random", {"seed": "x"}, "seed"), ("starfish", {"seed": 3}, "unknown Starfish"),
+                                  ("federaser", {}, "not available as a 2PC job"), ("nope", {}, "unknown")):
+        with pytest.raises(RequestError, match=message):
+            check_strategy(name, params)
