@@ -134,6 +134,8 @@ class JobManager(JobRunnerBase):
         check_request(self.store, set(self.cfg.clients), list(job.targets), job.strategy, job.parameters)
         self.state.training_paused.set()
         self.jobs.update(job.job_id, step="waiting for the open training round to finish")
+        # a coordinator step that began before the pause may still open a round: let it
+        self.state.stopping.wait(3 * self.cfg.rounds.poll_s)
         while (rec := self.store.current_round()) is not None and rec.state != "failed":
             self._check_stop()
             self.state.stopping.wait(self.cfg.jobs.poll_s)
