@@ -87,9 +87,9 @@ def plot_metrics(path: Path, metrics: Mapping[str, Mapping[str, float]], title: 
             ax.annotate(f"{v:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
                         fontsize=7)
     ax.set_xticks(range(len(METRICS)), [t for _, t in METRICS])
-    ax.set_ylim(0, 110)
+    ax.set_ylim(0, 125)  # headroom for the legend above the bars
     ax.set_ylabel("percent")
-    ax.legend(fontsize=8, loc="upper center")
+    ax.legend(fontsize=8, loc="upper center", ncol=len(ROWS))
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
