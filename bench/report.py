@@ -349,7 +349,7 @@ def section_sweeps(lines: list[str]) -> None:
                  "2PC s (TC sample) | 2PC GB (TC sample) |")
     lines.append("|" + " --- |" * 10)
     for name, rows in f["quality"].items():
-        costs = {c["value"]: c for c in f["cost"][name]}
+        costs = {c["value"]: c for c in f["cost"].get(name, [])}
         for r in rows:
             c = costs.get(r["value"], {})
             full, samp = c.get("tc_full", {}), c.get("tc_sample", {})
@@ -368,12 +368,14 @@ def section_sweeps(lines: list[str]) -> None:
         axes[0][k].plot(xs, [r["ter"] for r in rows], "o-", label="TER %")
         axes[0][k].plot(xs, [r["ba_asr"] for r in rows], "s-", label="BA-ASR %")
         axes[0][k].set_title(name)
-        cost = f["cost"][name]
+        cost = f["cost"].get(name, [])
         axes[1][k].plot([c["value"] for c in cost], [c["tc_full"]["wall_s"] for c in cost], "o-", label="TC full")
         axes[1][k].plot([c["value"] for c in cost], [c["tc_sample"]["wall_s"] for c in cost], "s-", label="TC sample-first")
         axes[1][k].set_xlabel(name)
     axes[0][0].legend(fontsize=7)
     axes[1][0].legend(fontsize=7)
+    if f.get("failures"):
+        lines.append(f"\nMeasurements that failed: {f['failures']}.\n")
     axes[1][0].set_ylabel("2PC job seconds (model)")
     fig.suptitle("Starfish parameter sweeps: quality (plaintext, MNIST MLP) and 2PC cost (CNN size)")
     lines.append(f"\n![sweeps]({_save(fig, 'sweeps', res, quick)})\n")

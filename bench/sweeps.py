@@ -24,6 +24,7 @@ from bench.env import read_result, single_thread, stamp, write_result
 from bench.histories import cached_simulation, seeded_history
 from bench.quality_compare import history_config
 from bench.unlearning_cost import measure, model_size
+from mpc.cluster import TwoPartyError
 
 NAME = "sweeps"
 DEFAULTS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2}
@@ -142,20 +143,29 @@ def run(quick: bool = False) -> dict[str, Any]:
     else:
         base = measure({"m": m, "steps": ["RS1", "UE", "TC", "TC-sample"], "B": DEFAULTS["buffer_size"]})["steps"]
     ue_by_b = {DEFAULTS["buffer_size"]: base["UE"]}
+    failures: dict[str, str] = {}
     for b in grid["buffer_size"]:
         if b not in ue_by_b:
-            ue_by_b[b] = measure({"m": m, "steps": ["UE"], "B": b})["steps"]["UE"]
+            try:
+                ue_by_b[b] = measure({"m": m, "steps": ["UE"], "B": b})["steps"]["UE"]
+            except TwoPartyError as exc:  # e.g. a party killed for lack of memory on a shared machine
+                failures[f"UE B={b}"] = str(exc).strip().splitlines()[-1][:200]
+                print(f"   UE with B={b}: FAILED {failures[f'UE B={b}']}", flush=True)
+                continue
         print(f"   UE with B={b}: {ue_by_b[b]['wall_s']:.1f} s", flush=True)
     cost: dict[str, list[dict[str, Any]]] = {}
     for name in grid:
         for row in quality[name]:
             b = row["value"] if name == "buffer_size" else DEFAULTS["buffer_size"]
+            if b not in ue_by_b:
+                continue
             cost.setdefault(name, []).append({
                 "value": row["value"],
                 "tc_full": job_cost(base, ue_by_b[b], row["rounds"], "TC"),
                 "tc_sample": job_cost(base, ue_by_b[b], row["rounds"], "TC-sample"),
             })
     figures = {"quality": quality, "cost": cost, "steps": base,
-               "ue_by_buffer": {str(b): c for b, c in ue_by_b.items()}, "model_size": m}
+               "ue_by_buffer": {str(b): c for b, c in ue_by_b.items()}, "model_size": m,
+               "failures": failures}
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures
