@@ -109,7 +109,9 @@ def curvature_accepted(backend: Backend, s: torch.Tensor, y: Secret, eps: float,
     return backend.reveal(backend.mul(positive, cautious)) > 0.5
 
 
-def bounded_correction(backend: Backend, hv_unit: Secret, g: Secret, bound: float, v_norm: float) -> Secret:
+def bounded_correction(
+    backend: Backend, hv_unit: Secret, g: Secret, bound: float, v_norm: float, g_norms: Secret | None = None
+) -> Secret:
     """Safeguard 2: H v̂ where ‖H v‖ = ‖v‖·‖H v̂‖ ≤ c·‖g‖, else 0 — an oblivious drop (nothing revealed).
 
     `hv_unit` is H·v̂ for the unit direction v̂ = v/‖v‖. Squared norms are compared
@@ -118,7 +120,10 @@ def bounded_correction(backend: Backend, hv_unit: Secret, g: Secret, bound: floa
     """
     n = hv_unit.shape[0]
     factor = (float(bound) / float(v_norm)) ** 2
-    g2, hv2 = squared_norms(backend, g), squared_norms(backend, hv_unit)
+    # ‖g‖² from the client-reported norms when given (one scalar product per client instead
+    # of two m-sized openings), else as a batched dot product
+    g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
+    hv2 = squared_norms(backend, hv_unit)
     if factor <= 1.0:
         ok = backend.ge(backend.mul(g2, factor), hv2)
     else:

@@ -67,10 +67,12 @@ def estimate_gradients(
     stored: Secret,
     v: torch.Tensor,
     params: StarfishParams,
+    norms: Secret | None = None,
 ) -> Secret:
     """[ĝ^j] = [g_r^j] + H^j v for `clients` (rows of `stored`), shape (n, m).
 
     Clients are batched by buffer length; a client with no accepted pair keeps g_r^j.
+    `norms`: the clients' reported [‖g_r^j‖] (n,), used for the ‖Hv‖ bound when given.
     """
     n, m = stored.shape
     v = v.to(torch.float64)
@@ -89,7 +91,8 @@ def estimate_gradients(
             y = backend.stack([backend.stack([p.y for p in ps], dim=1) for ps in pairs])
             state.log["inverses"] = state.log.get("inverses", 0) + len(members)
             hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
-            kept = bounded_correction(backend, hv_unit, g_group, params.hv_bound, v_norm)
+            g_norms = None if norms is None else backend.cat([backend.index(norms, slice(i, i + 1)) for i in members], dim=0)
+            kept = bounded_correction(backend, hv_unit, g_group, params.hv_bound, v_norm, g_norms)
             estimate = backend.add(g_group, backend.mul(kept, v_norm))
         for pos, i in enumerate(members):
             rows[i] = backend.index(estimate, slice(pos, pos + 1))

@@ -33,12 +33,14 @@ from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, Unlea
 @dataclass(frozen=True)
 class _Replay:
     """Inputs of unlearning round t: replayed stored round r, its remaining participants,
-    their stored gradients [g_r^j] (n, m) and the public step v = M̂_t − M_{r−1}."""
+    their stored gradients [g_r^j] (n, m) and reported norms [‖g_r^j‖] (n,), and the public
+    step v = M̂_t − M_{r−1}."""
 
     t: int
     r: int
     participants: list[str]
     stored: Secret
+    norms: Secret
     v: torch.Tensor
 
 
@@ -145,6 +147,7 @@ class StarfishStrategy(Strategy):
             r=r,
             participants=participants,
             stored=history.gradients(ctx.backend, r, participants),
+            norms=history.norms(ctx.backend, r, participants),
             v=state.model - history.model(r - 1).to(torch.float64),
         )
         if not state.warmup_over:
@@ -171,7 +174,7 @@ class StarfishStrategy(Strategy):
             answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
         with backend.step("UE"):
             if len(answers) < len(step.participants):  # a silent client keeps its estimate
-                gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params)
+                gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
             else:
                 gradients = step.stored
             gradients = self._apply_answers(backend, state, params, step, gradients, answers)
@@ -188,7 +191,7 @@ class StarfishStrategy(Strategy):
         total = len(state.ranked)
         ctx.progress("estimate", step.t, total, f"round {step.r}")
         with backend.step("UE"):
-            gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params)
+            gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
         if not check:
             return gradients
         ctx.progress("threshold_check", step.t, total, f"{len(step.participants)} clients")
