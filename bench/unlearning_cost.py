@@ -38,6 +38,8 @@ CLIENTS, ROUNDS, SIGMA, BUFFER = 20, 40, 0.6, 2
 SAMPLE_SIZE = 4096
 STEPS = ("TD", "RS1", "RS2", "UE", "TC", "TC-sample")
 SESSION_TIMEOUT_S = 600.0
+#: --quick divides the model size by this (a smoke run; the tables come from the full run)
+QUICK_SCALE = 10
 
 
 def model_size(architecture: str) -> int:
@@ -92,9 +94,10 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     fill_buffers(backend, state, hist, remaining, params.buffer_size, spec.get("seed", 0))
     r = hist.num_rounds // 2
     stored = hist.gradients(backend, r, remaining)
+    norms = hist.norms(backend, r, remaining)
     v = 1e-3 * torch.randn(hist.m, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     with backend.step("UE"):
-        estimates = estimate_gradients(backend, state, remaining, stored, v, params)
+        estimates = estimate_gradients(backend, state, remaining, stored, v, params, norms)
         aggregate(backend, estimates, [250] * len(remaining))
     flags: dict[str, list[bool]] = {}
     if "TC" in steps:
@@ -140,7 +143,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                   "datasets": datasets, "quick": quick, "history": "synthetic Gaussian uploads, seeded benchmark shares"})
     figures: dict[str, Any] = {}
     for ds in datasets:
-        m = model_size(ARCHITECTURE[ds])
+        m = model_size(ARCHITECTURE[ds]) // (QUICK_SCALE if quick else 1)
         print(f"   {ds}: m = {m:,}", flush=True)
         result = measure({"m": m, "steps": list(STEPS)})
         result["m"] = m
