@@ -5,8 +5,9 @@ For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clie
 1. both workers check they hold the same M̂_t (hash) and adopt party0's deadline;
 2. each asks its party process to store M̂_t and post one task per client ("compute your
    exact gradient at M̂_t, hash h, for job J, round t, data order of round r"); task ids
-   are derived from (job, t, reason, h, client), so a resumed session re-uses the tasks
-   and any answers already uploaded;
+   are derived from (job, t, reason, h, agreed deadline, client), so both parties post the
+   same tasks, and a resumed session posts fresh ones (a task half-posted by a crashed
+   attempt can never be announced differently by the two parties);
 3. each worker waits until its own store holds every answer or the deadline passes;
 4. the parties AND their bitmasks of answers held (public): a client counts as answered
    only if both parties hold its shares, so both load the same answers. A client that
@@ -33,9 +34,9 @@ log = logging.getLogger(__name__)
 TASK_KINDS = {"warmup": client_pb2.TASK_KIND_WARMUP, "correction": client_pb2.TASK_KIND_CORRECTION}
 
 
-def task_id(job_id: str, t: int, reason: str, digest: str, client: str) -> str:
-    """Deterministic task id (letters, digits, `-`, `_`, `.`: safe as a file name)."""
-    return f"{job_id}-t{t}-{reason}-{digest[:12]}-{client}"
+def task_id(job_id: str, t: int, reason: str, digest: str, deadline_ms: int, client: str) -> str:
+    """Task id both parties derive alike (letters, digits, `-`, `_`, `.`: safe as a file name)."""
+    return f"{job_id}-t{t}-{reason}-{digest[:12]}-{deadline_ms:x}-{client}"
 
 
 class ServiceOracle(GradientOracle):
@@ -57,8 +58,10 @@ class ServiceOracle(GradientOracle):
         model = request.model.detach().to(torch.float32).numpy()
         digest = model_hash(self.arch, model)
         agree.check_same(digest, f"model M̂_{request.unlearning_round}")
-        deadline = agree.leader_value(int((time.time() + self.task_timeout_s) * 1000)) / 1000.0
-        ids = {c: task_id(self.job_id, request.unlearning_round, request.reason, digest, c) for c in clients}
+        deadline_ms = agree.leader_value(int((time.time() + self.task_timeout_s) * 1000))
+        deadline = deadline_ms / 1000.0
+        ids = {c: task_id(self.job_id, request.unlearning_round, request.reason, digest, deadline_ms, c)
+               for c in clients}
         model_file = self.models_dir / f"{digest}.npy"
         if not model_file.exists():
             tmp = model_file.with_suffix(".tmp.npy")

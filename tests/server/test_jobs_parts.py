@@ -181,9 +181,10 @@ def test_parameters_and_settings_are_checked(tmp_path: Path):
 
 
 def test_task_ids_are_deterministic_and_file_safe():
-    a = task_id("j0123456789ab", 3, "correction", "ab" * 32, "client.7")
-    assert a == task_id("j0123456789ab", 3, "correction", "ab" * 32, "client.7")
-    assert a != task_id("j0123456789ab", 3, "correction", "cd" * 32, "client.7")
+    a = task_id("j0123456789ab", 3, "correction", "ab" * 32, 1_790_000_000_000, "client.7")
+    assert a == task_id("j0123456789ab", 3, "correction", "ab" * 32, 1_790_000_000_000, "client.7")
+    assert a != task_id("j0123456789ab", 3, "correction", "cd" * 32, 1_790_000_000_000, "client.7")
+    assert a != task_id("j0123456789ab", 3, "correction", "ab" * 32, 1_790_000_000_001, "client.7")  # a re-ask
     assert "/" not in a and a.isascii()
 
 
