@@ -121,6 +121,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         say("  2PC session processes: " + ", ".join(f"{name} pid {', '.join(map(str, p)) or '?'}"
                                                     for name, p in job_pids.items()))
         _check_installed(fleet, outcome, cfg.rounds, say)
+        tasks_answered = fleet.tasks_answered
     finally:
         if fleet is not None:
             fleet.close()
@@ -136,7 +137,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         "before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)})
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
     processes.update(job_pids)
-    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, processes)
+    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, processes, tasks_answered)
 
 
 def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Say) -> None:
@@ -149,7 +150,8 @@ def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Sa
 
 
 def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: float, fed, stage1: StageOne,
-            outcome: UnlearnOutcome, metrics: dict, gaps: dict, processes: dict[str, Any]) -> dict[str, Any]:
+            outcome: UnlearnOutcome, metrics: dict, gaps: dict, processes: dict[str, Any],
+            tasks_answered: dict[str, int]) -> dict[str, Any]:
     job = outcome.report
     job_steps = rep.job_steps(job.get("costs", {}))
     rows = []
@@ -173,7 +175,7 @@ def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: fl
         "stage1": {"seconds": stage1.seconds, "client_bytes": stage1.client_bytes, "peer_bytes": stage1.peer_bytes,
                    "model_hashes": stage1.model_hashes, "rounds": [vars(r) for r in stage1.rounds]},
         "unlearning": {"seconds": outcome.seconds, "model_hash": outcome.model_hash, "statuses": outcome.statuses,
-                       "job_report": job},
+                       "tasks_answered": tasks_answered, "job_summary": outcome.summary, "job_report": job},
         "steps": rows,
         "total_seconds": total,
         "files": [str(f) for f in files],

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from types import TracebackType
 
 from server.local import LocalDeployment
 
@@ -18,7 +17,7 @@ SESSION_SLACK_S = 60.0
 
 
 class DemoServices:
-    """party0 + party1 for one demo run (a context manager: leaving it stops both)."""
+    """party0 + party1 (and, started by them, the job workers and the dealer) for one demo run."""
 
     def __init__(self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float,
                  task_deadline_s: float) -> None:
@@ -52,17 +51,6 @@ class DemoServices:
 
     def stop(self) -> None:
         self.deployment.stop()
-
-    def __enter__(self) -> "DemoServices":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
 
     def describe(self) -> list[str]:
         dep = self.deployment

@@ -61,6 +61,10 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
     assert job["job"]["targets"] == report["targets"] == ["client-00"]
     assert job["job"]["model_hash"] == report["unlearning"]["model_hash"]
     assert {r["party"] for r in job["erasure"]["client-00"]} == {0, 1}
+    # warm-up/correction answers went through the SDK: what the clients sent is what the job counted
+    answered = report["unlearning"]["tasks_answered"]
+    assert answered.pop("client-00") == 0
+    assert answered == job["answered_rounds"] and sum(answered.values()) > 0
     states = [s["state"] for s in report["unlearning"]["statuses"]]
     assert states[-1] == "JOB_STATE_SUCCEEDED" and "JOB_STATE_RUNNING" in states
     assert len(report["stage1"]["rounds"]) == 4 and all(r["members"] == 4 for r in report["stage1"]["rounds"])
