@@ -8,6 +8,7 @@ present, otherwise those of `--quick` (marked as such).
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +51,17 @@ def _footer(res: dict[str, Any], quick: bool) -> str:
     meta = res["meta"]
     mach = meta["machine"]
     params = json.dumps(meta["params"], separators=(",", ":"))
-    if len(params) > 220:
-        params = params[:217] + "..."
+    if len(params) > 330:
+        params = params[:327] + "..."
+    params = "\n".join(textwrap.wrap(params, 165))
     return (f"{mach['cpu']}, {mach['cores']} cores, torch {mach['torch']}, crypten {mach['crypten']} | "
             f"{meta['date_utc']} UTC, load {meta['load_average_start'][0]}→{meta['load_average_end'][0]} | "
             f"starfish bench --only {res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}\n{params}")
 
 
-def _save(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: float | None = 0.22) -> str:
+def _save(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: float | None = 0.24) -> str:
     """Add the footer (machine, date, command, parameters) and write docs/figures/<name>.png."""
-    fig.text(0.01, 0.005, _footer(res, quick), fontsize=6, va="bottom", ha="left", family="monospace", wrap=True)
+    fig.text(0.01, 0.005, _footer(res, quick), fontsize=6, va="bottom", ha="left", family="monospace")
     if bottom is not None:
         fig.subplots_adjust(bottom=bottom)
     FIGURES.mkdir(parents=True, exist_ok=True)
