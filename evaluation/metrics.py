@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from evaluation.attacks import backdoor_eval_set, loss_threshold, membership_predictions
+from evaluation.attacks import backdoor_data, backdoor_eval_set, loss_threshold, membership_predictions
 from evaluation.models import build_model, set_flat
 from evaluation.simulator import SimulationResult
 
@@ -91,11 +91,10 @@ class Evaluator:
             cx = np.concatenate([c[0] for c in clean])
             cy = np.concatenate([c[1] for c in clean])
             self.backdoor_x = backdoor_eval_set(cx, cy, self.trigger)
-            trained = [(fed.client(t).x.numpy(), fed.client(t).y.numpy()) for t in fed.targets]
             # the targets' samples as trained on: clean ones and one copy of the triggered ones
-            n_unique = [len(c[1]) * (2 if len(tx) > len(c[1]) else 1) for c, (tx, _) in zip(clean, trained)]
-            self.target_x = np.concatenate([tx[:k] for (tx, _), k in zip(trained, n_unique)])
-            self.target_y = np.concatenate([ty[:k] for (_, ty), k in zip(trained, n_unique)])
+            self.target_x, self.target_y = cx, cy
+            if fed.config.backdoor_copies > 0:
+                self.target_x, self.target_y = backdoor_data(cx, cy, self.trigger, copies=1)
         members = fed.remaining()
         mx = np.concatenate([c.x.numpy() for c in members])
         my = np.concatenate([c.y.numpy() for c in members])
