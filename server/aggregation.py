@@ -8,9 +8,15 @@ A = A_0 + A_1 (mod 2^64) = Σ n_j·ḡ_j, and both compute, identically,
 
 in float64, rounded to float32. Deterministic numpy code, so the two parties get
 bit-identical models; their hashes are compared before commit.
+
+`RunningSums` keeps, per open round, Σ n_j·[g_j] over the uploads accepted so far, added
+as each upload is acknowledged, so the sum is ready when the round closes: the agreed S
+then only needs the uploads outside S subtracted and those missing (e.g. accepted
+before a restart) read from the store.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -22,17 +28,62 @@ from server.store import Store
 LOAD_THREADS = 2  #: shares are read (and seed-compressed ones expanded) concurrently; hashing releases the GIL
 
 
-def local_aggregate(store: Store, round_index: int, members: dict[str, int], num_params: int) -> np.ndarray:
-    """This party's share of Σ_j n_j·[g_j] over the agreed members (int64, wraps mod 2^64)."""
+class RunningSums:
+    """Per round: (Σ n_j·[g_j] over the uploads added so far, their weights n_j)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sums: dict[int, tuple[np.ndarray, dict[str, int]]] = {}
+
+    def add(self, round_index: int, client: str, n_samples: int, share: np.ndarray) -> None:
+        """Add an acknowledged upload (once per client and round); drops older rounds."""
+        with self._lock:
+            for old in [r for r in self._sums if r < round_index]:
+                del self._sums[old]
+            acc, weights = self._sums.setdefault(round_index, (np.zeros(share.size, dtype=np.int64), {}))
+            if client in weights or acc.size != share.size:
+                return
+            with np.errstate(over="ignore"):
+                acc += np.int64(n_samples) * share
+            weights[client] = int(n_samples)
+
+    def snapshot(self, round_index: int) -> tuple[np.ndarray, dict[str, int]] | None:
+        with self._lock:
+            entry = self._sums.get(round_index)
+            return None if entry is None else (entry[0].copy(), dict(entry[1]))
+
+
+def _weighted_sum(store: Store, round_index: int, weights: dict[str, int], num_params: int) -> np.ndarray:
+    """Σ n_j·[g_j] over `weights`, read from the store (n_j checked against the stored one)."""
     acc = np.zeros(num_params, dtype=np.int64)
-    clients = sorted(members)
+    clients = sorted(weights)
     with ThreadPoolExecutor(LOAD_THREADS) as pool, np.errstate(over="ignore"):
         for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients)):
-            if bundle.n_samples != members[client]:
-                raise ValueError(f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {members[client]}")
+            if bundle.n_samples != weights[client]:
+                raise ValueError(f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {weights[client]}")
             if bundle.gradient.size != num_params:
                 raise ValueError(f"client {client!r}: share has {bundle.gradient.size} entries, model has {num_params}")
-            acc += np.int64(members[client]) * bundle.gradient
+            acc += np.int64(weights[client]) * bundle.gradient
+    return acc
+
+
+def local_aggregate(store: Store, round_index: int, members: dict[str, int], num_params: int,
+                    running: RunningSums | None = None) -> np.ndarray:
+    """This party's share of Σ_{j∈S} n_j·[g_j] over the agreed members S (int64, wraps mod 2^64):
+    the running sum minus the uploads outside S, plus those of S it does not hold."""
+    snap = running.snapshot(round_index) if running is not None else None
+    if snap is None or snap[0].size != num_params:
+        return _weighted_sum(store, round_index, members, num_params)
+    acc, added = snap
+    if any(added[c] != members[c] for c in members if c in added):
+        return _weighted_sum(store, round_index, members, num_params)
+    extra = {c: n for c, n in added.items() if c not in members}
+    missing = {c: n for c, n in members.items() if c not in added}
+    with np.errstate(over="ignore"):
+        if extra:
+            acc -= _weighted_sum(store, round_index, extra, num_params)
+        if missing:
+            acc += _weighted_sum(store, round_index, missing, num_params)
     return acc
 
 

@@ -6,6 +6,7 @@ import time
 
 import grpc
 
+from client_sdk.masks import expand_mask
 from client_sdk.wire import model_messages
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from server.auth import authenticate_client
@@ -121,6 +122,9 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         parsed = read_body(header, rest, num_params, self.cfg.limits)
         digest, duplicate = store.put_upload(header.round, client, header.n_samples, parsed.gradient, parsed.norm,
                                              parsed.delta, rec.model_in_hash, parsed.mask_seed, num_params)
+        if not duplicate:
+            share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
+            self.state.running_sums.add(header.round, client, int(header.n_samples), share)
         log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
         return client_pb2.UploadAck(party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest,
                                     duplicate=duplicate)

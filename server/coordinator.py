@@ -147,7 +147,7 @@ class RoundCoordinator:
         self.peer.unary("AgreeMembership", peer_pb2.Membership(round=i, membership_sha256=digest, members=[
             common_pb2.Member(client_id=c, n_samples=n) for c, n in sorted(members.items())]))
         previous = self.store.model_by_hash(rec.model_in_hash)
-        mine = local_aggregate(self.store, i, members, previous.params.size)
+        mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
         data = to_wire(mine)
         header = common_pb2.ShareHeader(round=i, shape=[mine.size], dtype="int64", membership_sha256=digest,
                                         content_sha256=sha256_hex(data))

@@ -113,7 +113,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if leader_share.size != previous.params.size:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "aggregate share length differs from the model size")
         members = store.round_members(header.round)
-        mine = local_aggregate(store, header.round, members, previous.params.size)
+        mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
         new_params = fedavg_update(previous.params, leader_share, mine, sum(members.values()), rec.lr,
                                    self.cfg.precision_bits)
         digest = store.set_round_output(header.round, previous.arch, new_params, peer_bytes=2 * 8 * mine.size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from server.aggregation import RunningSums
 from server.config import PartyConfig
 from server.store import Store, TaskRecord
 
@@ -14,6 +15,7 @@ class PartyState:
     store: Store
     tasks_changed: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
+    running_sums: RunningSums = field(default_factory=RunningSums)  #: Σ n_j·[g_j] of the open round so far
     #: set while an unlearning job runs: the coordinator opens no new round
     training_paused: threading.Event = field(default_factory=threading.Event)
 

@@ -43,3 +43,31 @@ def test_shared_fedavg_matches_plaintext(k, m, seed, scale, lr):
     assert np.all(np.abs(got - expected) <= tol)
     # the two parties compute bit-identical models from the exchanged shares
     assert np.array_equal(got, fedavg_update(previous, shares[0], shares[1], int(weights.sum()), lr, F))
+
+
+def test_running_sum_gives_the_same_aggregate_as_reading_the_store(tmp_path):
+    """Uploads outside S are subtracted, uploads of S the running sum lacks are read."""
+    from mpc.fixedpoint import random_ring
+    from server.aggregation import RunningSums
+
+    m = 50
+    store = Store(tmp_path / "p", 0)
+    h = store.install_initial_model("toy", np.zeros(m, dtype=np.float32), 0.1)
+    store.open_round(1, h, 1e12, 0.1)
+    weights = {"a": 2, "b": 3, "c": 5, "d": 7}
+    shares = {c: random_ring(m) for c in weights}
+    for c, n in weights.items():
+        store.put_upload(1, c, n, shares[c], random_ring(1), random_ring(1), h)
+    running = RunningSums()
+    for c in ("a", "b", "d"):  # c was accepted before a restart: not in the running sum
+        running.add(1, c, weights[c], shares[c])
+    running.add(1, "a", weights["a"], shares["a"])  # a repeated add is ignored
+    members = {"a": 2, "c": 5}
+    expected = local_aggregate(store, 1, members, m)
+    assert np.array_equal(local_aggregate(store, 1, members, m, running), expected)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(expected, 2 * shares["a"] + 5 * shares["c"])
+    running.add(2, "a", 1, shares["a"])  # a newer round drops round 1's sum: back to the store
+    assert running.snapshot(1) is None
+    assert np.array_equal(local_aggregate(store, 1, members, m, running), expected)
+    store.close()
