@@ -53,12 +53,12 @@ class _Steps:
         self.current = "start"
         self.rows: list[dict[str, Any]] = []
 
-    def run(self, name: str, fn: Callable[[], Any], bytes_text: str = "") -> Any:
+    def run(self, name: str, fn: Callable[[], Any]) -> Any:
         self.current = name
         self.say(f"\n== {name}")
         start = time.perf_counter()
         out = fn()
-        self.rows.append({"step": name, "seconds": time.perf_counter() - start, "bytes_text": bytes_text or "—"})
+        self.rows.append({"step": name, "seconds": time.perf_counter() - start, "bytes_text": "—"})
         return out
 
 

@@ -47,7 +47,7 @@ class DemoServices:
         """Raise RuntimeError naming the party (and its log) that exited."""
         for role, proc in self.deployment.procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"party{role} exited with code {proc.returncode}; see {self.root / 'logs' / f'party{role}.log'}")
+                raise RuntimeError(f"party{role} exited with code {proc.returncode} (its log: party{role}.log)")
 
     def stop(self) -> None:
         self.deployment.stop()

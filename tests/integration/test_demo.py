@@ -97,3 +97,27 @@ def test_bad_settings_fail_before_anything_starts(tmp_path, args, message):
     assert proc.returncode == 2
     assert message in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(240)
+def test_a_party_dying_mid_training_fails_clearly_and_stops_the_rest(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), "--dataset", "digits",
+                             "--clients", "3", "--rounds", "8"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    pids: dict[str, int] = {}
+    try:
+        for line in proc.stdout:
+            words = line.split()
+            if line.strip().startswith(("party0 (", "party1 (")):
+                pids[words[0]] = int(words[words.index("pid") + 1])
+            if "round  1/8 committed" in line:
+                os.kill(pids["party1"], 9)
+                break
+        rest, err = proc.communicate(timeout=200)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert "FAILED: step 'Stage I" in err and "party1" in err
+    assert not _alive(pids["party0"])
+    assert "both parties serve" not in rest
