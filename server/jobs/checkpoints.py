@@ -20,17 +20,18 @@ import re
 import secrets as pysecrets
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import torch
 
-from mpc.backend import Secret
 from server.blobs import fsync_dir
-from unlearning.starfish.state import StarfishState
+
+if TYPE_CHECKING:  # torch and the algorithm load only in job workers, not at party start
+    from mpc.backend import Secret
+    from unlearning.starfish.state import StarfishState
 
 CKPT_RE = re.compile(r"^t(\d{6})$")
-MakeSecret = Callable[[np.ndarray, int], Secret]
+MakeSecret = Callable[[np.ndarray, int], "Secret"]
 """Wrap this party's int64 share with its scale exponent (e.g. CrypTenBackend.load_shares)."""
 
 
@@ -38,8 +39,10 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not match its index."""
 
 
-def secret_parts(secret: Secret) -> tuple[np.ndarray, int]:
+def secret_parts(secret: "Secret") -> tuple[np.ndarray, int]:
     """This party's int64 share and scale exponent of a secret (CrypTen secrets only)."""
+    import torch
+
     share, bits = getattr(secret, "share", None), getattr(secret, "bits", None)
     if not isinstance(share, torch.Tensor) or share.dtype != torch.long or not isinstance(bits, int):
         raise TypeError(f"cannot checkpoint a {type(secret).__name__}: shares must be int64 tensors")
@@ -81,8 +84,10 @@ class CheckpointDir:
         rounds = self.rounds()
         return rounds[-1] if rounds else 0
 
-    def save(self, state: StarfishState, costs: dict[str, Any]) -> str:
+    def save(self, state: "StarfishState", costs: dict[str, Any]) -> str:
         """Write the checkpoint of `state.round`; returns its digest."""
+        import torch
+
         public = state.public_json()
         tensors = {k: v.detach().to(torch.float64).cpu().numpy() for k, v in state.public_tensors().items()}
         digest = state_digest(public, tensors)
@@ -123,8 +128,12 @@ class CheckpointDir:
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"checkpoint {round_index} is corrupt: {exc}") from None
 
-    def load(self, round_index: int, make_secret: MakeSecret) -> tuple[StarfishState, dict[str, Any]]:
+    def load(self, round_index: int, make_secret: MakeSecret) -> tuple["StarfishState", dict[str, Any]]:
         """The state after `round_index` and the party's cost ledger at that point."""
+        import torch
+
+        from unlearning.starfish.state import StarfishState
+
         index = self._index(round_index)
         folder = self.root / f"t{round_index:06d}"
         tensors: dict[str, np.ndarray] = {}
@@ -132,7 +141,7 @@ class CheckpointDir:
             tensors[name] = np.load(folder / file, allow_pickle=False)
         if state_digest(index["public"], tensors) != index["digest"]:
             raise CheckpointError(f"checkpoint {round_index}: public state does not match its digest")
-        secrets: dict[str, Secret] = {}
+        secrets: dict[str, "Secret"] = {}
         for name, meta in index["secrets"].items():
             data = (folder / meta["file"]).read_bytes()
             if hashlib.sha256(data).hexdigest() != meta["sha256"]:

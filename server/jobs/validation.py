@@ -8,9 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.store import Store
-from unlearning import registry
-from unlearning.starfish.strategy import StarfishStrategy
-from unlearning.strategy import UnlearnContext, UnlearningError
 
 #: strategies the job runner can run under 2PC: Algorithm 4 with a resumable `StarfishState`
 #: (public and secret parts), i.e. Starfish and its random-round-selection baseline
@@ -46,6 +43,14 @@ def parse_parameters(text: str) -> dict[str, Any]:
 
 
 def check_strategy(strategy: str, parameters: dict[str, Any]) -> str:
+    """The strategy name, after checking it runs as a 2PC job and its parameters parse.
+
+    The algorithm (and torch) is imported here, at the first request, not at party start.
+    """
+    from unlearning import registry
+    from unlearning.starfish.strategy import StarfishStrategy
+    from unlearning.strategy import UnlearnContext, UnlearningError
+
     name = strategy or "starfish"
     if name not in JOB_STRATEGIES:
         known = registry.names()
