@@ -121,7 +121,12 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         say("  2PC session processes: " + ", ".join(f"{name} pid {', '.join(map(str, p)) or '?'}"
                                                     for name, p in job_pids.items()))
         _check_installed(fleet, outcome, cfg.rounds, say)
-        tasks_answered = fleet.tasks_answered
+        # what the service side did, for the report: process ids, per-client activity
+        facts: dict[str, Any] = {
+            "processes": {**processes, **job_pids},
+            "clients": [vars(c.run_info) for c in fleet.clients],  # rounds, bytes sent, training seconds, tasks
+            "tasks_answered": fleet.tasks_answered,
+        }
     finally:
         if fleet is not None:
             fleet.close()
@@ -136,8 +141,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
     metrics = steps.run("metrics of M̂ and of the retrain model", lambda: {
         "before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)})
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
-    processes.update(job_pids)
-    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, processes, tasks_answered)
+    return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, facts)
 
 
 def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Say) -> None:
@@ -150,8 +154,7 @@ def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Sa
 
 
 def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: float, fed, stage1: StageOne,
-            outcome: UnlearnOutcome, metrics: dict, gaps: dict, processes: dict[str, Any],
-            tasks_answered: dict[str, int]) -> dict[str, Any]:
+            outcome: UnlearnOutcome, metrics: dict, gaps: dict, facts: dict[str, Any]) -> dict[str, Any]:
     job = outcome.report
     job_steps = rep.job_steps(job.get("costs", {}))
     rows = []
@@ -168,14 +171,15 @@ def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: fl
         "config": cfg.as_dict(),
         "scaling": [{"setting": a, "paper": b, "this_run": c} for a, b, c in cfg.scaling_rows()],
         "targets": list(fed.targets),
-        "processes": processes,
+        "processes": facts["processes"],
         "job_id": outcome.job_id,
         "metrics": metrics,
         "gap_to_retrain": gaps,
         "stage1": {"seconds": stage1.seconds, "client_bytes": stage1.client_bytes, "peer_bytes": stage1.peer_bytes,
                    "model_hashes": stage1.model_hashes, "rounds": [vars(r) for r in stage1.rounds]},
+        "clients": facts["clients"],
         "unlearning": {"seconds": outcome.seconds, "model_hash": outcome.model_hash, "statuses": outcome.statuses,
-                       "tasks_answered": tasks_answered, "job_summary": outcome.summary, "job_report": job},
+                       "tasks_answered": facts["tasks_answered"], "job_summary": outcome.summary, "job_report": job},
         "steps": rows,
         "total_seconds": total,
         "files": [str(f) for f in files],
