@@ -229,14 +229,14 @@ def test_parameter_derivations_follow_the_paper() -> None:
     assert params.selected_count(40) == 24 and params.check_interval(40) == 4
     assert params.comparison(16) == "method1" and params.comparison(17) == "method2"
     assert StarfishParams.from_mapping({"method": "alt", "T_delta": 8}).comparison(9) == "method2"
-    assert StarfishParams(sigma=0.6).unlearning_rate(0.3) == pytest.approx(0.5)
+    assert StarfishParams(sigma=0.6).unlearning_rate(0.3) == 0.3
     assert StarfishParams(eta_u=0.01).unlearning_rate(0.3) == 0.01
 
 
-def test_default_unlearning_rate_is_stored_rate_over_sigma() -> None:
+def test_default_unlearning_rate_is_the_stored_rate() -> None:
     report = StarfishStrategy().run(make_logreg_setup(rounds=8, lr=LR).context(params={"sigma": 0.5})).report
-    assert {entry["eta_u"] for entry in report["rounds"]} == {LR / 0.5}
-    assert report["theorem1"]["eta_u"] == LR / 0.5
+    assert {entry["eta_u"] for entry in report["rounds"]} == {LR}
+    assert report["theorem1"]["eta_u"] == LR
 
 
 def test_report_helpers() -> None:

@@ -32,7 +32,7 @@ class StarfishParams:
     alpha: float = 0.4  #: tolerance rate α ∈ (0, 1] (used by clients for δ_i^j; recorded)
     beta: float = 0.1  #: interval rate β ∈ (0, 1]: T_c = ⌈βT⌉
     buffer_size: int = 2  #: B ≥ 1, L-BFGS pairs kept per client
-    eta_u: float | None = None  #: unlearning rate η_u > 0; None = η_l/σ of each replayed round
+    eta_u: float | None = None  #: unlearning rate η_u > 0; None = η_l of each replayed round
     switch_threshold: int = DEFAULT_SWITCH_THRESHOLD  #: T_δ ≥ 1
     method: str = "auto"  #: one of METHODS
     inverse: str = "secmi"  #: one of INVERSES
@@ -49,9 +49,8 @@ class StarfishParams:
     check_sample: int = 0
 
     def unlearning_rate(self, stored_lr: float) -> float:
-        """η_u, or by default η_l/σ: T′ = σT replayed rounds then spend the learning-rate
-        budget of the T stored rounds (Theorem 1 compares M̂_{t_i} with retraining at ⌈t_i/σ⌉)."""
-        return float(self.eta_u) if self.eta_u is not None else stored_lr / self.sigma
+        """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
+        return float(self.eta_u) if self.eta_u is not None else stored_lr
 
     @property
     def as_dict(self) -> dict[str, Any]:
