@@ -43,6 +43,7 @@ PartyFn = Callable[..., Any]
 
 _CTX = mp.get_context("spawn")
 _JOIN_GRACE_S = 5.0
+_PARENT_POLL_S = 1.0
 
 
 class TwoPartyError(RuntimeError):
@@ -95,8 +96,20 @@ def _dealer_main(port: int, cfg: ClusterConfig) -> None:
     _fast_exit(0)
 
 
+def _next_task(tasks: Any, parent: int) -> Any:
+    """The next task, or None once told to stop or once the parent process has died
+    (an orphaned party would otherwise wait on its queue for ever)."""
+    while True:
+        try:
+            return tasks.get(timeout=_PARENT_POLL_S)
+        except queue.Empty:
+            if os.getppid() != parent:
+                return None
+
+
 def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: Any) -> None:
     """Open a session, then run tasks until told to stop (None) or a task fails."""
+    parent = os.getppid()
     from mpc.crypten_backend import CrypTenBackend
     from mpc.session import Session, SessionConfig
 
@@ -111,7 +124,7 @@ def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: A
     results.put((rank, "ready", None))
     failed = False
     while True:
-        task = tasks.get()
+        task = _next_task(tasks, parent)
         if task is None:
             break
         fn, args = task
