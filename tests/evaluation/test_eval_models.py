@@ -83,4 +83,4 @@ def test_numpy_only_modules_do_not_import_torch() -> None:
 
 
 def test_every_architecture_is_listed_with_its_input_shape() -> None:
-    assert set(ARCHITECTURES) == {"mnist_cnn", "fmnist_cnn", "cifar_cnn", "digits_mlp"}
+    assert set(ARCHITECTURES) == {"mnist_cnn", "fmnist_cnn", "cifar_cnn", "digits_mlp", "mnist_mlp"}
