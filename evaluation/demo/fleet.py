@@ -23,11 +23,14 @@ from typing import Callable
 import numpy as np
 import torch
 
-from client_sdk import Client
-from client_sdk.client import TaskInfo
+from client_sdk import Client, errors
+from client_sdk.client import RoundView, TaskInfo
 from evaluation.simulator import Federation
 from evaluation.training import ClientData, LocalTrainer, order_seed
 
+#: a failed round-state poll (e.g. a server error while a round commits) is retried this often
+POLL_RETRIES = 3
+POLL_RETRY_S = 0.5
 #: called by client threads after each submitted round with (client id, round, bytes sent)
 UploadCallback = Callable[[str, int, int], None]
 
@@ -72,7 +75,7 @@ class SimulatedClient:
         try:
             done = 0
             while done < rounds:
-                view = self.sdk.wait_for_round(after=done, timeout_s=timeout_s)
+                view = self._wait_for_round(done, timeout_s)
                 model = self.sdk.fetch_model(view.round - 1)
                 if model.hash != view.model_hash:
                     raise RuntimeError(f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}")
@@ -85,6 +88,19 @@ class SimulatedClient:
                     on_upload(self.client_id, done, receipt.bytes_sent)
         except Exception as exc:  # reported by the fleet; the demo fails with this message
             self.run_info.error = f"{type(exc).__name__}: {exc}"
+
+    def _wait_for_round(self, after: int, timeout_s: float) -> RoundView:
+        """`Client.wait_for_round`, polled again after a failed poll (read-only, so safe to repeat)."""
+        for attempt in range(POLL_RETRIES + 1):
+            try:
+                return self.sdk.wait_for_round(after=after, timeout_s=timeout_s)
+            except (errors.AuthenticationError, errors.NotRegisteredError, errors.ModelMismatchError, errors.BadRoundError):
+                raise
+            except errors.StarfishError:
+                if attempt == POLL_RETRIES:
+                    raise
+                time.sleep(POLL_RETRY_S)
+        raise AssertionError("unreachable")
 
     def answer_task(self, params: np.ndarray, task: TaskInfo) -> tuple[np.ndarray, int]:
         self.run_info.tasks_answered += 1
@@ -124,9 +140,8 @@ class Fleet:
             t.start()
         for t in threads:
             t.join()
-        failed = [c.run_info for c in self.clients if c.run_info.error]
-        if failed:
-            raise RuntimeError("client(s) failed during training: " + "; ".join(f"{r.client_id}: {r.error}" for r in failed))
+        if self.failures():
+            raise RuntimeError("client(s) failed during training: " + "; ".join(self.failures()))
         return [c.run_info for c in self.clients]
 
     def serve_tasks(self, exclude: tuple[str, ...] = ()) -> None:
@@ -145,6 +160,10 @@ class Fleet:
         for _, t in self._task_threads:
             t.join(10.0)
         self._task_threads = []
+
+    def failures(self) -> list[str]:
+        """Errors of client threads so far ("client: error")."""
+        return [f"{c.client_id}: {c.run_info.error}" for c in self.clients if c.run_info.error]
 
     @property
     def tasks_answered(self) -> dict[str, int]:

@@ -91,6 +91,8 @@ def train(services: DemoServices, fleet: Fleet, m0: torch.Tensor, rounds: int, s
                 break
             if errors:
                 raise RuntimeError(str(errors[0]))
+            if fleet.failures():  # a round waits for every client: fail now rather than at the deadline
+                raise RuntimeError("client(s) failed during training: " + "; ".join(fleet.failures()))
             services.check_alive()
             if time.perf_counter() - start > timeout_s:
                 raise TimeoutError(f"Stage I did not finish {rounds} rounds within {timeout_s:.0f} s")
