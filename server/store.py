@@ -308,8 +308,10 @@ class Store:
 
     def current_round(self) -> RoundRecord | None:
         """The newest round that is not committed (open, closing or failed), if any."""
-        rows = self._query("SELECT MAX(round) FROM rounds WHERE state != 'committed'")
-        return None if rows[0][0] is None else self.round_record(int(rows[0][0]))
+        rows = self._query(  # one statement: the row cannot commit between two reads
+            "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
+            "peer_bytes, error FROM rounds WHERE state != 'committed' ORDER BY round DESC LIMIT 1")
+        return RoundRecord(*rows[0]) if rows else None
 
     def set_round_state(self, round_index: int, state: str, error: str = "") -> None:
         self._tx([("UPDATE rounds SET state=?, error=? WHERE round=?", (state, error, round_index))])

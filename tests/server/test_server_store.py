@@ -130,3 +130,35 @@ def test_seed_compressed_share_is_expanded_on_load(tmp_path: Path):
     assert np.array_equal(b.gradient, expand_mask(seed, M)) and b.gradient.size == M
     assert not list((tmp_path / "p0" / "shares").rglob("*.i64"))  # 32 bytes in the row, no blob
     assert st.erase_client("alice").rows_deleted == 1
+
+
+def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_path: Path):
+    """GetRound reads the open round while the coordinator commits: the snapshot it gets
+    must be one consistent row, never a round that has committed meanwhile."""
+    import threading
+
+    st, h = _store(tmp_path)
+    seen: list[str] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            rec = st.current_round()
+            if rec is not None:
+                seen.append(rec.state)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for i in range(1, 41):
+            if i > 1:
+                h = st.open_round(i, st.global_model_hash(i - 1), deadline=1e12, lr=0.1).model_in_hash
+            st.set_round_state(i, "closed")
+            st.set_membership(i, {})
+            st.set_round_output(i, "toy", np.full(M, i, dtype=np.float32), peer_bytes=0)
+            st.commit_round(i)
+    finally:
+        done.set()
+        poller.join()
+    assert seen, "the poller never saw an open round"
+    assert "committed" not in seen
