@@ -173,6 +173,7 @@ class Store:
         self._db = sqlite3.connect(self.root / "meta.sqlite", check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA secure_delete=ON")  # erased rows (seeds, scalar shares) are zeroed
         self._db.executescript(SCHEMA)
 
     def close(self) -> None:
@@ -484,6 +485,9 @@ class Store:
                 ("INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
                  (client, receipt.erased_at)),
             ])
+            # copy the zeroed pages into the database file and empty the write-ahead log,
+            # which would otherwise still hold the deleted rows
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             for directory in (self.root / "shares").iterdir():
                 blobs.fsync_dir(directory)
         return receipt

@@ -162,3 +162,19 @@ def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_p
         poller.join()
     assert seen, "the poller never saw an open round"
     assert "committed" not in seen
+
+
+def test_erased_seed_and_scalar_shares_leave_no_bytes_in_the_database_files(tmp_path: Path):
+    """Erasure must not leave a seed-compressed share (32 bytes in a row) readable in the
+    SQLite file or its write-ahead log."""
+    from client_sdk.masks import new_seed
+
+    st, h = _store(tmp_path)
+    seed = new_seed()
+    st.put_upload(1, "alice", 4, None, random_ring(1), random_ring(1), h, mask_seed=seed, num_params=M)
+    st.put_upload(1, "bob", 4, *_one(), h)
+    st.erase_client("alice")
+    db_files = [p for p in (tmp_path / "p0").iterdir() if p.name.startswith("meta.sqlite")]
+    assert db_files
+    for path in db_files:
+        assert seed not in path.read_bytes(), f"erased seed still readable in {path.name}"
