@@ -12,7 +12,7 @@ setting. The paper's η_l = 0.005 learned too slowly on 5k MNIST (11.9 % test er
 40 rounds in a prototype; the backdoor never took hold), so the default is η_l = 0.05
 with 2 local epochs. Measured here on 5k MNIST after 40 rounds (docs/QUALITY.md):
 η_l = 0.05 gives 5.4 % test error and 88.9 % backdoor success, η_l = 0.1 gives 3.6 % and
-95.6 % and converges early enough for Starfish's ⌈σT⌉-round replay to match retraining.
+95.6 % and converges sooner, which narrows the gap of Starfish's ⌈σT⌉-round replay.
 Both are settings.
 """
 from __future__ import annotations
