@@ -269,12 +269,17 @@ def section_switching(lines: list[str]) -> None:
                      f"{r['method1']['bytes'] / 1e6:.2f} | {r['method2']['bytes'] / 1e6:.2f} | {r['model_seconds']['method1']:.2f} | "
                      f"{r['model_seconds']['method2']:.2f} |")
     th = f["threshold"]
+    from unlearning.starfish.params import DEFAULT_SWITCH_THRESHOLD
+
+    def first(value: Any) -> str:
+        return "never in the measured range" if value is None else f"T = {value}"
+
     lines.append(f"\nThresholds: the paper's rule (Method 1 iff T·C_SecDiv ≥ 2·n_comp(T)·C_SecMul) with our per-element "
                  f"costs gives T_δ = {th['paper_rule_time']} by time and {th['paper_rule_bytes']} by bytes; the batched "
-                 f"latency model gives Method 2 faster from T = {th['batched_model_time_first_T_method2_faster']}; measured: "
-                 f"Method 2 first faster at T = {th['measured_time_first_T_method2_faster']}, first smaller at T = "
-                 f"{th['measured_bytes_first_T_method2_smaller']} (None: never in the measured range). The default "
-                 "`StarfishParams.switch_threshold` is 256.\n")
+                 f"latency model gives Method 2 faster from {first(th['batched_model_time_first_T_method2_faster'])}; "
+                 f"measured: Method 2 first faster at {first(th['measured_time_first_T_method2_faster'])}, first smaller "
+                 f"at {first(th['measured_bytes_first_T_method2_smaller'])}. The default "
+                 f"`StarfishParams.switch_threshold` is {DEFAULT_SWITCH_THRESHOLD}.\n")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
