@@ -82,6 +82,28 @@ def _meta_line(res: dict[str, Any], quick: bool) -> str:
 
 
 # ------------------------------------------------------------------------------------ sections
+def section_primitives(lines: list[str]) -> None:
+    """Per-protocol time, bytes and rounds from bench/results/mpc_primitives.json (party 0's view)."""
+    res, quick = load("mpc_primitives")
+    lines.append("## 2PC protocols (primitives)\n")
+    if res is None:
+        lines.append("Not measured yet (`starfish bench --only mpc_primitives`).\n")
+        return
+    lines.append(_meta_line(res, quick) + "\n")
+    lines.append("One call per row; online = party 0 ↔ party 1 (party 0's sent + received bytes), offline = dealer → "
+                 "party 0.\n")
+    lines.append("| protocol | size | wall s | online MB | online rounds | offline MB | offline s |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for row in res["figures"]["rows"]:
+        lines.append(f"| {row['op']} | {row['size']} | {_fmt(row['seconds'])} | {_fmt(row['online_bytes'] / 1e6, 1)} | "
+                     f"{row['online_rounds']} | {_fmt(row['offline_bytes'] / 1e6, 1)} | {_fmt(row['offline_seconds'])} |")
+    lines.append("")
+    for name, target in res["figures"]["targets"].items():
+        paper = f"; paper (ABY) {_fmt(target['paper_aby_s'], 0)} s" if target.get("paper_aby_s") else ""
+        lines.append(f"Target: {name} ≤ {_fmt(target['target_s'], 0)} s — measured {_fmt(target['measured_s'])} s: "
+                     f"{'yes' if target['met'] else 'no'}{paper}.\n")
+
+
 def section_steps(lines: list[str]) -> None:
     res, quick = load("unlearning_cost")
     lines.append("## Per-step 2PC cost of one unlearning round (Tables I and VII)\n")
@@ -443,7 +465,7 @@ ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binar
 
 def build() -> str:
     lines = [HEADER]
-    for section in (section_steps, section_whole_job, section_switching, section_precision, section_sweeps, section_quality):
+    for section in (section_primitives, section_steps, section_whole_job, section_switching, section_precision, section_sweeps, section_quality):
         section(lines)
     return "\n".join(lines) + "\n"
 
