@@ -24,7 +24,8 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientRequest, RoundInfo
-from unlearning.strategy import UnlearnContext, UnlearningError
+from unlearning.probes import require_probe
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError
 
 P = TypeVar("P")
 
@@ -258,3 +259,19 @@ def norm_calibrated_update(stored_norms: Mapping[str, float], fresh: Mapping[str
         if norm_hat > 0.0:
             total += weights[c] * stored_norms[c] / norm_hat * g_hat.to(torch.float64)
     return total
+
+
+class BaselineStrategy(Strategy):
+    """Shared request checks of the baselines: the base checks (targets, plaintext need),
+    parameters that parse as `params_type`, a model probe when `needs_probe`, and no
+    resume (only Algorithm 4's resumable state supports it)."""
+
+    params_type: type
+    needs_probe: bool = False
+
+    def validate(self, ctx: UnlearnContext) -> None:
+        super().validate(ctx)
+        parse_params(self.params_type, ctx.params, self.name)
+        if self.needs_probe:
+            require_probe(ctx, self.name)
+        refuse_resume(ctx, self.name)

@@ -46,11 +46,12 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import torch
 
 from unlearning.baselines.common import (
+    BaselineStrategy,
     RunLog, check_range, cosine, descend, fedavg_weights, loss_windows, norm_calibrated_update, parse_params, plain,
-    refuse_resume, stored_plain, stored_round_update, top_fraction,
+    stored_plain, stored_round_update, top_fraction,
 )
 from unlearning.probes import ModelProbe, require_probe
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy import UnlearnContext, UnlearnResult
 
 NAME = "crab"
 
@@ -138,17 +139,13 @@ def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Mapping[str, float]]) -
     return math.fsum(len(k) for k in kept) / max(1, uploads)
 
 
-class CrabStrategy(Strategy):
+class CrabStrategy(BaselineStrategy):
     """Selective storage, adaptive rollback and calibrated recovery (module docstring)."""
 
     name = NAME
     requires_plaintext = True
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(CrabParams, ctx.params, NAME)
-        require_probe(ctx, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = CrabParams
+    needs_probe = True
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)

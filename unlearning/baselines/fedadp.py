@@ -45,11 +45,12 @@ from typing import Mapping, Sequence
 import torch
 
 from unlearning.baselines.common import (
-    RunLog, check_range, cosine, descend, fedavg_weights, loss_windows, parse_params, plain, refuse_resume,
+    BaselineStrategy,
+    RunLog, check_range, cosine, descend, fedavg_weights, loss_windows, parse_params, plain, 
     stored_plain, top_fraction,
 )
 from unlearning.probes import require_probe
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import UnlearnContext, UnlearningError, UnlearnResult
 
 NAME = "fedadp"
 
@@ -137,17 +138,13 @@ def direction_calibrated_update(stored: Mapping[str, torch.Tensor], fresh: Mappi
     return total
 
 
-class FedADPStrategy(Strategy):
+class FedADPStrategy(BaselineStrategy):
     """Adaptive-DP storage, dual-layer selection and cosine-scaled calibration (module docstring)."""
 
     name = NAME
     requires_plaintext = True
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(FedADPParams, ctx.params, NAME)
-        require_probe(ctx, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = FedADPParams
+    needs_probe = True
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)

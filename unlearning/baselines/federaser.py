@@ -28,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unlearning.baselines.common import (
-    RunLog, check_range, descend, fedavg_weights, norm_calibrated_update, parse_params, plain, refuse_resume,
+    BaselineStrategy,
+    RunLog, check_range, descend, fedavg_weights, norm_calibrated_update, parse_params, plain, 
     stored_plain,
 )
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy import UnlearnContext, UnlearnResult
 
 NAME = "federaser"
 
@@ -46,16 +47,12 @@ class FedEraserParams:
         check_range(NAME, "interval", self.interval, 1, 100_000)
 
 
-class FedEraserStrategy(Strategy):
+class FedEraserStrategy(BaselineStrategy):
     """Replay of the retained rounds with norm-calibrated fresh updates (module docstring)."""
 
     name = NAME
     requires_plaintext = True
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(FedEraserParams, ctx.params, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = FedEraserParams
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)

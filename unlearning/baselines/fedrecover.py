@@ -41,10 +41,11 @@ import torch
 
 from mpc.backend import Backend
 from unlearning.baselines.common import (
-    RunLog, check_choice, check_range, descend, fedavg_weights, parse_params, plain, refuse_resume, stored_plain,
+    BaselineStrategy,
+    RunLog, check_choice, check_range, descend, fedavg_weights, parse_params, plain, stored_plain,
 )
 from unlearning.lbfgs import bounded_correction, curvature_accepted, hessian_vector_product
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy import UnlearnContext, UnlearnResult
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given
@@ -109,16 +110,12 @@ def abnormality_threshold(peaks: Sequence[float], tolerance: float) -> float:
     return float(torch.kthvalue(values, rank).values)
 
 
-class FedRecoverStrategy(Strategy):
+class FedRecoverStrategy(BaselineStrategy):
     """L-BFGS-estimated replay with warm-up, correction, abnormality fixing and final tuning."""
 
     name = NAME
     requires_plaintext = True
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(FedRecoverParams, ctx.params, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = FedRecoverParams
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)

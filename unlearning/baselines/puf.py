@@ -33,10 +33,11 @@ import random
 from dataclasses import dataclass
 
 from unlearning.baselines.common import (
-    RunLog, aggregate, check_choice, check_range, descend, fedavg_weights, parse_params, refuse_resume,
+    BaselineStrategy,
+    RunLog, aggregate, check_choice, check_range, descend, fedavg_weights, parse_params, 
 )
 from unlearning.history import SharedHistory
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import UnlearnContext, UnlearningError, UnlearnResult
 
 NAME = "puf"
 #: paper defaults for η_u per operating mode (PUF §V-A)
@@ -70,16 +71,12 @@ class PUFParams:
         return self.eta_u if self.eta_u is not None else DEFAULT_ETA_U[self.mode]
 
 
-class PUFStrategy(Strategy):
+class PUFStrategy(BaselineStrategy):
     """Negated, scaled pseudo-gradients of the targets, then FedAvg recovery (module docstring)."""
 
     name = NAME
     requires_plaintext = False
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(PUFParams, ctx.params, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = PUFParams
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
-from unlearning.baselines.common import RunLog, aggregate, check_range, descend, fedavg_weights, parse_params, refuse_resume
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.baselines.common import BaselineStrategy, RunLog, aggregate, check_range, descend, fedavg_weights, parse_params
+from unlearning.strategy import UnlearnContext, UnlearnResult
 
 NAME = "retrain"
 
@@ -58,16 +58,12 @@ def fedavg_from_scratch(ctx: UnlearnContext, log: RunLog, rounds: int, reason: s
     return model
 
 
-class RetrainStrategy(Strategy):
+class RetrainStrategy(BaselineStrategy):
     """FedAvg from M_0 over the remaining clients (see module docstring)."""
 
     name = NAME
     requires_plaintext = False
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(RetrainParams, ctx.params, NAME)
-        refuse_resume(ctx, NAME)
+    params_type = RetrainParams
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         self.validate(ctx)
