@@ -1,7 +1,7 @@
 """Admin gRPC service (party0): start training, training status, erase.
 
-The unlearning-job RPCs are part of the contract (Stage II); this build answers them
-with UNIMPLEMENTED.
+The unlearning-job RPCs of the contract are served by `server.jobs.services.JobAdminService`,
+which extends this class.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from server.state import PartyState
 from server.store import ConflictError
 
 log = logging.getLogger(__name__)
-NO_JOBS = "unlearning jobs are not available in this build"
 
 
 def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
@@ -77,27 +76,3 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         mine = receipt_message(self.state.store.erase_client(client))
         log.info("client %s erased on both parties", client)
         return admin_pb2.EraseReply(receipts=[mine, theirs])
-
-    def Unlearn(self, request, context):
-        require_admin(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
-
-    def GetJobStatus(self, request, context):
-        require_admin(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
-
-    def WatchJob(self, request, context):
-        require_admin(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
-
-    def GetJobModel(self, request, context):
-        require_admin(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
-
-    def GetJobReport(self, request, context):
-        require_admin(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, NO_JOBS)
-
-    def ListJobs(self, request, context):
-        require_admin(self.cfg, context)
-        return admin_pb2.ListJobsReply()
