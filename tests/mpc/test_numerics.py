@@ -52,3 +52,16 @@ def test_cost_accounting_splits_online_and_offline(cluster):
     # party 0 fetches the triple from the dealer (c: 1000 ring elements); party 1 expands a seed
     assert mul["offline_bytes"] == 1000 * 8 and other["mul"]["offline_bytes"] == 0
     assert ge["online_rounds"] > mul["online_rounds"] and ge["offline_bytes"] > mul["offline_bytes"]
+
+
+def test_long_scalar_products_are_truncated_once(cluster):
+    """SecSP over many terms stays within one truncation's error (< 2 ulp): the products are
+    summed before truncating, so the error does not grow with the length (per-term
+    truncation would add up to 2 ulp per term)."""
+    gen = torch.Generator().manual_seed(7)
+    # values on the fixed-point grid (encoding is exact), products with 2f fractional bits
+    x = torch.randint(-2**14, 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
+    y = torch.randint(-2**14, 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
+    got, _ = cluster.run(cases.scalar_products, x, y)
+    err = float((got - (x * y).sum(-1)).abs().max())
+    assert err < 2 * ULP, err / ULP
