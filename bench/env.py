@@ -1,4 +1,5 @@
 """Where a measurement was taken and how: machine, load, date, command; JSON result files."""
+
 from __future__ import annotations
 
 import json
@@ -88,7 +89,6 @@ def read_result(name: str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     return json.loads(path.read_text())
-
 
 
 @contextmanager

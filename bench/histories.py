@@ -17,6 +17,7 @@ benchmarks only (`SeededHistory`, `SeededOracle`).
   (no training): g_i^j ~ N(0, s_ij²), ‖g‖ exact, δ_i^j the α-quantile of |N(0, s_ij²)|;
 * `cached_simulation` — a trained history reused between benchmarks (bench/.cache/).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -140,7 +141,9 @@ class SeededOracle(GradientOracle):
 class SyntheticHistory(SharedHistory):
     """Gaussian uploads of an m-parameter model (cost tables; see module docstring)."""
 
-    def __init__(self, m: int, num_clients: int = 20, rounds: int = 40, alpha: float = 0.4, lr: float = 0.005, seed: int = 0) -> None:
+    def __init__(
+        self, m: int, num_clients: int = 20, rounds: int = 40, alpha: float = 0.4, lr: float = 0.005, seed: int = 0
+    ) -> None:
         self.m = m
         self.ids = [f"client-{j:02d}" for j in range(num_clients)]
         self._col = {c: k for k, c in enumerate(self.ids)}
@@ -174,7 +177,9 @@ class SyntheticHistory(SharedHistory):
         key = (i, client)
         if key not in self._plain:
             gen = torch.Generator().manual_seed(_seed_of(self._seed, "g", i, client))
-            self._plain[key] = torch.randn(self.m, generator=gen, dtype=torch.float64) * float(self.scale[i - 1, self._col[client]])
+            self._plain[key] = torch.randn(self.m, generator=gen, dtype=torch.float64) * float(
+                self.scale[i - 1, self._col[client]]
+            )
         return self._plain[key]
 
     def gradients(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
@@ -182,7 +187,9 @@ class SyntheticHistory(SharedHistory):
         return seeded_share(backend, rows, self._seed, "g", i, tuple(clients))
 
     def norms(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
-        vals = torch.tensor([float(torch.linalg.vector_norm(self.plain_gradient(i, c))) for c in clients], dtype=torch.float64)
+        vals = torch.tensor(
+            [float(torch.linalg.vector_norm(self.plain_gradient(i, c))) for c in clients], dtype=torch.float64
+        )
         return seeded_share(backend, vals, self._seed, "n", i, tuple(clients))
 
     def thresholds(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
@@ -222,7 +229,13 @@ def cached_simulation(config: object, log: bool = True) -> object:
         tmp.replace(grads_path)
         meta = {"config": asdict(res.config), "train_seconds": res.train_seconds}
         tmp_meta = meta_path.with_name(f"{meta_path.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp_meta, meta=np.array(json.dumps(meta)), models=torch.stack(res.models).numpy(), norms=res.norms, deltas=res.deltas)
+        np.savez(
+            tmp_meta,
+            meta=np.array(json.dumps(meta)),
+            models=torch.stack(res.models).numpy(),
+            norms=res.norms,
+            deltas=res.deltas,
+        )
         tmp_meta.replace(meta_path)
     with np.load(meta_path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
@@ -237,7 +250,12 @@ def seeded_history(result: object, seed: int = 0) -> SeededHistory:
     """The `SeededHistory` of a `SimulationResult`."""
     fed = result.federation  # type: ignore[attr-defined]
     return SeededHistory(
-        result.models, result.client_ids, fed.n_samples, result.config.lr,  # type: ignore[attr-defined]
-        result.grads, result.norms, result.deltas, seed,  # type: ignore[attr-defined]
+        result.models,
+        result.client_ids,
+        fed.n_samples,
+        result.config.lr,  # type: ignore[attr-defined]
+        result.grads,
+        result.norms,
+        result.deltas,
+        seed,  # type: ignore[attr-defined]
     )
-

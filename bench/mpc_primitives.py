@@ -19,6 +19,7 @@ pairs with SecGE2 ≤ 5 s.
 
 `python -m bench.mpc_primitives [--quick]` or `starfish bench --only mpc_primitives`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -131,7 +132,12 @@ def plan(quick: bool) -> list[tuple[str, Any]]:
     for op in ("SecMul", "SecGE", "SecGE2", "SecDiv", "SecMax"):
         items += [(op, n) for n in sizes]
     items += [("SecSrt GE2", SORT_PAIRS), ("SecSrt GE", SORT_PAIRS)]
-    items += [("SecMI", (1, 4)), ("SecMI", (REMAINING_CLIENTS, 4)), ("NewtonSchulz", (1, 4)), ("NewtonSchulz", (REMAINING_CLIENTS, 4))]
+    items += [
+        ("SecMI", (1, 4)),
+        ("SecMI", (REMAINING_CLIENTS, 4)),
+        ("NewtonSchulz", (1, 4)),
+        ("NewtonSchulz", (REMAINING_CLIENTS, 4)),
+    ]
     items += [("SecTC", (REMAINING_CLIENTS, tc_m)), ("SecTC", (REMAINING_CLIENTS, tc_m, "sample-first"))]
     return items
 
@@ -140,9 +146,16 @@ def run(quick: bool) -> dict[str, Any]:
     """Run every measurement; write bench/results/mpc_primitives[_quick].json; return it."""
     items = plan(quick)
     config = ClusterConfig(session_timeout_s=600.0)
-    meta = stamp({"quick": quick, "precision_bits": config.precision_bits, "step_check": config.step_check,
-                  "sample_fraction": SAMPLE_FRACTION, "torch_threads_per_process": 1,
-                  "processes": "dealer + party0 + party1 on loopback (mpc.cluster.TwoPartyCluster)"})
+    meta = stamp(
+        {
+            "quick": quick,
+            "precision_bits": config.precision_bits,
+            "step_check": config.step_check,
+            "sample_fraction": SAMPLE_FRACTION,
+            "torch_threads_per_process": 1,
+            "processes": "dealer + party0 + party1 on loopback (mpc.cluster.TwoPartyCluster)",
+        }
+    )
     rows: list[dict[str, Any]] = []
     with TwoPartyCluster(timeout=3600.0, config=config) as cluster:
         for seed, (op, size) in enumerate(items):
@@ -156,8 +169,11 @@ def run(quick: bool) -> dict[str, Any]:
             r0["online_rounds_party1"] = r1["online_rounds"]
             r0["cpu_seconds_incl_inputs_party1"] = r1["cpu_seconds_incl_inputs"]
             rows.append(r0)
-            print(f"  {op:<14} {str(size):<26} {r0['seconds']:8.2f} s  online {r0['online_bytes'] / 2**20:9.1f} MB "
-                  f"{r0['online_rounds']:6d} rounds  offline {r0['offline_bytes'] / 2**20:8.1f} MB {r0['offline_seconds']:7.2f} s", flush=True)
+            print(
+                f"  {op:<14} {str(size):<26} {r0['seconds']:8.2f} s  online {r0['online_bytes'] / 2**20:9.1f} MB "
+                f"{r0['online_rounds']:6d} rounds  offline {r0['offline_bytes'] / 2**20:8.1f} MB {r0['offline_seconds']:7.2f} s",
+                flush=True,
+            )
     figures = {"rows": rows, "targets": _targets(rows, quick)}
     return write_result("mpc_primitives_quick" if quick else "mpc_primitives", meta, figures)
 
@@ -174,10 +190,15 @@ def _targets(rows: list[dict[str, Any]], quick: bool) -> dict[str, Any]:
         cpu = [row["cpu_seconds_incl_inputs"], row["cpu_seconds_incl_inputs_party1"], row["cpu_seconds_dealer"]]
         # what the three processes need on two otherwise idle cores (ignores waiting on each other)
         cpu_bound = max(max(cpu), sum(cpu) / 2) * scale
-        out[key] = {"target_s": TARGETS_S[key], "measured_s": measured, "met": measured <= TARGETS_S[key],
-                    "extrapolated": scale != 1.0, "paper_aby_s": PAPER_ABY_S.get(key),
-                    "cpu_seconds_party0_party1_dealer": [c * scale for c in cpu],
-                    "idle_two_core_estimate_s": cpu_bound}
+        out[key] = {
+            "target_s": TARGETS_S[key],
+            "measured_s": measured,
+            "met": measured <= TARGETS_S[key],
+            "extrapolated": scale != 1.0,
+            "paper_aby_s": PAPER_ABY_S.get(key),
+            "cpu_seconds_party0_party1_dealer": [c * scale for c in cpu],
+            "idle_two_core_estimate_s": cpu_bound,
+        }
     return out
 
 

@@ -4,6 +4,7 @@ Table I (MNIST) and Table VII (F-MNIST, CIFAR-10): one unlearning round, per ste
 Table II (MNIST) and Table VIII (F-MNIST, CIFAR-10): the whole unlearning process.
 Times in seconds, communication in GB (10^9 bytes as printed by the paper).
 """
+
 from __future__ import annotations
 
 #: step → dataset → (offline s, online s, offline GB, online GB)

@@ -14,6 +14,7 @@ Two measurements per f (DESIGN §4, §10):
    ≈ |x·y|·2^(2f−64); and the relative error of ‖g‖² for a gradient of coordinates ≈ 10⁻³
    computed as one truncated dot product (what `unlearning.lbfgs.squared_norms` does).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -56,7 +57,9 @@ def product_faults(backend: Backend, rank: int, magnitudes: tuple[int, ...], n: 
             # a truncation fault adds ±2^(64−2f); rounding errors stay far below a quarter of it
             "faults": int((err > 2.0 ** (62 - 2 * f)).sum()),
             "overflow": 2 * k + 2 * f >= 63,  # |x̄·ȳ| may exceed the ring: wrong even without a fault
-            "max_rounding_error": float(err[err <= 2.0 ** (62 - 2 * f)].max()) if bool((err <= 2.0 ** (62 - 2 * f)).any()) else None,
+            "max_rounding_error": float(err[err <= 2.0 ** (62 - 2 * f)].max())
+            if bool((err <= 2.0 ** (62 - 2 * f)).any())
+            else None,
             "n": n,
             "model_rate": float((x * y).abs().mean()) * 2.0 ** (2 * backend.f - 64),  # type: ignore[attr-defined]
         }
@@ -66,8 +69,11 @@ def product_faults(backend: Backend, rank: int, magnitudes: tuple[int, ...], n: 
     exact = float(torch.dot(g, g))
     # squaring coordinate by coordinate (truncating each square) loses the small squares
     per_coord = float(backend.reveal(backend.sum(backend.square(sg))))
-    out["norm2"] = {"exact": exact, "dot_rel_error": abs(float(dot.reshape(-1)[0]) - exact) / exact,
-                    "per_coordinate_rel_error": abs(per_coord - exact) / exact}
+    out["norm2"] = {
+        "exact": exact,
+        "dot_rel_error": abs(float(dot.reshape(-1)[0]) - exact) / exact,
+        "per_coordinate_rel_error": abs(per_coord - exact) / exact,
+    }
     return out
 
 
@@ -97,8 +103,16 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     bits = BITS_QUICK if quick else BITS_FULL
     config = history_config(quick)
-    meta = stamp({"bits": list(bits), "simulation": asdict(config), "starfish": JOB_PARAMS, "magnitudes": list(MAGNITUDES),
-                  "products": PRODUCTS, "quick": quick})
+    meta = stamp(
+        {
+            "bits": list(bits),
+            "simulation": asdict(config),
+            "starfish": JOB_PARAMS,
+            "magnitudes": list(MAGNITUDES),
+            "products": PRODUCTS,
+            "quick": quick,
+        }
+    )
     result = cached_simulation(config)
     evaluator = Evaluator(result)  # type: ignore[arg-type]
     with single_thread():
@@ -106,7 +120,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     figures: dict[str, Any] = {"bits": {}, "plain_metrics": evaluator.evaluate(torch.from_numpy(plain["model"]))}
     for f in bits:
         row: dict[str, Any] = {}
-        with TwoPartyCluster(timeout=3600.0, config=ClusterConfig(precision_bits=f, session_timeout_s=600.0)) as cluster:
+        with TwoPartyCluster(
+            timeout=3600.0, config=ClusterConfig(precision_bits=f, session_timeout_s=600.0)
+        ) as cluster:
             row["faults"], _ = cluster.run(product_faults, MAGNITUDES, PRODUCTS // (4 if quick else 1), f)
             try:
                 secure, _ = cluster.run(unlearn, asdict(config), JOB_PARAMS, 0)
@@ -114,11 +130,16 @@ def run(quick: bool = False) -> dict[str, Any]:
                 row["job"]["outcome"] = "ok"
             except TwoPartyError as exc:
                 text = str(exc)
-                row["job"] = {"outcome": "truncation fault" if "TruncationFaultError" in text else "failed",
-                              "error": text.strip().splitlines()[-1][:300]}
+                row["job"] = {
+                    "outcome": "truncation fault" if "TruncationFaultError" in text else "failed",
+                    "error": text.strip().splitlines()[-1][:300],
+                }
         gap = row["job"].get("model_gap", {}).get("relative")
-        print(f"   f = {f}: job {row['job']['outcome']}, relative gap {gap}, "
-              f"faults {[row['faults']['products'][str(k)]['faults'] for k in MAGNITUDES]}", flush=True)
+        print(
+            f"   f = {f}: job {row['job']['outcome']}, relative gap {gap}, "
+            f"faults {[row['faults']['products'][str(k)]['faults'] for k in MAGNITUDES]}",
+            flush=True,
+        )
         figures["bits"][str(f)] = row
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

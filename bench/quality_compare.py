@@ -10,6 +10,7 @@ Model: a 784-64-10 MLP (50,890 parameters). Training the paper's CNN for ten met
 three seeds does not fit the benchmark's time on 2 CPU cores; the 2PC costs at the CNN's
 size are measured by `bench.unlearning_cost` and `bench.whole_job`.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,13 +69,19 @@ def one_seed(quick: bool, seed: int, cluster: TwoPartyCluster) -> dict[str, dict
             continue
         label = "starfish (plaintext)" if name == "starfish" else name
         rows[label] = _row(out["metrics"], out["arp_percent"], out["seconds"])
-        print(f"   seed {seed} {label:22s} TER {rows[label]['ter']:5.1f} BA-ASR {rows[label]['ba_asr']:5.1f} "
-              f"MIA {rows[label]['mia_asr']:5.1f} ARP {rows[label]['arp']:5.1f}", flush=True)
+        print(
+            f"   seed {seed} {label:22s} TER {rows[label]['ter']:5.1f} BA-ASR {rows[label]['ba_asr']:5.1f} "
+            f"MIA {rows[label]['mia_asr']:5.1f} ARP {rows[label]['arp']:5.1f}",
+            flush=True,
+        )
     secure, _ = cluster.run(unlearn, asdict(config), STARFISH_PARAMS, seed)
     model = torch.from_numpy(secure["model"])
     rows["starfish (2PC)"] = _row(experiment.evaluator.evaluate(model), secure["arp_percent"], secure["wall_s"])
-    print(f"   seed {seed} starfish (2PC)         TER {rows['starfish (2PC)']['ter']:5.1f} "
-          f"BA-ASR {rows['starfish (2PC)']['ba_asr']:5.1f}", flush=True)
+    print(
+        f"   seed {seed} starfish (2PC)         TER {rows['starfish (2PC)']['ter']:5.1f} "
+        f"BA-ASR {rows['starfish (2PC)']['ba_asr']:5.1f}",
+        flush=True,
+    )
     return rows
 
 
@@ -97,15 +104,25 @@ def summarize(per_seed: list[dict[str, dict[str, float]]]) -> dict[str, dict[str
 
 def run(quick: bool = False) -> dict[str, Any]:
     seeds = SEEDS_QUICK if quick else SEEDS_FULL
-    meta = stamp({"seeds": list(seeds), "simulation": asdict(history_config(quick, seeds[0])), "starfish": STARFISH_PARAMS,
-                  "quick": quick})
+    meta = stamp(
+        {
+            "seeds": list(seeds),
+            "simulation": asdict(history_config(quick, seeds[0])),
+            "starfish": STARFISH_PARAMS,
+            "quick": quick,
+        }
+    )
     per_seed = []
     with TwoPartyCluster(timeout=3600.0, config=ClusterConfig(session_timeout_s=600.0)) as cluster:
         for seed in seeds:
             per_seed.append(one_seed(quick, seed, cluster))
     diverged = {m: sum(1 for s in per_seed if m in s and "ter" not in s[m]) for m in per_seed[0]}
-    figures = {"seeds": list(seeds), "per_seed": per_seed, "summary": summarize(per_seed),
-               "diverged": {m: n for m, n in diverged.items() if n}, "nan_free": all(
-                   math.isfinite(v) for s in per_seed for r in s.values() for v in r.values())}
+    figures = {
+        "seeds": list(seeds),
+        "per_seed": per_seed,
+        "summary": summarize(per_seed),
+        "diverged": {m: n for m, n in diverged.items() if n},
+        "nan_free": all(math.isfinite(v) for s in per_seed for r in s.values() for v in r.values()),
+    }
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

@@ -21,6 +21,7 @@ so it is not run a second time unless listed in --strategies.
 Writes bench/results/quality_mnist.json after every finished strategy (partial results
 survive an interrupted run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -138,8 +139,14 @@ def main(argv: list[str] | None = None) -> int:
             "retrain_reference": {**reference_metrics, "seconds": ref_seconds},
             "runs": {},
         }
-        reference_row = {"strategy": "retrain", "backend": "plain", "seconds": ref_seconds, "metrics": reference_metrics,
-                         "arp_percent": 0.0, "gap_to_retrain": {"l2": 0.0, "relative": 0.0}}
+        reference_row = {
+            "strategy": "retrain",
+            "backend": "plain",
+            "seconds": ref_seconds,
+            "metrics": reference_metrics,
+            "arp_percent": 0.0,
+            "gap_to_retrain": {"l2": 0.0, "relative": 0.0},
+        }
         label = config_label(result.config)
         backend = PlainBackend()
         for name in strategies:

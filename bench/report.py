@@ -5,6 +5,7 @@ footer with the machine, the measurement date, the command and the parameters. A
 benchmark that has not been run is listed as missing. The full results are used when
 present, otherwise those of `--quick` (marked as such).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ def load(name: str) -> tuple[dict[str, Any] | None, bool]:
 def _fmt(x: float | None, digits: int = 2) -> str:
     if x is None:
         return "—"
-    if x != 0 and (abs(x) < 10 ** -digits or abs(x) >= 1e6):
+    if x != 0 and (abs(x) < 10**-digits or abs(x) >= 1e6):
         return f"{x:.2e}"
     return f"{x:,.{digits}f}"
 
@@ -54,9 +55,11 @@ def _footer(res: dict[str, Any], quick: bool) -> str:
     if len(params) > 330:
         params = params[:327] + "..."
     params = "\n".join(textwrap.wrap(params, 165))
-    return (f"{mach['cpu']}, {mach['cores']} cores, torch {mach['torch']}, crypten {mach['crypten']} | "
-            f"{meta['date_utc']} UTC, load {meta['load_average_start'][0]}→{meta['load_average_end'][0]} | "
-            f"starfish bench --only {res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}\n{params}")
+    return (
+        f"{mach['cpu']}, {mach['cores']} cores, torch {mach['torch']}, crypten {mach['crypten']} | "
+        f"{meta['date_utc']} UTC, load {meta['load_average_start'][0]}→{meta['load_average_end'][0]} | "
+        f"starfish bench --only {res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}\n{params}"
+    )
 
 
 def _save(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: float | None = 0.24) -> str:
@@ -75,10 +78,12 @@ def _save(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: float |
 
 def _meta_line(res: dict[str, Any], quick: bool) -> str:
     meta = res["meta"]
-    return (f"*Measured {meta['date_utc']} UTC on {meta['machine']['cpu']} ({meta['machine']['cores']} cores), load average "
-            f"{meta['load_average_start']} at the start and {meta['load_average_end']} at the end"
-            f"{'; quick mode (smaller sizes)' if quick else ''}. Command: `starfish bench --only "
-            f"{res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}`.*")
+    return (
+        f"*Measured {meta['date_utc']} UTC on {meta['machine']['cpu']} ({meta['machine']['cores']} cores), load average "
+        f"{meta['load_average_start']} at the start and {meta['load_average_end']} at the end"
+        f"{'; quick mode (smaller sizes)' if quick else ''}. Command: `starfish bench --only "
+        f"{res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}`.*"
+    )
 
 
 # ------------------------------------------------------------------------------------ sections
@@ -90,18 +95,23 @@ def section_primitives(lines: list[str]) -> None:
         lines.append("Not measured yet (`starfish bench --only mpc_primitives`).\n")
         return
     lines.append(_meta_line(res, quick) + "\n")
-    lines.append("One call per row; online = party 0 ↔ party 1 (party 0's sent + received bytes), offline = dealer → "
-                 "party 0.\n")
+    lines.append(
+        "One call per row; online = party 0 ↔ party 1 (party 0's sent + received bytes), offline = dealer → party 0.\n"
+    )
     lines.append("| protocol | size | wall s | online MB | online rounds | offline MB | offline s |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for row in res["figures"]["rows"]:
-        lines.append(f"| {row['op']} | {row['size']} | {_fmt(row['seconds'])} | {_fmt(row['online_bytes'] / 1e6, 1)} | "
-                     f"{row['online_rounds']} | {_fmt(row['offline_bytes'] / 1e6, 1)} | {_fmt(row['offline_seconds'])} |")
+        lines.append(
+            f"| {row['op']} | {row['size']} | {_fmt(row['seconds'])} | {_fmt(row['online_bytes'] / 1e6, 1)} | "
+            f"{row['online_rounds']} | {_fmt(row['offline_bytes'] / 1e6, 1)} | {_fmt(row['offline_seconds'])} |"
+        )
     lines.append("")
     for name, target in res["figures"]["targets"].items():
         paper = f"; paper (ABY) {_fmt(target['paper_aby_s'], 0)} s" if target.get("paper_aby_s") else ""
-        lines.append(f"Target: {name} ≤ {_fmt(target['target_s'], 0)} s — measured {_fmt(target['measured_s'])} s: "
-                     f"{'yes' if target['met'] else 'no'}{paper}.\n")
+        lines.append(
+            f"Target: {name} ≤ {_fmt(target['target_s'], 0)} s — measured {_fmt(target['measured_s'])} s: "
+            f"{'yes' if target['met'] else 'no'}{paper}.\n"
+        )
 
 
 def section_steps(lines: list[str]) -> None:
@@ -111,14 +121,18 @@ def section_steps(lines: list[str]) -> None:
         lines.append("Not measured yet (`starfish bench --only unlearning_cost`).\n")
         return
     lines.append(_meta_line(res, quick) + "\n")
-    lines.append("20 clients (19 remaining), T = 40 stored rounds, σ 0.6, B 2; a dealer and two party processes on "
-                 "loopback; synthetic Gaussian uploads of the model's size (the cost does not depend on the values). "
-                 "Offline = time and bytes of fetching correlated randomness from the dealer (dealer → party 0; party 1 "
-                 "expands a seed); online = the rest (party 0 ↔ party 1). TC is Algorithm 3 on all 19 × m coordinates; "
-                 "TC-sample checks 4,096 public random coordinates per client first (same flags, one extra revealed bit "
-                 "per client). Paper: ABY, LAN.\n")
-    lines.append("| dataset (m) | step | ours offline s | ours online s | ours offline GB | ours online GB | paper offline s | "
-                 "paper online s | paper offline GB | paper online GB | total time ratio | total bytes ratio |")
+    lines.append(
+        "20 clients (19 remaining), T = 40 stored rounds, σ 0.6, B 2; a dealer and two party processes on "
+        "loopback; synthetic Gaussian uploads of the model's size (the cost does not depend on the values). "
+        "Offline = time and bytes of fetching correlated randomness from the dealer (dealer → party 0; party 1 "
+        "expands a seed); online = the rest (party 0 ↔ party 1). TC is Algorithm 3 on all 19 × m coordinates; "
+        "TC-sample checks 4,096 public random coordinates per client first (same flags, one extra revealed bit "
+        "per client). Paper: ABY, LAN.\n"
+    )
+    lines.append(
+        "| dataset (m) | step | ours offline s | ours online s | ours offline GB | ours online GB | paper offline s | "
+        "paper online s | paper offline GB | paper online GB | total time ratio | total bytes ratio |"
+    )
     lines.append("|" + " --- |" * 12)
     import matplotlib.pyplot as plt
 
@@ -134,22 +148,46 @@ def section_steps(lines: list[str]) -> None:
                 continue
             p = r["paper"].get(step) or (r["paper"]["TC"] if step == "TC-sample" else None)
             ours_t, ours_b = c["wall_s"], c["offline_bytes"] + c["online_bytes"]
-            row = [f"{ds} ({r['m']:,})", step, _fmt(c["offline_s"]), _fmt(c["online_s"]), _fmt(c["offline_bytes"] / GB, 3),
-                   _fmt(c["online_bytes"] / GB, 3)]
+            row = [
+                f"{ds} ({r['m']:,})",
+                step,
+                _fmt(c["offline_s"]),
+                _fmt(c["online_s"]),
+                _fmt(c["offline_bytes"] / GB, 3),
+                _fmt(c["online_bytes"] / GB, 3),
+            ]
             if p is not None:
-                row += [_fmt(p["offline_s"]), _fmt(p["online_s"]), _fmt(p["offline_gb"]), _fmt(p["online_gb"]),
-                        _ratio(ours_t, p["offline_s"] + p["online_s"]), _ratio(ours_b, (p["offline_gb"] + p["online_gb"]) * GB)]
+                row += [
+                    _fmt(p["offline_s"]),
+                    _fmt(p["online_s"]),
+                    _fmt(p["offline_gb"]),
+                    _fmt(p["online_gb"]),
+                    _ratio(ours_t, p["offline_s"] + p["online_s"]),
+                    _ratio(ours_b, (p["offline_gb"] + p["online_gb"]) * GB),
+                ]
             else:
                 row += ["—"] * 6
             lines.append("| " + " | ".join(row) + " |")
         xs = range(len(order))
         for k, (key, ax) in enumerate((("time", axes[0]), ("bytes", axes[1]))):
-            ours = [(r["steps"][s]["wall_s"] if key == "time" else (r["steps"][s]["offline_bytes"] + r["steps"][s]["online_bytes"]) / GB)
-                    if s in r["steps"] else 0 for s in order]
+            ours = [
+                (
+                    r["steps"][s]["wall_s"]
+                    if key == "time"
+                    else (r["steps"][s]["offline_bytes"] + r["steps"][s]["online_bytes"]) / GB
+                )
+                if s in r["steps"]
+                else 0
+                for s in order
+            ]
             paper = []
             for s in order:
                 p = r["paper"].get(s) or (r["paper"]["TC"] if s == "TC-sample" else None)
-                paper.append(0 if p is None else (p["offline_s"] + p["online_s"] if key == "time" else p["offline_gb"] + p["online_gb"]))
+                paper.append(
+                    0
+                    if p is None
+                    else (p["offline_s"] + p["online_s"] if key == "time" else p["offline_gb"] + p["online_gb"])
+                )
             off = (2 * d_idx) * width - 0.4
             ax.bar([x + off for x in xs], ours, width, label=f"ours {ds}")
             ax.bar([x + off + width for x in xs], paper, width, label=f"paper {ds}", alpha=0.5)
@@ -159,9 +197,15 @@ def section_steps(lines: list[str]) -> None:
     mnist = res["figures"].get("mnist")
     if mnist is not None and "TC" in mnist["steps"]:
         tc = mnist["steps"]["TC"]["wall_s"]
-        lines.append(f"\nTarget: SecTC on 19 × {mnist['m']:,} coordinates ≤ 60 s — measured {tc:.1f} s: {_verdict(tc / 60.0)}"
-                     + (f" (sample-first pass: {mnist['steps']['TC-sample']['wall_s']:.1f} s)" if "TC-sample" in mnist["steps"] else "")
-                     + ".\n")
+        lines.append(
+            f"\nTarget: SecTC on 19 × {mnist['m']:,} coordinates ≤ 60 s — measured {tc:.1f} s: {_verdict(tc / 60.0)}"
+            + (
+                f" (sample-first pass: {mnist['steps']['TC-sample']['wall_s']:.1f} s)"
+                if "TC-sample" in mnist["steps"]
+                else ""
+            )
+            + ".\n"
+        )
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle("One unlearning round, per step: ours (CrypTen, 2 cores) vs paper (ABY, LAN)")
     path = _save(fig, "unlearning_cost", res, quick)
@@ -172,7 +216,10 @@ def section_whole_job(lines: list[str]) -> None:
     """Table II analogue: through the real service (preferred) and on the two-party cluster."""
     lines.append("## A whole unlearning job at the paper's MNIST setting (Table II)\n")
     found = False
-    for name, title in (("whole_job_service", "Through the real service"), ("whole_job", "On the two-party runner (mpc.cluster)")):
+    for name, title in (
+        ("whole_job_service", "Through the real service"),
+        ("whole_job", "On the two-party runner (mpc.cluster)"),
+    ):
         res, quick = load(name)
         if res is None:
             continue
@@ -188,80 +235,124 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
     s, p, paper = f["secure"], f["plain"], f["paper"]
     lines.append(_meta_line(res, quick) + "\n")
     if "load_during_job" in f:
-        lines.append(f"Load average when the job was filed: {f['load_during_job']['before']}; when it ended: "
-                     f"{f['load_during_job']['after']}.\n")
-    lines.append(f"History: {f['clients']} clients (one backdoored target), T = {f['stored_rounds']} rounds, model of "
-                 f"{f['m']:,} parameters; unlearned with σ 0.6, α 0.4, β 0.1, B 2 and the SecTC sample-first pass. "
-                 f"Path: {res['meta']['params'].get('path')}.\n")
+        lines.append(
+            f"Load average when the job was filed: {f['load_during_job']['before']}; when it ended: "
+            f"{f['load_during_job']['after']}.\n"
+        )
+    lines.append(
+        f"History: {f['clients']} clients (one backdoored target), T = {f['stored_rounds']} rounds, model of "
+        f"{f['m']:,} parameters; unlearned with σ 0.6, α 0.4, β 0.1, B 2 and the SecTC sample-first pass. "
+        f"Path: {res['meta']['params'].get('path')}.\n"
+    )
     if name == "whole_job_service":
-        lines.append(f"Stage I through the service took {f['stage1_seconds']:.0f} s ({f['stage1_client_bytes'] / GB:.2f} GB of "
-                     f"client shares, {f['stage1_peer_bytes'] / 1e6:.1f} MB party↔party). The job's wall time is the admin's "
-                     "view from filing to success: session start, 2PC, the remaining clients' warm-up and correction "
-                     "tasks (SDK threads on the same 2 cores), install of M̂ and erasure.\n")
+        lines.append(
+            f"Stage I through the service took {f['stage1_seconds']:.0f} s ({f['stage1_client_bytes'] / GB:.2f} GB of "
+            f"client shares, {f['stage1_peer_bytes'] / 1e6:.1f} MB party↔party). The job's wall time is the admin's "
+            "view from filing to success: session start, 2PC, the remaining clients' warm-up and correction "
+            "tasks (SDK threads on the same 2 cores), install of M̂ and erasure.\n"
+        )
     else:
-        lines.append("Client work (the remaining clients' exact gradients for warm-up and corrections, computed by "
-                     "party 0 on one core) is listed apart. Party 0 ran under cProfile.\n")
+        lines.append(
+            "Client work (the remaining clients' exact gradients for warm-up and corrections, computed by "
+            "party 0 on one core) is listed apart. Party 0 ran under cProfile.\n"
+        )
     total_b = s["offline_bytes"] + s["online_bytes"]
     wall_detail = f" (2PC {_fmt(s['mpc_s'])} + clients {_fmt(s['client_s'])})" if "mpc_s" in s else ""
     lines.append("| | offline s | online s | total wall s | offline GB | online GB | total GB |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
-    lines.append(f"| ours, 2PC | {_fmt(s['offline_s'])} | {_fmt(s['online_s'])} | {_fmt(s['wall_s'])}{wall_detail} | "
-                 f"{_fmt(s['offline_bytes'] / GB, 3)} | {_fmt(s['online_bytes'] / GB, 3)} | {_fmt(total_b / GB, 3)} |")
-    lines.append(f"| ours, plaintext (same job) | — | — | {_fmt(p['wall_s'])} (algorithm {_fmt(p['algorithm_s'])} + clients "
-                 f"{_fmt(p['client_s'])}) | — | — | — |")
-    lines.append(f"| paper, ABY LAN | {_fmt(paper['offline_s'])} | {_fmt(paper['online_s'])} | "
-                 f"{_fmt(paper['offline_s'] + paper['online_s'])} | {_fmt(paper['offline_gb'])} | {_fmt(paper['online_gb'])} | "
-                 f"{_fmt(paper['offline_gb'] + paper['online_gb'])} |")
-    lines.append(f"| ours / paper | {_ratio(s['offline_s'], paper['offline_s'])} | {_ratio(s['online_s'], paper['online_s'])} | "
-                 f"{_ratio(s['wall_s'], paper['offline_s'] + paper['online_s'])} | "
-                 f"{_ratio(s['offline_bytes'], paper['offline_gb'] * GB)} | {_ratio(s['online_bytes'], paper['online_gb'] * GB)} | "
-                 f"{_ratio(total_b, (paper['offline_gb'] + paper['online_gb']) * GB)} |\n")
+    lines.append(
+        f"| ours, 2PC | {_fmt(s['offline_s'])} | {_fmt(s['online_s'])} | {_fmt(s['wall_s'])}{wall_detail} | "
+        f"{_fmt(s['offline_bytes'] / GB, 3)} | {_fmt(s['online_bytes'] / GB, 3)} | {_fmt(total_b / GB, 3)} |"
+    )
+    lines.append(
+        f"| ours, plaintext (same job) | — | — | {_fmt(p['wall_s'])} (algorithm {_fmt(p['algorithm_s'])} + clients "
+        f"{_fmt(p['client_s'])}) | — | — | — |"
+    )
+    lines.append(
+        f"| paper, ABY LAN | {_fmt(paper['offline_s'])} | {_fmt(paper['online_s'])} | "
+        f"{_fmt(paper['offline_s'] + paper['online_s'])} | {_fmt(paper['offline_gb'])} | {_fmt(paper['online_gb'])} | "
+        f"{_fmt(paper['offline_gb'] + paper['online_gb'])} |"
+    )
+    lines.append(
+        f"| ours / paper | {_ratio(s['offline_s'], paper['offline_s'])} | {_ratio(s['online_s'], paper['online_s'])} | "
+        f"{_ratio(s['wall_s'], paper['offline_s'] + paper['online_s'])} | "
+        f"{_ratio(s['offline_bytes'], paper['offline_gb'] * GB)} | {_ratio(s['online_bytes'], paper['online_gb'] * GB)} | "
+        f"{_ratio(total_b, (paper['offline_gb'] + paper['online_gb']) * GB)} |\n"
+    )
     tg = f["targets"]
     ratio = f["ratio"]["wall"]
     lines.append("Targets (2 cores, no GPU):\n")
     lines.append("| target | measured | met? |")
     lines.append("| --- | --- | --- |")
-    lines.append(f"| whole job ≤ {tg['wall_s_max']:.0f} s wall | {s['wall_s']:.1f} s | {_verdict(s['wall_s'] / tg['wall_s_max'])} |")
-    lines.append(f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_b / GB:.2f} GB | {_verdict(total_b / GB / tg['traffic_gb_max'])} |")
+    lines.append(
+        f"| whole job ≤ {tg['wall_s_max']:.0f} s wall | {s['wall_s']:.1f} s | {_verdict(s['wall_s'] / tg['wall_s_max'])} |"
+    )
+    lines.append(
+        f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_b / GB:.2f} GB | {_verdict(total_b / GB / tg['traffic_gb_max'])} |"
+    )
     extra = f" (without client work {f['ratio']['without_clients']:.2f}×)" if "without_clients" in f["ratio"] else ""
-    lines.append(f"| 2PC ≤ {tg['ratio_max']:.0f}× plaintext | {ratio:.2f}×{extra} | {_verdict(ratio / tg['ratio_max'])} |\n")
+    lines.append(
+        f"| 2PC ≤ {tg['ratio_max']:.0f}× plaintext | {ratio:.2f}×{extra} | {_verdict(ratio / tg['ratio_max'])} |\n"
+    )
     total_s = sum(c["seconds"] for c in s["steps"].values()) or 1.0
     share = sorted(((c["seconds"] / total_s, step) for step, c in s["steps"].items()), reverse=True)[:3]
     total_traffic = sum(c["offline_bytes"] + c["online_bytes"] for c in s["steps"].values()) or 1.0
-    share_b = sorted((((c["offline_bytes"] + c["online_bytes"]) / total_traffic, step) for step, c in s["steps"].items()),
-                     reverse=True)[:2]
-    lines.append("What dominates: " + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share) + " of the ledger's time; "
-                 + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share_b) + " of the traffic.\n")
+    share_b = sorted(
+        (((c["offline_bytes"] + c["online_bytes"]) / total_traffic, step) for step, c in s["steps"].items()),
+        reverse=True,
+    )[:2]
+    lines.append(
+        "What dominates: "
+        + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share)
+        + " of the ledger's time; "
+        + ", ".join(f"{step} {100 * x:.0f} %" for x, step in share_b)
+        + " of the traffic.\n"
+    )
     a = f["agreement"]
     flags = f"; same correction flags: {a['same_flags']}" if "same_flags" in a else ""
-    lines.append(f"Fidelity: same selected rounds as plaintext: {a['same_selection']}{flags}; "
-                 f"‖M̂_2PC − M̂_plain‖/‖M̂_plain‖ = {a['model_gap']['relative']:.2e}"
-                 + (f" (the two histories themselves differ by {a['history_gap']['relative']:.1e})" if "history_gap" in a else "")
-                 + f". TER {100 * s['metrics']['ter']:.1f} % (plaintext {100 * p['metrics']['ter']:.1f} %, before "
-                 f"{100 * f['before']['ter']:.1f} %), BA-ASR {100 * s['metrics']['ba_asr']:.1f} % (plaintext "
-                 f"{100 * p['metrics']['ba_asr']:.1f} %, before {100 * f['before']['ba_asr']:.1f} %), ARP {s['arp_percent']:.1f} %.\n")
+    lines.append(
+        f"Fidelity: same selected rounds as plaintext: {a['same_selection']}{flags}; "
+        f"‖M̂_2PC − M̂_plain‖/‖M̂_plain‖ = {a['model_gap']['relative']:.2e}"
+        + (
+            f" (the two histories themselves differ by {a['history_gap']['relative']:.1e})"
+            if "history_gap" in a
+            else ""
+        )
+        + f". TER {100 * s['metrics']['ter']:.1f} % (plaintext {100 * p['metrics']['ter']:.1f} %, before "
+        f"{100 * f['before']['ter']:.1f} %), BA-ASR {100 * s['metrics']['ba_asr']:.1f} % (plaintext "
+        f"{100 * p['metrics']['ba_asr']:.1f} %, before {100 * f['before']['ba_asr']:.1f} %), ARP {s['arp_percent']:.1f} %.\n"
+    )
     lines.append("Where the 2PC time goes (party 0's ledger):\n")
     lines.append("| step | calls | wall s | offline s | offline GB | online GB | rounds |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     for step, c in sorted(s["steps"].items(), key=lambda kv: -kv[1]["seconds"]):
-        lines.append(f"| {step} | {c['calls']} | {_fmt(c['seconds'])} | {_fmt(c['offline_seconds'])} | "
-                     f"{_fmt(c['offline_bytes'] / GB, 3)} | {_fmt(c['online_bytes'] / GB, 3)} | {c['online_rounds']} |")
+        lines.append(
+            f"| {step} | {c['calls']} | {_fmt(c['seconds'])} | {_fmt(c['offline_seconds'])} | "
+            f"{_fmt(c['offline_bytes'] / GB, 3)} | {_fmt(c['online_bytes'] / GB, 3)} | {c['online_rounds']} |"
+        )
     prof = s.get("profile_party0") or []
     if prof:
         lines.append("\nParty 0's profile (cProfile, top functions by own time):\n")
         lines.append("| function | own s | cumulative s | calls |")
         lines.append("| --- | --- | --- | --- |")
         for row in prof[:12]:
-            lines.append(f"| `{row['function']}` | {_fmt(row['own_s'])} | {_fmt(row['cumulative_s'])} | {row['calls']} |")
+            lines.append(
+                f"| `{row['function']}` | {_fmt(row['own_s'])} | {_fmt(row['cumulative_s'])} | {row['calls']} |"
+            )
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    axes[0].bar(["ours 2PC", "ours plaintext", "paper (ABY)"], [s["wall_s"], p["wall_s"], paper["offline_s"] + paper["online_s"]],
-                color=["C0", "C2", "C1"])
+    axes[0].bar(
+        ["ours 2PC", "ours plaintext", "paper (ABY)"],
+        [s["wall_s"], p["wall_s"], paper["offline_s"] + paper["online_s"]],
+        color=["C0", "C2", "C1"],
+    )
     axes[0].set_yscale("log")
     axes[0].set_ylabel("seconds")
     axes[0].axhline(tg["wall_s_max"], color="k", ls="--", lw=0.8)
-    axes[1].bar(["ours 2PC", "paper (ABY)"], [total_b / GB, paper["offline_gb"] + paper["online_gb"]], color=["C0", "C1"])
+    axes[1].bar(
+        ["ours 2PC", "paper (ABY)"], [total_b / GB, paper["offline_gb"] + paper["online_gb"]], color=["C0", "C1"]
+    )
     axes[1].set_yscale("log")
     axes[1].set_ylabel("GB")
     axes[1].axhline(tg["traffic_gb_max"], color="k", ls="--", lw=0.8)
@@ -281,34 +372,42 @@ def section_switching(lines: list[str]) -> None:
     lines.append("| op | latency s | per element µs | rounds | bytes per element |")
     lines.append("| --- | --- | --- | --- | --- |")
     for op, fit in f["fits"].items():
-        lines.append(f"| {op} | {fit['seconds']['latency']:.3f} | {1e6 * fit['seconds']['per_element']:.2f} | "
-                     f"{fit['rounds']['latency']:.0f} | {fit['bytes']['per_element']:.0f} |")
+        lines.append(
+            f"| {op} | {fit['seconds']['latency']:.3f} | {1e6 * fit['seconds']['per_element']:.2f} | "
+            f"{fit['rounds']['latency']:.0f} | {fit['bytes']['per_element']:.0f} |"
+        )
     lines.append("\nRound selection (SecRS) measured with both methods:\n")
     lines.append("| T | comparators | Method 1 s | Method 2 s | Method 1 MB | Method 2 MB | model M1 s | model M2 s |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in f["selection"]:
-        lines.append(f"| {r['T']} | {r['comparators']} | {r['method1']['seconds']:.2f} | {r['method2']['seconds']:.2f} | "
-                     f"{r['method1']['bytes'] / 1e6:.2f} | {r['method2']['bytes'] / 1e6:.2f} | {r['model_seconds']['method1']:.2f} | "
-                     f"{r['model_seconds']['method2']:.2f} |")
+        lines.append(
+            f"| {r['T']} | {r['comparators']} | {r['method1']['seconds']:.2f} | {r['method2']['seconds']:.2f} | "
+            f"{r['method1']['bytes'] / 1e6:.2f} | {r['method2']['bytes'] / 1e6:.2f} | {r['model_seconds']['method1']:.2f} | "
+            f"{r['model_seconds']['method2']:.2f} |"
+        )
     th = f["threshold"]
     from unlearning.starfish.params import DEFAULT_SWITCH_THRESHOLD
 
     def first(value: Any) -> str:
         return "never in the measured range" if value is None else f"T = {value}"
 
-    lines.append(f"\nThresholds: the paper's rule (Method 1 iff T·C_SecDiv ≥ 2·n_comp(T)·C_SecMul) with our per-element "
-                 f"costs gives T_δ = {th['paper_rule_time']} by time and {th['paper_rule_bytes']} by bytes; the batched "
-                 f"latency model gives Method 2 faster from {first(th['batched_model_time_first_T_method2_faster'])}; "
-                 f"measured: Method 2 first faster at {first(th['measured_time_first_T_method2_faster'])}, first smaller "
-                 f"at {first(th['measured_bytes_first_T_method2_smaller'])}. The default "
-                 f"`StarfishParams.switch_threshold` is {DEFAULT_SWITCH_THRESHOLD}.\n")
+    lines.append(
+        f"\nThresholds: the paper's rule (Method 1 iff T·C_SecDiv ≥ 2·n_comp(T)·C_SecMul) with our per-element "
+        f"costs gives T_δ = {th['paper_rule_time']} by time and {th['paper_rule_bytes']} by bytes; the batched "
+        f"latency model gives Method 2 faster from {first(th['batched_model_time_first_T_method2_faster'])}; "
+        f"measured: Method 2 first faster at {first(th['measured_time_first_T_method2_faster'])}, first smaller "
+        f"at {first(th['measured_bytes_first_T_method2_smaller'])}. The default "
+        f"`StarfishParams.switch_threshold` is {DEFAULT_SWITCH_THRESHOLD}.\n"
+    )
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     Ts = [r["T"] for r in f["selection"]]
     for method, color in (("method1", "C0"), ("method2", "C1")):
         ax.plot(Ts, [r[method]["seconds"] for r in f["selection"]], "o-", color=color, label=f"{method} measured")
-        ax.plot(Ts, [r["model_seconds"][method] for r in f["selection"]], "--", color=color, label=f"{method} batched model")
+        ax.plot(
+            Ts, [r["model_seconds"][method] for r in f["selection"]], "--", color=color, label=f"{method} batched model"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("stored rounds T")
     ax.set_ylabel("SecRS seconds")
@@ -326,10 +425,15 @@ def section_precision(lines: list[str]) -> None:
     f = res["figures"]
     lines.append(_meta_line(res, quick) + "\n")
     mags = res["meta"]["params"]["magnitudes"]
-    lines.append("Whole Starfish jobs under 2PC against the plaintext run on the same history (8×8 digits, 20 clients), "
-                 "and SecMul fault counts for operands |x|, |y| ≤ 2^k:\n")
-    lines.append("| f | job | rel. model gap | same selection | flag agreement | ‖g‖² rel. error (dot) | ‖g‖² rel. error (per coordinate) | "
-                 + " | ".join(f"faults k={k}" for k in mags) + " |")
+    lines.append(
+        "Whole Starfish jobs under 2PC against the plaintext run on the same history (8×8 digits, 20 clients), "
+        "and SecMul fault counts for operands |x|, |y| ≤ 2^k:\n"
+    )
+    lines.append(
+        "| f | job | rel. model gap | same selection | flag agreement | ‖g‖² rel. error (dot) | ‖g‖² rel. error (per coordinate) | "
+        + " | ".join(f"faults k={k}" for k in mags)
+        + " |"
+    )
     lines.append("|" + " --- |" * (7 + len(mags)))
     bits = sorted(f["bits"], key=int)
     for b in bits:
@@ -337,14 +441,21 @@ def section_precision(lines: list[str]) -> None:
         job = row["job"]
         faults = row["faults"]["products"]
         n = faults[str(mags[0])]["n"]
-        lines.append(f"| {b} | {job['outcome']} | {_fmt(job.get('model_gap', {}).get('relative'))} | {job.get('same_selection', '—')} | "
-                     f"{_fmt(job.get('flag_agreement'))} | {_fmt(row['faults']['norm2']['dot_rel_error'])} | "
-                     f"{_fmt(row['faults']['norm2']['per_coordinate_rel_error'])} | "
-                     + " | ".join(f"{faults[str(k)]['faults']}/{n:,}{'†' if faults[str(k)].get('overflow') else ''}" for k in mags) + " |")
-    lines.append("\nFaults: outputs off by more than 2^(62−2f) (a truncation fault adds ±2^(64−2f)); † the "
-                 "untruncated product can leave the ring (2k + 2f ≥ 63), so such outputs are wrong without any fault. "
-                 "‖g‖² is computed for 582,026 coordinates of size ≈ 10⁻³ either as one dot product truncated once "
-                 "(what `unlearning.lbfgs.squared_norms` does) or coordinate by coordinate (each square truncated).\n")
+        lines.append(
+            f"| {b} | {job['outcome']} | {_fmt(job.get('model_gap', {}).get('relative'))} | {job.get('same_selection', '—')} | "
+            f"{_fmt(job.get('flag_agreement'))} | {_fmt(row['faults']['norm2']['dot_rel_error'])} | "
+            f"{_fmt(row['faults']['norm2']['per_coordinate_rel_error'])} | "
+            + " | ".join(
+                f"{faults[str(k)]['faults']}/{n:,}{'†' if faults[str(k)].get('overflow') else ''}" for k in mags
+            )
+            + " |"
+        )
+    lines.append(
+        "\nFaults: outputs off by more than 2^(62−2f) (a truncation fault adds ±2^(64−2f)); † the "
+        "untruncated product can leave the ring (2k + 2f ≥ 63), so such outputs are wrong without any fault. "
+        "‖g‖² is computed for 582,026 coordinates of size ≈ 10⁻³ either as one dot product truncated once "
+        "(what `unlearning.lbfgs.squared_norms` does) or coordinate by coordinate (each square truncated).\n"
+    )
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
@@ -353,8 +464,15 @@ def section_precision(lines: list[str]) -> None:
     axes[0].set_xlabel("fractional bits f")
     axes[0].set_ylabel("‖M̂_2PC − M̂_plain‖ / ‖M̂_plain‖")
     for k in mags:
-        pts = [(int(b), max(f["bits"][b]["faults"]["products"][str(k)]["faults"], 0.5) / f["bits"][b]["faults"]["products"][str(k)]["n"])
-               for b in bits if not f["bits"][b]["faults"]["products"][str(k)].get("overflow")]
+        pts = [
+            (
+                int(b),
+                max(f["bits"][b]["faults"]["products"][str(k)]["faults"], 0.5)
+                / f["bits"][b]["faults"]["products"][str(k)]["n"],
+            )
+            for b in bits
+            if not f["bits"][b]["faults"]["products"][str(k)].get("overflow")
+        ]
         axes[1].semilogy([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"|x|,|y| ≤ 2^{k}")
     axes[1].set_xlabel("fractional bits f")
     axes[1].set_ylabel("SecMul fault rate (0 plotted at 0.5/n)")
@@ -371,11 +489,15 @@ def section_sweeps(lines: list[str]) -> None:
         return
     f = res["figures"]
     lines.append(_meta_line(res, quick) + "\n")
-    lines.append("Quality in plaintext on one MNIST history (MLP, 20 clients, 40 rounds); 2PC cost of the same schedule at "
-                 f"the CNN size (m = {f['model_size']:,}) from measured per-step costs: TD + RS + (estimated rounds) × UE(B) "
-                 "+ checks × TC.\n")
-    lines.append("| parameter | value | TER % | BA-ASR % | ARP % | est./check/warm-up rounds | 2PC s (TC full) | 2PC GB (TC full) | "
-                 "2PC s (TC sample) | 2PC GB (TC sample) |")
+    lines.append(
+        "Quality in plaintext on one MNIST history (MLP, 20 clients, 40 rounds); 2PC cost of the same schedule at "
+        f"the CNN size (m = {f['model_size']:,}) from measured per-step costs: TD + RS + (estimated rounds) × UE(B) "
+        "+ checks × TC.\n"
+    )
+    lines.append(
+        "| parameter | value | TER % | BA-ASR % | ARP % | est./check/warm-up rounds | 2PC s (TC full) | 2PC GB (TC full) | "
+        "2PC s (TC sample) | 2PC GB (TC sample) |"
+    )
     lines.append("|" + " --- |" * 10)
     for name, rows in f["quality"].items():
         costs = {c["value"]: c for c in f["cost"].get(name, [])}
@@ -383,10 +505,12 @@ def section_sweeps(lines: list[str]) -> None:
             c = costs.get(r["value"], {})
             full, samp = c.get("tc_full", {}), c.get("tc_sample", {})
             rr = r["rounds"]
-            lines.append(f"| {name} | {r['value']} | {r['ter']:.1f} | {r['ba_asr']:.1f} | {r['arp']:.1f} | "
-                         f"{rr['estimate']}/{rr['check']}/{rr['warmup']} | {_fmt(full.get('wall_s'), 1)} | "
-                         f"{_fmt((full.get('offline_bytes', 0) + full.get('online_bytes', 0)) / GB)} | {_fmt(samp.get('wall_s'), 1)} | "
-                         f"{_fmt((samp.get('offline_bytes', 0) + samp.get('online_bytes', 0)) / GB)} |")
+            lines.append(
+                f"| {name} | {r['value']} | {r['ter']:.1f} | {r['ba_asr']:.1f} | {r['arp']:.1f} | "
+                f"{rr['estimate']}/{rr['check']}/{rr['warmup']} | {_fmt(full.get('wall_s'), 1)} | "
+                f"{_fmt((full.get('offline_bytes', 0) + full.get('online_bytes', 0)) / GB)} | {_fmt(samp.get('wall_s'), 1)} | "
+                f"{_fmt((samp.get('offline_bytes', 0) + samp.get('online_bytes', 0)) / GB)} |"
+            )
     import matplotlib.pyplot as plt
 
     names = list(f["quality"])
@@ -399,7 +523,9 @@ def section_sweeps(lines: list[str]) -> None:
         axes[0][k].set_title(name)
         cost = f["cost"].get(name, [])
         axes[1][k].plot([c["value"] for c in cost], [c["tc_full"]["wall_s"] for c in cost], "o-", label="TC full")
-        axes[1][k].plot([c["value"] for c in cost], [c["tc_sample"]["wall_s"] for c in cost], "s-", label="TC sample-first")
+        axes[1][k].plot(
+            [c["value"] for c in cost], [c["tc_sample"]["wall_s"] for c in cost], "s-", label="TC sample-first"
+        )
         axes[1][k].set_xlabel(name)
     axes[0][0].legend(fontsize=7)
     axes[1][0].legend(fontsize=7)
@@ -418,13 +544,17 @@ def section_quality(lines: list[str]) -> None:
         return
     f = res["figures"]
     lines.append(_meta_line(res, quick) + "\n")
-    lines.append(f"Real MNIST (5k subset), 20 clients with one backdoored target, 40 rounds, MLP; seeds {f['seeds']}; "
-                 "mean ± sample standard deviation (percent; time in seconds). `before` is the model before unlearning.\n")
+    lines.append(
+        f"Real MNIST (5k subset), 20 clients with one backdoored target, 40 rounds, MLP; seeds {f['seeds']}; "
+        "mean ± sample standard deviation (percent; time in seconds). `before` is the model before unlearning.\n"
+    )
     lines.append("| method | TER % | BA-ASR % | MIA-ASR % | ARP % | time s |")
     lines.append("| --- | --- | --- | --- | --- | --- |")
     summary = f["summary"]
     for method, vals in summary.items():
-        cells = [f"{vals[k]['mean']:.1f} ± {vals[k]['std']:.1f}" for k in ("ter", "ba_asr", "mia_asr", "arp", "seconds")]
+        cells = [
+            f"{vals[k]['mean']:.1f} ± {vals[k]['std']:.1f}" for k in ("ter", "ba_asr", "mia_asr", "arp", "seconds")
+        ]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     if f.get("diverged"):
         lines.append(f"\nFailed or diverged runs (count over seeds): {f['diverged']}.")
@@ -432,9 +562,16 @@ def section_quality(lines: list[str]) -> None:
 
     methods = list(summary)
     fig, axes = plt.subplots(1, 4, figsize=(14, 5.2))
-    for ax, (key, title) in zip(axes, (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"), ("arp", "ARP %"))):
-        ax.bar(range(len(methods)), [summary[m][key]["mean"] for m in methods],
-               yerr=[summary[m][key]["std"] for m in methods], capsize=2, color=[f"C{i % 10}" for i in range(len(methods))])
+    for ax, (key, title) in zip(
+        axes, (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"), ("arp", "ARP %"))
+    ):
+        ax.bar(
+            range(len(methods)),
+            [summary[m][key]["mean"] for m in methods],
+            yerr=[summary[m][key]["std"] for m in methods],
+            capsize=2,
+            color=[f"C{i % 10}" for i in range(len(methods))],
+        )
         ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right", fontsize=7)
         ax.set_title(title)
     fig.subplots_adjust(wspace=0.3)
@@ -465,7 +602,15 @@ ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binar
 
 def build() -> str:
     lines = [HEADER]
-    for section in (section_primitives, section_steps, section_whole_job, section_switching, section_precision, section_sweeps, section_quality):
+    for section in (
+        section_primitives,
+        section_steps,
+        section_whole_job,
+        section_switching,
+        section_precision,
+        section_sweeps,
+        section_quality,
+    ):
         section(lines)
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ on a shared 2-core machine they are steadier than wall time. Bytes are
 payload bytes (model, gradient/share data and headers; TLS and HTTP/2 framing excluded):
 client downloads, client uploads, and the party-to-party aggregate exchange.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,6 +69,7 @@ def _in_threads(fns) -> None:
             fn()
         except BaseException as exc:  # re-raised below
             errors.append(exc)
+
     threads = [threading.Thread(target=wrap, args=(f,)) for f in fns]
     for t in threads:
         t.start()
@@ -105,6 +107,7 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
                 t1 = time.perf_counter()
                 sent[j] = clients[j].submit(view.round, grads[j], 100 + j, model_hash=model.hash).bytes_sent
                 fetch_s[j], submit_s[j] = t1 - t0, time.perf_counter() - t1
+
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             uploaded = time.perf_counter()
             while admin.status().latest_committed < r:
@@ -112,14 +115,24 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
             end = time.perf_counter()
             cpu1 = _cpu_seconds(pids)
             summary = admin.status().rounds[r - 1]
-            out.append({
-                "round": r, "wall_s": end - start, "cpu_s": sum(cpu1) - sum(cpu0),
-                "cpu_s_clients": cpu1[0] - cpu0[0], "cpu_s_parties": cpu1[1] - cpu0[1], "upload_phase_s": uploaded - start, "aggregate_phase_s": end - uploaded,
-                "client_fetch_s_mean": float(np.mean(fetch_s)), "client_submit_s_mean": float(np.mean(submit_s)),
-                # the model from party0, its header (hash) from party1
-                "bytes_client_upload": int(sum(sent)), "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
-                "bytes_peer": int(summary.peer_bytes), "members": len(summary.members),
-            })
+            out.append(
+                {
+                    "round": r,
+                    "wall_s": end - start,
+                    "cpu_s": sum(cpu1) - sum(cpu0),
+                    "cpu_s_clients": cpu1[0] - cpu0[0],
+                    "cpu_s_parties": cpu1[1] - cpu0[1],
+                    "upload_phase_s": uploaded - start,
+                    "aggregate_phase_s": end - uploaded,
+                    "client_fetch_s_mean": float(np.mean(fetch_s)),
+                    "client_submit_s_mean": float(np.mean(submit_s)),
+                    # the model from party0, its header (hash) from party1
+                    "bytes_client_upload": int(sum(sent)),
+                    "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
+                    "bytes_peer": int(summary.peer_bytes),
+                    "members": len(summary.members),
+                }
+            )
         admin.close()
         for c in clients:
             c.close()
@@ -135,10 +148,29 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
 def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
     certs = root / "starfish" / "certs"
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.stage1_plain", "--listen", f"127.0.0.1:{port}",
-                             "--cert", str(certs / "party0.pem"), "--key", str(certs / "party0.key"),
-                             "--dir", str(root / "plain"), "--clients", str(CLIENTS), "--params", str(m), "--lr", str(LR)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.stage1_plain",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--cert",
+            str(certs / "party0.pem"),
+            "--key",
+            str(certs / "party0.key"),
+            "--dir",
+            str(root / "plain"),
+            "--clients",
+            str(CLIENTS),
+            "--params",
+            str(m),
+            "--lr",
+            str(LR),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes())
@@ -156,18 +188,31 @@ def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
                 md = (("x-starfish-client", f"c{j:02d}"),)
                 collect_model(stubs[j].GetModel(client_pb2.GetModelRequest(latest=True), metadata=md))
                 data = grads[j].astype("<f4").tobytes()
-                header = common_pb2.UploadHeader(round=r, n_samples=100 + j, shape=[m], dtype="float32",
-                                                 content_sha256=sha256_hex(data))
-                msgs = [common_pb2.UploadChunk(header=header)] + [common_pb2.UploadChunk(data=p) for p in chunks(data, 1 << 20)]
+                header = common_pb2.UploadHeader(
+                    round=r, n_samples=100 + j, shape=[m], dtype="float32", content_sha256=sha256_hex(data)
+                )
+                msgs = [common_pb2.UploadChunk(header=header)] + [
+                    common_pb2.UploadChunk(data=p) for p in chunks(data, 1 << 20)
+                ]
                 stubs[j].UploadShares(iter(msgs), metadata=md)
                 sent[j] = len(data) + 64
+
             _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
             end = time.perf_counter()
             cpu1 = _cpu_seconds([proc.pid])
-            out.append({"round": r, "wall_s": end - start, "cpu_s": sum(cpu1) - sum(cpu0),
-                        "cpu_s_clients": cpu1[0] - cpu0[0], "cpu_s_parties": cpu1[1] - cpu0[1], "bytes_client_upload": int(sum(sent)),
-                        "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES), "bytes_peer": 0,
-                        "bytes_gradients_stored": CLIENTS * 4 * m})
+            out.append(
+                {
+                    "round": r,
+                    "wall_s": end - start,
+                    "cpu_s": sum(cpu1) - sum(cpu0),
+                    "cpu_s_clients": cpu1[0] - cpu0[0],
+                    "cpu_s_parties": cpu1[1] - cpu0[1],
+                    "bytes_client_upload": int(sum(sent)),
+                    "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES),
+                    "bytes_peer": 0,
+                    "bytes_gradients_stored": CLIENTS * 4 * m,
+                }
+            )
         for ch in channels:
             ch.close()
         return out
@@ -189,16 +234,29 @@ def run(quick: bool = False) -> dict:
 
     def median(rows, key):
         return float(np.median([row[key] for row in rows[1:]]))
+
     s_wall, p_wall = median(starfish, "wall_s"), median(plain, "wall_s")
     s_cpu, p_cpu = median(starfish, "cpu_s"), median(plain, "cpu_s")
-    s_bytes = median(starfish, "bytes_client_upload") + median(starfish, "bytes_client_download") + median(starfish, "bytes_peer")
+    s_bytes = (
+        median(starfish, "bytes_client_upload")
+        + median(starfish, "bytes_client_download")
+        + median(starfish, "bytes_peer")
+    )
     p_bytes = median(plain, "bytes_client_upload") + median(plain, "bytes_client_download")
     figures = {
-        "starfish_rounds": starfish, "plain_rounds": plain,
-        "starfish_round_s": s_wall, "plain_round_s": p_wall, "time_overhead": s_wall / p_wall,
-        "starfish_round_cpu_s": s_cpu, "plain_round_cpu_s": p_cpu, "cpu_overhead": s_cpu / p_cpu,
-        "starfish_round_bytes": s_bytes, "plain_round_bytes": p_bytes, "bytes_overhead": s_bytes / p_bytes,
-        "target_time_overhead": TARGET_OVERHEAD, "meets_target": s_wall / p_wall <= TARGET_OVERHEAD,
+        "starfish_rounds": starfish,
+        "plain_rounds": plain,
+        "starfish_round_s": s_wall,
+        "plain_round_s": p_wall,
+        "time_overhead": s_wall / p_wall,
+        "starfish_round_cpu_s": s_cpu,
+        "plain_round_cpu_s": p_cpu,
+        "cpu_overhead": s_cpu / p_cpu,
+        "starfish_round_bytes": s_bytes,
+        "plain_round_bytes": p_bytes,
+        "bytes_overhead": s_bytes / p_bytes,
+        "target_time_overhead": TARGET_OVERHEAD,
+        "meets_target": s_wall / p_wall <= TARGET_OVERHEAD,
     }
     write_result(NAME, meta, figures)
     return figures
@@ -207,4 +265,6 @@ def run(quick: bool = False) -> dict:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps({k: v for k, v in run(quick="--quick" in sys.argv).items() if not k.endswith("_rounds")}, indent=1))
+    print(
+        json.dumps({k: v for k, v in run(quick="--quick" in sys.argv).items() if not k.endswith("_rounds")}, indent=1)
+    )

@@ -8,6 +8,7 @@ weights, stores the new model durably and only then acknowledges that upload.
 
 `python -m bench.stage1_plain --listen A --cert C --key K --dir D --clients N --params M --lr LR`
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ class PlainFedAvg(client_pb2_grpc.ClientServiceServicer):
     def GetModel(self, request, context):
         with self.lock:
             params, index = self.model, self.round
-        header = common_pb2.ModelHeader(round=index, arch="plain", num_params=params.size,
-                                        model_hash=model_hash("plain", params), lr=self.lr)
+        header = common_pb2.ModelHeader(
+            round=index, arch="plain", num_params=params.size, model_hash=model_hash("plain", params), lr=self.lr
+        )
         yield from model_messages(common_pb2, header, params, CHUNK_BYTES)
 
     def UploadShares(self, request_iterator, context):

@@ -12,6 +12,7 @@ One parameter at a time moves away from the paper's setting (σ 0.6, α 0.4, β 
   TD + RS + Σ rounds (UE) + checks × TC with the round counts of its plaintext run (the
   2PC run follows the same schedule: selection and flags agree, see `bench.whole_job`).
 """
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,9 @@ def plaintext_run(result: Any, params: dict[str, Any], deltas: np.ndarray | None
     history = seeded_history(result)
     if deltas is not None:
         fed = result.federation
-        history = SeededHistory(result.models, result.client_ids, fed.n_samples, result.config.lr, result.grads,
-                                result.norms, deltas)
+        history = SeededHistory(
+            result.models, result.client_ids, fed.n_samples, result.config.lr, result.grads, result.norms, deltas
+        )
     oracle = SeededOracle(result)
     ctx = UnlearnContext(backend=PlainBackend(), history=history, oracle=oracle, targets=result.targets, params=params)
     with single_thread():
@@ -72,14 +74,18 @@ def plaintext_run(result: Any, params: dict[str, Any], deltas: np.ndarray | None
     metrics = Evaluator(result).evaluate(out.model.to(torch.float32))
     fired = [f for e in out.report["flags"] for f in e["flags"].values()]
     return {
-        "ter": 100.0 * metrics["ter"], "ba_asr": 100.0 * metrics["ba_asr"], "mia_asr": 100.0 * metrics["mia_asr"],
+        "ter": 100.0 * metrics["ter"],
+        "ba_asr": 100.0 * metrics["ba_asr"],
+        "mia_asr": 100.0 * metrics["mia_asr"],
         "arp": out.report["arp_percent"],
         "rounds": {k: kinds.count(k) for k in ("warmup", "estimate", "check", "skipped")},
         "flag_rate": sum(fired) / len(fired) if fired else None,
     }
 
 
-def job_cost(steps: dict[str, dict[str, float]], ue: dict[str, float], rounds: dict[str, int], tc_key: str) -> dict[str, float]:
+def job_cost(
+    steps: dict[str, dict[str, float]], ue: dict[str, float], rounds: dict[str, int], tc_key: str
+) -> dict[str, float]:
     """TD + RS1 + (estimated and checked rounds) × UE + checks × TC, for seconds and bytes.
 
     Warm-up rounds are left out: their 2PC work is one aggregate reveal and the curvature
@@ -99,8 +105,10 @@ def previous_quality(name: str, params: dict[str, Any]) -> dict[str, list[dict[s
     old = read_result(name)
     if old is None:
         return None
-    same = all(json.dumps(old["meta"]["params"].get(k), sort_keys=True) == json.dumps(params.get(k), sort_keys=True)
-               for k in ("grid", "defaults", "simulation"))
+    same = all(
+        json.dumps(old["meta"]["params"].get(k), sort_keys=True) == json.dumps(params.get(k), sort_keys=True)
+        for k in ("grid", "defaults", "simulation")
+    )
     return old["figures"]["quality"] if same else None
 
 
@@ -116,9 +124,14 @@ def sweep_quality(result: Any, grid: dict[str, tuple]) -> dict[str, list[dict[st
         deltas = with_alpha(result, float(value)) if name == "alpha" else None
         row = {"value": value, **plaintext_run(result, params, deltas)}
         quality.setdefault(name, []).append(row)
-        print(f"   {name}={value}: TER {row['ter']:.1f} BA-ASR {row['ba_asr']:.1f} ARP {row['arp']:.1f} rounds {row['rounds']}", flush=True)
+        print(
+            f"   {name}={value}: TER {row['ter']:.1f} BA-ASR {row['ba_asr']:.1f} ARP {row['arp']:.1f} rounds {row['rounds']}",
+            flush=True,
+        )
     for name in grid:
-        quality[name] = sorted(quality[name] + [{**quality["default"][0], "value": DEFAULTS[name]}], key=lambda r: r["value"])
+        quality[name] = sorted(
+            quality[name] + [{**quality["default"][0], "value": DEFAULTS[name]}], key=lambda r: r["value"]
+        )
     del quality["default"]
     return quality
 
@@ -127,11 +140,15 @@ def run(quick: bool = False) -> dict[str, Any]:
     grid = GRID_QUICK if quick else GRID_FULL
     config = history_config(quick, 0)
     m = model_size("mnist_cnn") // (10 if quick else 1)
-    meta = stamp({"grid": grid, "defaults": DEFAULTS, "simulation": asdict(config), "cost_model_size": m, "quick": quick})
+    meta = stamp(
+        {"grid": grid, "defaults": DEFAULTS, "simulation": asdict(config), "cost_model_size": m, "quick": quick}
+    )
     quality = previous_quality(NAME + ("_quick" if quick else ""), meta["params"])
     if quality is None:
         quality = sweep_quality(cached_simulation(config), grid)
-        write_result(NAME + ("_quick" if quick else ""), meta, {"quality": quality, "partial": True})  # survives an interruption
+        write_result(
+            NAME + ("_quick" if quick else ""), meta, {"quality": quality, "partial": True}
+        )  # survives an interruption
     else:
         print("   quality: reusing the plaintext runs of the previous result (same grid and history)", flush=True)
     # 2PC per-step costs at the CNN size (those of bench.unlearning_cost when it measured this size)
@@ -139,7 +156,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     mnist = (steps_result or {}).get("figures", {}).get("mnist", {})
     if mnist.get("m") == m and all(k in mnist.get("steps", {}) for k in ("TD", "RS1", "UE", "TC", "TC-sample")):
         base = mnist["steps"]
-        meta["params"]["step_costs_from"] = f"bench/results/{steps_result['benchmark']}.json ({steps_result['meta']['date_utc']} UTC)"  # type: ignore[index]
+        meta["params"]["step_costs_from"] = (
+            f"bench/results/{steps_result['benchmark']}.json ({steps_result['meta']['date_utc']} UTC)"  # type: ignore[index]
+        )
     else:
         base = measure({"m": m, "steps": ["RS1", "UE", "TC", "TC-sample"], "B": DEFAULTS["buffer_size"]})["steps"]
     ue_by_b = {DEFAULTS["buffer_size"]: base["UE"]}
@@ -159,13 +178,20 @@ def run(quick: bool = False) -> dict[str, Any]:
             b = row["value"] if name == "buffer_size" else DEFAULTS["buffer_size"]
             if b not in ue_by_b:
                 continue
-            cost.setdefault(name, []).append({
-                "value": row["value"],
-                "tc_full": job_cost(base, ue_by_b[b], row["rounds"], "TC"),
-                "tc_sample": job_cost(base, ue_by_b[b], row["rounds"], "TC-sample"),
-            })
-    figures = {"quality": quality, "cost": cost, "steps": base,
-               "ue_by_buffer": {str(b): c for b, c in ue_by_b.items()}, "model_size": m,
-               "failures": failures}
+            cost.setdefault(name, []).append(
+                {
+                    "value": row["value"],
+                    "tc_full": job_cost(base, ue_by_b[b], row["rounds"], "TC"),
+                    "tc_sample": job_cost(base, ue_by_b[b], row["rounds"], "TC-sample"),
+                }
+            )
+    figures = {
+        "quality": quality,
+        "cost": cost,
+        "steps": base,
+        "ue_by_buffer": {str(b): c for b, c in ue_by_b.items()},
+        "model_size": m,
+        "failures": failures,
+    }
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

@@ -17,6 +17,7 @@ Batching matters: our bitonic network evaluates every comparator of a stage in O
 a comparison stage costs about one call's latency whatever its width, and SecDiv is one
 batched call of ≈ 38 rounds; the per-element rule of the paper ignores this.
 """
+
 from __future__ import annotations
 
 import math
@@ -134,7 +135,15 @@ def _median(ledger: dict[str, Any], prefix: str, field: str, repeats: int) -> fl
 def run(quick: bool = False) -> dict[str, Any]:
     batches = BATCHES_QUICK if quick else BATCHES_FULL
     rounds = ROUNDS_QUICK if quick else ROUNDS_FULL
-    meta = stamp({"batches": list(batches), "rounds": list(rounds), "repeats": REPEATS, "m": SELECTION_MODEL_SIZE, "quick": quick})
+    meta = stamp(
+        {
+            "batches": list(batches),
+            "rounds": list(rounds),
+            "repeats": REPEATS,
+            "m": SELECTION_MODEL_SIZE,
+            "quick": quick,
+        }
+    )
     with TwoPartyCluster(timeout=3600.0, config=ClusterConfig(session_timeout_s=600.0)) as cluster:
         ops, _ = cluster.run(op_costs, batches, REPEATS)
         sel, _ = cluster.run(selection_costs, rounds, SELECTION_MODEL_SIZE)
@@ -143,12 +152,15 @@ def run(quick: bool = False) -> dict[str, Any]:
     for op in OPS:
         rows = []
         for n in batches:
-            rows.append({
-                "n": n,
-                "seconds": _median(ops, f"{op}/{n}", "seconds", REPEATS),
-                "bytes": _median(ops, f"{op}/{n}", "online_bytes", REPEATS) + _median(ops, f"{op}/{n}", "offline_bytes", REPEATS),
-                "rounds": _median(ops, f"{op}/{n}", "online_rounds", REPEATS),
-            })
+            rows.append(
+                {
+                    "n": n,
+                    "seconds": _median(ops, f"{op}/{n}", "seconds", REPEATS),
+                    "bytes": _median(ops, f"{op}/{n}", "online_bytes", REPEATS)
+                    + _median(ops, f"{op}/{n}", "offline_bytes", REPEATS),
+                    "rounds": _median(ops, f"{op}/{n}", "online_rounds", REPEATS),
+                }
+            )
         per_op[op] = rows
         fits[op] = {key: fit([(r["n"], r[key]) for r in rows]) for key in ("seconds", "bytes", "rounds")}
     per_elem = {op: {key: fits[op][key]["per_element"] for key in ("seconds", "bytes")} for op in OPS}
@@ -157,13 +169,24 @@ def run(quick: bool = False) -> dict[str, Any]:
         row: dict[str, Any] = {"T": T, "comparators": sum(comparator_stages(T)), "stages": len(comparator_stages(T))}
         for method in ("method1", "method2"):
             c = sel[f"{method}/{T}"]
-            row[method] = {"seconds": c["seconds"], "bytes": c["online_bytes"] + c["offline_bytes"], "rounds": c["online_rounds"]}
+            row[method] = {
+                "seconds": c["seconds"],
+                "bytes": c["online_bytes"] + c["offline_bytes"],
+                "rounds": c["online_rounds"],
+            }
         row["model_seconds"] = batched_model(fits, T, "seconds")
         row["model_bytes"] = batched_model(fits, T, "bytes")
         selection.append(row)
     crossing = [r["T"] for r in selection if r["method2"]["seconds"] < r["method1"]["seconds"]]
     crossing_bytes = [r["T"] for r in selection if r["method2"]["bytes"] < r["method1"]["bytes"]]
-    model_cross = next((T for T in range(2, MODEL_LIMIT + 1) if (lambda p: p["method2"] < p["method1"])(batched_model(fits, T, "seconds"))), None)
+    model_cross = next(
+        (
+            T
+            for T in range(2, MODEL_LIMIT + 1)
+            if (lambda p: p["method2"] < p["method1"])(batched_model(fits, T, "seconds"))
+        ),
+        None,
+    )
     figures = {
         "ops": per_op,
         "fits": fits,
@@ -177,7 +200,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         },
     }
     for r in selection:
-        print(f"   T={r['T']:4d}: method1 {r['method1']['seconds']:.2f} s, method2 {r['method2']['seconds']:.2f} s", flush=True)
+        print(
+            f"   T={r['T']:4d}: method1 {r['method1']['seconds']:.2f} s, method2 {r['method2']['seconds']:.2f} s",
+            flush=True,
+        )
     print(f"   thresholds: {figures['threshold']}", flush=True)
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

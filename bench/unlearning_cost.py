@@ -18,6 +18,7 @@ Per step: wall seconds, offline seconds (time spent fetching correlated randomne
 the dealer), online seconds (the rest), offline bytes (dealer → party 0; party 1 expands a
 seed) and online bytes (party 0's communicator counters: party↔party traffic), rounds.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,9 @@ def model_size(architecture: str) -> int:
     return num_parameters(build_model(architecture))
 
 
-def fill_buffers(backend: Backend, state: Any, hist: SyntheticHistory, clients: list[str], pairs: int, seed: int) -> None:
+def fill_buffers(
+    backend: Backend, state: Any, hist: SyntheticHistory, clients: list[str], pairs: int, seed: int
+) -> None:
     """Give each client `pairs` accepted L-BFGS pairs (ŝ public unit vectors, ŷ = c·ŝ + noise shared)."""
     from unlearning.starfish.state import CurvaturePair
 
@@ -57,7 +60,12 @@ def fill_buffers(backend: Backend, state: Any, hist: SyntheticHistory, clients: 
     for k in range(pairs):
         s = torch.randn(hist.m, generator=gen, dtype=torch.float64)
         s = s / torch.linalg.vector_norm(s)
-        ys = torch.stack([(0.5 + j / len(clients)) * s + 1e-4 * torch.randn(hist.m, generator=gen, dtype=torch.float64) for j in range(len(clients))])
+        ys = torch.stack(
+            [
+                (0.5 + j / len(clients)) * s + 1e-4 * torch.randn(hist.m, generator=gen, dtype=torch.float64)
+                for j in range(len(clients))
+            ]
+        )
         y = seeded_share(backend, ys, seed, "y", k)
         for j, c in enumerate(clients):
             state.buffers.setdefault(c, []).append(CurvaturePair(round=k + 1, s=s, y=backend.index(y, j)))
@@ -73,7 +81,9 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     from unlearning.starfish.threshold import determine_thresholds
 
     steps = spec["steps"]
-    hist = SyntheticHistory(spec["m"], spec.get("clients", CLIENTS), spec.get("rounds", ROUNDS), seed=spec.get("seed", 0))
+    hist = SyntheticHistory(
+        spec["m"], spec.get("clients", CLIENTS), spec.get("rounds", ROUNDS), seed=spec.get("seed", 0)
+    )
     target, remaining = hist.ids[0], hist.ids[1:]
     count = math.ceil(spec.get("sigma", SIGMA) * hist.num_rounds)
     params = StarfishParams(buffer_size=spec.get("B", BUFFER))
@@ -90,7 +100,9 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
             select_rounds(backend, hist, [target], count, "method2", alt=False)
     if not {"UE", "TC", "TC-sample"} & set(steps):
         return {"ledger": backend.ledger.to_dict(), "flags": {}}
-    state = StarfishState(clients=tuple(remaining), ranked=(), method="", deltas=deltas, model=hist.model(ROUNDS // 2).to(torch.float64))
+    state = StarfishState(
+        clients=tuple(remaining), ranked=(), method="", deltas=deltas, model=hist.model(ROUNDS // 2).to(torch.float64)
+    )
     fill_buffers(backend, state, hist, remaining, params.buffer_size, spec.get("seed", 0))
     r = hist.num_rounds // 2
     stored = hist.gradients(backend, r, remaining)
@@ -105,7 +117,9 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
             flags["TC"] = flags_for(backend, state, remaining, estimates, None)
     if "TC-sample" in steps:
         with backend.step("TC-sample"):
-            flags["TC-sample"] = flags_for(backend, state, remaining, estimates, check_sample(hist.m, spec.get("sample", SAMPLE_SIZE), r))
+            flags["TC-sample"] = flags_for(
+                backend, state, remaining, estimates, check_sample(hist.m, spec.get("sample", SAMPLE_SIZE), r)
+            )
     return {"ledger": backend.ledger.to_dict(), "flags": flags}
 
 
@@ -126,8 +140,11 @@ def summarize(ledger: dict[str, dict[str, float]]) -> dict[str, dict[str, float]
 
 def measure(spec: dict[str, Any], precision_bits: int | None = None) -> dict[str, Any]:
     """Start a dealer and two parties, run `party_costs(spec)`, return party 0's summary."""
-    config = ClusterConfig(session_timeout_s=SESSION_TIMEOUT_S) if precision_bits is None else ClusterConfig(
-        precision_bits=precision_bits, session_timeout_s=SESSION_TIMEOUT_S)
+    config = (
+        ClusterConfig(session_timeout_s=SESSION_TIMEOUT_S)
+        if precision_bits is None
+        else ClusterConfig(precision_bits=precision_bits, session_timeout_s=SESSION_TIMEOUT_S)
+    )
     with TwoPartyCluster(timeout=3600.0, config=config) as cluster:
         start = time.perf_counter()
         r0, r1 = cluster.run(party_costs, spec)
@@ -139,18 +156,33 @@ def measure(spec: dict[str, Any], precision_bits: int | None = None) -> dict[str
 
 def run(quick: bool = False) -> dict[str, Any]:
     datasets = ["mnist"] if quick else ["mnist", "fmnist", "cifar10"]
-    meta = stamp({"clients": CLIENTS, "rounds": ROUNDS, "sigma": SIGMA, "B": BUFFER, "sample": SAMPLE_SIZE,
-                  "datasets": datasets, "quick": quick, "history": "synthetic Gaussian uploads, seeded benchmark shares"})
+    meta = stamp(
+        {
+            "clients": CLIENTS,
+            "rounds": ROUNDS,
+            "sigma": SIGMA,
+            "B": BUFFER,
+            "sample": SAMPLE_SIZE,
+            "datasets": datasets,
+            "quick": quick,
+            "history": "synthetic Gaussian uploads, seeded benchmark shares",
+        }
+    )
     figures: dict[str, Any] = {}
     for ds in datasets:
         m = model_size(ARCHITECTURE[ds]) // (QUICK_SCALE if quick else 1)
         print(f"   {ds}: m = {m:,}", flush=True)
         result = measure({"m": m, "steps": list(STEPS)})
         result["m"] = m
-        result["paper"] = {step: dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), PER_STEP[key][ds]))
-                           for step, key in (("TD", "TD"), ("RS1", "RS1"), ("RS2", "RS2"), ("UE", "UE"), ("TC", "TC"))}
+        result["paper"] = {
+            step: dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), PER_STEP[key][ds]))
+            for step, key in (("TD", "TD"), ("RS1", "RS1"), ("RS2", "RS2"), ("UE", "UE"), ("TC", "TC"))
+        }
         for step, c in result["steps"].items():
-            print(f"     {step:9s} {c['wall_s']:8.2f} s  offline {c['offline_bytes'] / 1e9:7.3f} GB  online {c['online_bytes'] / 1e9:7.3f} GB", flush=True)
+            print(
+                f"     {step:9s} {c['wall_s']:8.2f} s  offline {c['offline_bytes'] / 1e9:7.3f} GB  online {c['online_bytes'] / 1e9:7.3f} GB",
+                flush=True,
+            )
         figures[ds] = result
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

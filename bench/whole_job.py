@@ -16,6 +16,7 @@ Reported: wall time of each run, the client-compute part, per-step time and byte
 unlearned models' TER and BA-ASR, their distance, and whether both runs selected the same
 rounds and raised the same flags. Beside them: the paper's Table II (ABY, LAN).
 """
+
 from __future__ import annotations
 
 import cProfile
@@ -99,7 +100,14 @@ def _top_functions(profiler: cProfile.Profile, count: int = PROFILE_TOP) -> list
     stats = pstats.Stats(profiler)
     rows = []
     for (filename, line, func), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": f"{Path(filename).name}:{line}({func})", "own_s": own, "cumulative_s": cumulative, "calls": calls})
+        rows.append(
+            {
+                "function": f"{Path(filename).name}:{line}({func})",
+                "own_s": own,
+                "cumulative_s": cumulative,
+                "calls": calls,
+            }
+        )
     return sorted(rows, key=lambda r: -r["own_s"])[:count]
 
 
@@ -114,9 +122,15 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     config = simulation_config(quick)
     seed = 0
-    meta = stamp({"simulation": asdict(config), "starfish": JOB_PARAMS, "quick": quick,
-                  "path": "mpc.cluster.TwoPartyCluster (dealer + 2 party processes, loopback) on the stored history",
-                  "profiled": "party 0 under cProfile"})
+    meta = stamp(
+        {
+            "simulation": asdict(config),
+            "starfish": JOB_PARAMS,
+            "quick": quick,
+            "path": "mpc.cluster.TwoPartyCluster (dealer + 2 party processes, loopback) on the stored history",
+            "profiled": "party 0 under cProfile",
+        }
+    )
     result = cached_simulation(config)
     evaluator = Evaluator(result)  # type: ignore[arg-type]
     m = int(result.models[0].numel())  # type: ignore[attr-defined]
@@ -182,7 +196,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "paper": paper,
         "vs_paper": {
             "time": (totals["seconds"]) / (paper["offline_s"] + paper["online_s"]),
-            "bytes": (totals["offline_bytes"] + totals["online_bytes"]) / ((paper["offline_gb"] + paper["online_gb"]) * 1e9),
+            "bytes": (totals["offline_bytes"] + totals["online_bytes"])
+            / ((paper["offline_gb"] + paper["online_gb"]) * 1e9),
         },
         "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
     }

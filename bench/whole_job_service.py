@@ -17,6 +17,7 @@ Beside it: the plaintext run of the same Starfish job on the same federation
 same data, partition, data orders and seed — its models differ from the service's only by
 the fixed-point rounding of the shared FedAvg), the paper's Table II and the targets.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -45,11 +46,21 @@ def demo_config(quick: bool) -> Any:
 
     sim = simulation_config(quick).resolved()
     return DemoConfig(
-        dataset=sim.dataset, architecture=sim.architecture, num_clients=sim.num_clients,
-        rounds=6 if quick else sim.rounds, lr=sim.lr, local_epochs=sim.local_epochs, batch_size=sim.batch_size,
-        max_train_samples=sim.max_train_samples, backdoor_copies=sim.backdoor_copies, target_label=sim.target_label,
-        seed=sim.seed, starfish={k: v for k, v in JOB_PARAMS.items()},
-        round_deadline_s=ROUND_DEADLINE_S, job_timeout_s=JOB_TIMEOUT_S, task_deadline_s=TASK_DEADLINE_S,
+        dataset=sim.dataset,
+        architecture=sim.architecture,
+        num_clients=sim.num_clients,
+        rounds=6 if quick else sim.rounds,
+        lr=sim.lr,
+        local_epochs=sim.local_epochs,
+        batch_size=sim.batch_size,
+        max_train_samples=sim.max_train_samples,
+        backdoor_copies=sim.backdoor_copies,
+        target_label=sim.target_label,
+        seed=sim.seed,
+        starfish={k: v for k, v in JOB_PARAMS.items()},
+        round_deadline_s=ROUND_DEADLINE_S,
+        job_timeout_s=JOB_TIMEOUT_S,
+        task_deadline_s=TASK_DEADLINE_S,
     )
 
 
@@ -70,15 +81,22 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     cfg = demo_config(quick)
     cfg.validate()
-    meta = stamp({"demo_config": cfg.as_dict(), "quick": quick,
-                  "path": "real service: party0 + party1 processes (TLS, loopback), dealer and per-job workers "
-                          "spawned by party0, SDK clients, admin RPC"})
+    meta = stamp(
+        {
+            "demo_config": cfg.as_dict(),
+            "quick": quick,
+            "path": "real service: party0 + party1 processes (TLS, loopback), dealer and per-job workers "
+            "spawned by party0, SDK clients, admin RPC",
+        }
+    )
     fed = build_federation(cfg.simulation())
     m0 = initial_model(fed.config.architecture, fed.config.seed)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     (CACHE_DIR / ".gitignore").write_text("*\n")
     root = Path(tempfile.mkdtemp(prefix="deployment-", dir=CACHE_DIR))
-    services = DemoServices(root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s, cfg.task_deadline_s)
+    services = DemoServices(
+        root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s, cfg.task_deadline_s
+    )
     fleet = None
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # clients train in threads of this process
@@ -101,7 +119,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     evaluator = demo_evaluator(fed)
     report = outcome.report
     costs = report["costs"]
-    totals = {k: sum(float(c[k]) for c in costs.values()) for k in ("seconds", "offline_seconds", "offline_bytes", "online_bytes")}
+    totals = {
+        k: sum(float(c[k]) for c in costs.values())
+        for k in ("seconds", "offline_seconds", "offline_bytes", "online_bytes")
+    }
     # the plaintext run of the same job (plaintext-simulated history of the same federation)
     sim_cfg = simulation_config(quick)
     if quick:
@@ -152,8 +173,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         },
         "ratio": {"wall": outcome.seconds / plain["wall_s"]},
         "paper": paper,
-        "vs_paper": {"time": outcome.seconds / (paper["offline_s"] + paper["online_s"]),
-                     "bytes": total_bytes / ((paper["offline_gb"] + paper["online_gb"]) * 1e9)},
+        "vs_paper": {
+            "time": outcome.seconds / (paper["offline_s"] + paper["online_s"]),
+            "bytes": total_bytes / ((paper["offline_gb"] + paper["online_gb"]) * 1e9),
+        },
         "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
     }
     print(f"   job {outcome.seconds:.1f} s, {total_bytes / 1e9:.2f} GB; plaintext {plain['wall_s']:.1f} s", flush=True)

@@ -1,14 +1,36 @@
 """Starfish client SDK: connect to both parties, fetch the public model, upload secret
 shares of (g, ‖g‖, δ), answer warm-up/correction tasks. Needs numpy and grpc only;
 `client_sdk.torch_helper` (optional) turns an nn.Module + DataLoader into a gradient function."""
+
 from client_sdk.client import Client, GlobalModel, RoundView, SubmitReceipt, TaskInfo
-from client_sdk.errors import (AuthenticationError, BadRoundError, ConflictingUploadError, EncodingError,
-                               ModelMismatchError, NotRegisteredError, PartyUnreachableError, StarfishError,
-                               UploadRejectedError)
+from client_sdk.errors import (
+    AuthenticationError,
+    BadRoundError,
+    ConflictingUploadError,
+    EncodingError,
+    ModelMismatchError,
+    NotRegisteredError,
+    PartyUnreachableError,
+    StarfishError,
+    UploadRejectedError,
+)
 from client_sdk.stats import l2_norm, tolerance_threshold
 
 __all__ = [
-    "AuthenticationError", "BadRoundError", "Client", "ConflictingUploadError", "EncodingError", "GlobalModel",
-    "ModelMismatchError", "NotRegisteredError", "PartyUnreachableError", "RoundView", "StarfishError",
-    "SubmitReceipt", "TaskInfo", "UploadRejectedError", "l2_norm", "tolerance_threshold",
+    "AuthenticationError",
+    "BadRoundError",
+    "Client",
+    "ConflictingUploadError",
+    "EncodingError",
+    "GlobalModel",
+    "ModelMismatchError",
+    "NotRegisteredError",
+    "PartyUnreachableError",
+    "RoundView",
+    "StarfishError",
+    "SubmitReceipt",
+    "TaskInfo",
+    "UploadRejectedError",
+    "l2_norm",
+    "tolerance_threshold",
 ]

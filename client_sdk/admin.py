@@ -2,6 +2,7 @@
 
 The admin credential travels as `x-starfish-admin-token` metadata over TLS.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,20 @@ from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2
 
 
 class AdminClient:
-    def __init__(self, address: str, token: str, ca_cert: str | Path | bytes, timeout_s: float = 60.0,
-                 chunk_bytes: int = 1024 * 1024, max_message_bytes: int = 4 * 1024 * 1024):
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        ca_cert: str | Path | bytes,
+        timeout_s: float = 60.0,
+        chunk_bytes: int = 1024 * 1024,
+        max_message_bytes: int = 4 * 1024 * 1024,
+    ):
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
-        opts = [("grpc.max_send_message_length", max_message_bytes), ("grpc.max_receive_message_length", max_message_bytes)]
+        opts = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+        ]
         self.channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
         self.stub = admin_pb2_grpc.AdminServiceStub(self.channel)
         self.metadata = (("x-starfish-admin-token", token),)
@@ -45,28 +56,45 @@ class AdminClient:
     def start_training(self, arch: str, params: np.ndarray, lr: float) -> admin_pb2.TrainingStatus:
         """Install M_0 (flat float32) with learning rate η_l; party0 then opens round 1."""
         flat = np.ascontiguousarray(params, dtype=np.float32).reshape(-1)
-        header = common_pb2.ModelHeader(round=0, arch=arch, num_params=flat.size, model_hash=model_hash(arch, flat), lr=lr)
-        return self._call(lambda: self.stub.StartTraining(model_messages(common_pb2, header, flat, self.chunk_bytes),
-                                                          metadata=self.metadata, timeout=self.timeout_s))
+        header = common_pb2.ModelHeader(
+            round=0, arch=arch, num_params=flat.size, model_hash=model_hash(arch, flat), lr=lr
+        )
+        return self._call(
+            lambda: self.stub.StartTraining(
+                model_messages(common_pb2, header, flat, self.chunk_bytes),
+                metadata=self.metadata,
+                timeout=self.timeout_s,
+            )
+        )
 
     def status(self) -> admin_pb2.TrainingStatus:
-        return self._call(lambda: self.stub.GetTrainingStatus(admin_pb2.TrainingStatusRequest(), metadata=self.metadata,
-                                                              timeout=self.timeout_s))
+        return self._call(
+            lambda: self.stub.GetTrainingStatus(
+                admin_pb2.TrainingStatusRequest(), metadata=self.metadata, timeout=self.timeout_s
+            )
+        )
 
     def erase(self, client_id: str) -> admin_pb2.EraseReply:
-        return self._call(lambda: self.stub.Erase(admin_pb2.EraseRequest(client_id=client_id), metadata=self.metadata,
-                                                  timeout=self.timeout_s))
+        return self._call(
+            lambda: self.stub.Erase(
+                admin_pb2.EraseRequest(client_id=client_id), metadata=self.metadata, timeout=self.timeout_s
+            )
+        )
 
     # -- Stage II: unlearning jobs -----------------------------------------------------------
     def unlearn(self, targets: list[str], strategy: str = "starfish", parameters: dict | None = None) -> str:
         """File an unlearning request; returns the job id (the job queues behind a running one)."""
-        request = admin_pb2.UnlearnRequest(targets=list(targets), strategy=strategy,
-                                           parameters_json=json.dumps(parameters or {}))
+        request = admin_pb2.UnlearnRequest(
+            targets=list(targets), strategy=strategy, parameters_json=json.dumps(parameters or {})
+        )
         return self._call(lambda: self.stub.Unlearn(request, metadata=self.metadata, timeout=self.timeout_s)).job_id
 
     def job_status(self, job_id: str) -> admin_pb2.JobStatus:
-        return self._call(lambda: self.stub.GetJobStatus(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata,
-                                                         timeout=self.timeout_s))
+        return self._call(
+            lambda: self.stub.GetJobStatus(
+                admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s
+            )
+        )
 
     def watch_job(self, job_id: str, timeout_s: float | None = None) -> Iterator[admin_pb2.JobStatus]:
         """Status updates of a job until it ends (succeeded, failed or cancelled)."""
@@ -86,30 +114,45 @@ class AdminClient:
         return last
 
     def job_report(self, job_id: str) -> admin_pb2.JobReport:
-        return self._call(lambda: self.stub.GetJobReport(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata,
-                                                         timeout=self.timeout_s))
+        return self._call(
+            lambda: self.stub.GetJobReport(
+                admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s
+            )
+        )
 
     def job_model(self, job_id: str) -> tuple[common_pb2.ModelHeader, np.ndarray]:
         """The unlearned model of a finished job (header, flat float32), hash-checked."""
-        return self._call(lambda: collect_model(self.stub.GetJobModel(admin_pb2.JobRef(job_id=job_id),
-                                                                      metadata=self.metadata, timeout=self.timeout_s)))
+        return self._call(
+            lambda: collect_model(
+                self.stub.GetJobModel(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s)
+            )
+        )
 
     def list_jobs(self) -> admin_pb2.ListJobsReply:
-        return self._call(lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata,
-                                                     timeout=self.timeout_s))
+        return self._call(
+            lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata, timeout=self.timeout_s)
+        )
 
 
-def request_own_unlearning(address: str, client_id: str, token: str, ca_cert: str | Path | bytes,
-                           parameters: dict | None = None, timeout_s: float = 60.0) -> str:
+def request_own_unlearning(
+    address: str,
+    client_id: str,
+    token: str,
+    ca_cert: str | Path | bytes,
+    parameters: dict | None = None,
+    timeout_s: float = 60.0,
+) -> str:
     """A client files the unlearning of its own data at party0 with its client credential;
     returns the job id (the admin follows the job)."""
     root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
     with grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root)) as channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)
-        request = admin_pb2.UnlearnRequest(targets=[client_id], strategy="starfish",
-                                           parameters_json=json.dumps(parameters or {}))
+        request = admin_pb2.UnlearnRequest(
+            targets=[client_id], strategy="starfish", parameters_json=json.dumps(parameters or {})
+        )
         try:
-            return stub.Unlearn(request, metadata=(("x-starfish-client", client_id), ("x-starfish-token", token)),
-                                timeout=timeout_s).job_id
+            return stub.Unlearn(
+                request, metadata=(("x-starfish-client", client_id), ("x-starfish-token", token)), timeout=timeout_s
+            ).job_id
         except grpc.RpcError as exc:
             raise StarfishError(f"party0 refused the unlearning request ({exc.code().name}): {exc.details()}") from None

@@ -13,6 +13,7 @@ additive shares with a CSPRNG mask (mpc.fixedpoint; for g, by default, the mask 
 party travels as a 32-byte seed, client_sdk.masks), and uploads share b to party b,
 retrying transient failures with the *same* shares (uploads are idempotent).
 """
+
 from __future__ import annotations
 
 import logging
@@ -87,9 +88,21 @@ class TaskInfo:
 class Client:
     """One FL client connected to party0 and party1."""
 
-    def __init__(self, client_id: str, token: str, party0: str, party1: str, ca_cert: str | Path | bytes,
-                 alpha: float = 0.4, retries: int = 6, backoff_s: float = 0.2, timeout_s: float = 60.0,
-                 chunk_bytes: int = 1024 * 1024, max_message_bytes: int = 4 * 1024 * 1024, compress_mask: bool = True):
+    def __init__(
+        self,
+        client_id: str,
+        token: str,
+        party0: str,
+        party1: str,
+        ca_cert: str | Path | bytes,
+        alpha: float = 0.4,
+        retries: int = 6,
+        backoff_s: float = 0.2,
+        timeout_s: float = 60.0,
+        chunk_bytes: int = 1024 * 1024,
+        max_message_bytes: int = 4 * 1024 * 1024,
+        compress_mask: bool = True,
+    ):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
         self.client_id = client_id
@@ -102,11 +115,15 @@ class Client:
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         self._checked_encoding: tuple[int, int, float] | None = None  #: (open round, f, max |x|) both parties served
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
-        opts = [("grpc.max_send_message_length", max_message_bytes),
-                ("grpc.max_receive_message_length", max_message_bytes)]
+        opts = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+        ]
         self.addresses = (party0, party1)
-        self._channels = [grpc.secure_channel(a, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
-                          for a in self.addresses]
+        self._channels = [
+            grpc.secure_channel(a, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
+            for a in self.addresses
+        ]
         self._stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in self._channels]
         self._pool = ThreadPoolExecutor(2, thread_name_prefix=f"sdk-{client_id}")
 
@@ -163,8 +180,11 @@ class Client:
     # -- API -------------------------------------------------------------------------------
     def register(self) -> tuple[int, float]:
         """Enrol for training on both parties; returns the agreed (precision bits, max |x|)."""
-        replies = self._both(lambda p: self._call(p, lambda s: s.Register(
-            client_pb2.RegisterRequest(), metadata=self._metadata, timeout=self.timeout_s)))
+        replies = self._both(
+            lambda p: self._call(
+                p, lambda s: s.Register(client_pb2.RegisterRequest(), metadata=self._metadata, timeout=self.timeout_s)
+            )
+        )
         enc = {(r.precision_bits, r.max_abs) for r in replies}
         if len(enc) != 1:
             raise errors.ModelMismatchError(f"the parties serve different fixed-point settings: {sorted(enc)}")
@@ -172,19 +192,37 @@ class Client:
 
     def round_state(self) -> RoundView:
         """The training state on both parties; refuses if they disagree on the open round or its model."""
-        replies = self._both(lambda p: self._call(p, lambda s: s.GetRound(
-            client_pb2.GetRoundRequest(), metadata=self._metadata, timeout=self.timeout_s)))
+        replies = self._both(
+            lambda p: self._call(
+                p, lambda s: s.GetRound(client_pb2.GetRoundRequest(), metadata=self._metadata, timeout=self.timeout_s)
+            )
+        )
         r0, r1 = replies
         if (r0.precision_bits, r0.max_abs) != (r1.precision_bits, r1.max_abs):
-            raise errors.ModelMismatchError("the parties serve different fixed-point settings: "
-                                            f"party0 f={r0.precision_bits}, party1 f={r1.precision_bits}")
-        if r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN and (r0.round, r0.model_hash) != (r1.round, r1.model_hash):
-            raise errors.ModelMismatchError(f"party0 has round {r0.round} open from {r0.model_hash[:12]}, "
-                                            f"party1 round {r1.round} from {r1.model_hash[:12]}")
+            raise errors.ModelMismatchError(
+                "the parties serve different fixed-point settings: "
+                f"party0 f={r0.precision_bits}, party1 f={r1.precision_bits}"
+            )
+        if r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN and (r0.round, r0.model_hash) != (
+            r1.round,
+            r1.model_hash,
+        ):
+            raise errors.ModelMismatchError(
+                f"party0 has round {r0.round} open from {r0.model_hash[:12]}, "
+                f"party1 round {r1.round} from {r1.model_hash[:12]}"
+            )
         # a round counts as open only when both parties accept uploads for it
         phase = r0.phase if r0.phase == r1.phase or r0.phase != common_pb2.ROUND_PHASE_OPEN else r1.phase
-        view = RoundView(r0.round, phase, r0.model_hash, r0.deadline_unix, r0.latest_committed, r0.precision_bits,
-                         r0.max_abs, r0.error or r1.error)
+        view = RoundView(
+            r0.round,
+            phase,
+            r0.model_hash,
+            r0.deadline_unix,
+            r0.latest_committed,
+            r0.precision_bits,
+            r0.max_abs,
+            r0.error or r1.error,
+        )
         if view.is_open:
             self._checked_encoding = (view.round, view.precision_bits, view.max_abs)
         return view
@@ -199,7 +237,9 @@ class Client:
             if view.is_open and view.round > after:
                 return view
             if time.time() > end:
-                raise errors.BadRoundError(f"no round after {after} opened within {timeout_s} s (now: round {view.round})")
+                raise errors.BadRoundError(
+                    f"no round after {after} opened within {timeout_s} s (now: round {view.round})"
+                )
             time.sleep(poll_s)
 
     def fetch_model(self, round_index: int | None = None) -> GlobalModel:
@@ -210,14 +250,19 @@ class Client:
 
         def get(p: int):
             if p == 0:
-                return self._call(0, lambda s: collect_model(s.GetModel(request, metadata=self._metadata,
-                                                                        timeout=self.timeout_s)))
-            return self._call(1, lambda s: next(iter(s.GetModel(header_only, metadata=self._metadata,
-                                                                 timeout=self.timeout_s))).header), None
+                return self._call(
+                    0, lambda s: collect_model(s.GetModel(request, metadata=self._metadata, timeout=self.timeout_s))
+                )
+            return self._call(
+                1, lambda s: next(iter(s.GetModel(header_only, metadata=self._metadata, timeout=self.timeout_s))).header
+            ), None
+
         (h0, params), (h1, _) = self._both(get)
         if h0.model_hash != h1.model_hash or h0.round != h1.round:
-            raise errors.ModelMismatchError(f"party0 serves model {h0.model_hash[:12]} (round {h0.round}), party1 "
-                                            f"{h1.model_hash[:12]} (round {h1.round}); refusing to train on either")
+            raise errors.ModelMismatchError(
+                f"party0 serves model {h0.model_hash[:12]} (round {h0.round}), party1 "
+                f"{h1.model_hash[:12]} (round {h1.round}); refusing to train on either"
+            )
         return GlobalModel(h0.round, h0.arch, params, h0.model_hash, h0.lr)
 
     def _encoding(self, round_index: int | None) -> tuple[int, float]:
@@ -237,7 +282,9 @@ class Client:
                 yield common_pb2.UploadChunk(header=header)
                 for piece in chunks(data[p], self.chunk_bytes):
                     yield common_pb2.UploadChunk(data=piece)
+
             return self._call(p, lambda s: s.UploadShares(messages(), metadata=self._metadata, timeout=self.timeout_s))
+
         return self._both(send)
 
     def _payloads(self, gradient: np.ndarray, precision: int, max_abs: float, key: str):
@@ -274,16 +321,30 @@ class Client:
         def header_for(p: int) -> common_pb2.UploadHeader:
             data, seed = grads[p]
             return common_pb2.UploadHeader(
-                n_samples=int(n_samples), shape=[size], dtype="int64", model_hash=model_hash,
+                n_samples=int(n_samples),
+                shape=[size],
+                dtype="int64",
+                model_hash=model_hash,
                 norm_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(norms[p])),
                 delta_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(deltas[p])),
-                mask_seed=seed, content_sha256=sha256_hex(seed or data), **target)
+                mask_seed=seed,
+                content_sha256=sha256_hex(seed or data),
+                **target,
+            )
+
         acks = self._upload(header_for, (grads[0][0], grads[1][0]))
         sent = sum(len(grads[p][0]) + header_for(p).ByteSize() for p in (0, 1))
-        return SubmitReceipt(target.get("round"), target.get("task_id"), (acks[0].content_sha256, acks[1].content_sha256),
-                             (acks[0].duplicate, acks[1].duplicate), sent)
+        return SubmitReceipt(
+            target.get("round"),
+            target.get("task_id"),
+            (acks[0].content_sha256, acks[1].content_sha256),
+            (acks[0].duplicate, acks[1].duplicate),
+            sent,
+        )
 
-    def submit(self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str | None = None) -> SubmitReceipt:
+    def submit(
+        self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str | None = None
+    ) -> SubmitReceipt:
         """Share (g, ‖g‖, δ) and upload to both parties for round i (g computed at M_{i−1}).
 
         Raises EncodingError (non-finite / out of range) before anything is sent,
@@ -292,29 +353,41 @@ class Client:
         if model_hash is None:
             view = self.round_state()
             if not view.is_open or view.round != round_index:
-                raise errors.BadRoundError(f"round {round_index} is not open (open round: "
-                                           f"{view.round if view.is_open else 'none'})")
+                raise errors.BadRoundError(
+                    f"round {round_index} is not open (open round: {view.round if view.is_open else 'none'})"
+                )
             model_hash = view.model_hash
         return self._submit(gradient, n_samples, model_hash, {"round": int(round_index)})
 
-    def run_round(self, grad_fn: Callable[[np.ndarray], tuple[np.ndarray, int]], after: int = 0,
-                  timeout_s: float = 300.0) -> SubmitReceipt:
+    def run_round(
+        self, grad_fn: Callable[[np.ndarray], tuple[np.ndarray, int]], after: int = 0, timeout_s: float = 300.0
+    ) -> SubmitReceipt:
         """Wait for a round > `after`, fetch M_{i−1}, compute (g, n) = grad_fn(params), submit."""
         view = self.wait_for_round(after, timeout_s)
         model = self.fetch_model(view.round - 1)
         if model.hash != view.model_hash:
-            raise errors.ModelMismatchError(f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}")
+            raise errors.ModelMismatchError(
+                f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}"
+            )
         gradient, n = grad_fn(model.params)
         return self._submit(gradient, n, model.hash, {"round": view.round})
 
     # -- tasks (warm-up / correction) --------------------------------------------------------
     def _task_model(self, task: TaskInfo) -> np.ndarray:
         """The task's model from party0; its content hash must be the one both parties announced."""
-        header, params = self._call(0, lambda s: collect_model(s.GetTaskModel(
-            client_pb2.TaskRef(task_id=task.task_id), metadata=self._metadata, timeout=self.timeout_s)))
+        header, params = self._call(
+            0,
+            lambda s: collect_model(
+                s.GetTaskModel(
+                    client_pb2.TaskRef(task_id=task.task_id), metadata=self._metadata, timeout=self.timeout_s
+                )
+            ),
+        )
         if header.model_hash != task.model_hash:
-            raise errors.ModelMismatchError(f"task {task.task_id}: party0 serves model {header.model_hash[:12]}, "
-                                            f"both parties announced {task.model_hash[:12]}")
+            raise errors.ModelMismatchError(
+                f"task {task.task_id}: party0 serves model {header.model_hash[:12]}, "
+                f"both parties announced {task.model_hash[:12]}"
+            )
         return params
 
     def serve_tasks(self, grad_fn: GradFn, stop: threading.Event | None = None, max_tasks: int | None = None) -> int:
@@ -335,8 +408,15 @@ class Client:
                 calls.append(call)
                 try:
                     for t in call:
-                        info = TaskInfo(t.task_id, t.job_id, t.kind, t.unlearning_round, t.original_round,
-                                        t.model_hash, t.deadline_unix)
+                        info = TaskInfo(
+                            t.task_id,
+                            t.job_id,
+                            t.kind,
+                            t.unlearning_round,
+                            t.original_round,
+                            t.model_hash,
+                            t.deadline_unix,
+                        )
                         with cond:
                             slot = seen.setdefault(t.task_id, [None, None])
                             slot[p] = info

@@ -1,4 +1,5 @@
 """Errors raised by the client SDK; each names what is wrong and on which party."""
+
 from __future__ import annotations
 
 from mpc.fixedpoint import EncodingError  # re-exported: non-finite / out-of-range values
@@ -37,6 +38,13 @@ class ConflictingUploadError(UploadRejectedError):
 
 
 __all__ = [
-    "AuthenticationError", "BadRoundError", "ConflictingUploadError", "EncodingError", "ModelMismatchError",
-    "NotRegisteredError", "PartyUnreachableError", "StarfishError", "UploadRejectedError",
+    "AuthenticationError",
+    "BadRoundError",
+    "ConflictingUploadError",
+    "EncodingError",
+    "ModelMismatchError",
+    "NotRegisteredError",
+    "PartyUnreachableError",
+    "StarfishError",
+    "UploadRejectedError",
 ]

@@ -8,6 +8,7 @@ The party holding s expands r whenever it needs its share. Secure under the stan
 assumption that SHAKE-256 is a pseudorandom generator; it halves client uploads and
 the bytes the parties store (32 bytes instead of 8·m for the seeded share).
 """
+
 from __future__ import annotations
 
 import hashlib

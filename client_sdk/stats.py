@@ -5,6 +5,7 @@
   δ is the (⌊α·m⌋+1)-th largest |g(k)|, so that ⌊α·m⌋ coordinates (a fraction α, up to
   ties) exceed it. SecTC flags a client whose estimate has any |ĝ(k)| > δ (Algorithm 3).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -7,6 +7,7 @@ the loss over one pass of `loader` (flat float32) and the number of samples. Wit
 pseudo-gradient (M_{i−1} − M_local)/η_l (DESIGN §4). The same function answers tasks
 (its optional second argument, the task, is ignored).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -30,8 +31,9 @@ def load_flat(model: nn.Module, params: np.ndarray) -> None:
     vector_to_parameters(torch.tensor(np.asarray(params, dtype=np.float32)), model.parameters())
 
 
-def make_grad_fn(model: nn.Module, loader, loss_fn: Callable | None = None, local_steps: int = 0,
-                 local_lr: float = 0.01) -> Callable[..., tuple[np.ndarray, int]]:
+def make_grad_fn(
+    model: nn.Module, loader, loss_fn: Callable | None = None, local_steps: int = 0, local_lr: float = 0.01
+) -> Callable[..., tuple[np.ndarray, int]]:
     loss_fn = loss_fn or nn.functional.cross_entropy
 
     def mean_gradient(params: np.ndarray, task=None) -> tuple[np.ndarray, int]:
@@ -45,8 +47,12 @@ def make_grad_fn(model: nn.Module, loader, loss_fn: Callable | None = None, loca
             total += int(y.shape[0])
         if total == 0:
             raise ValueError("the data loader yielded no samples")
-        grad = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
-                          for p in model.parameters()]) / total
+        grad = (
+            torch.cat(
+                [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel()) for p in model.parameters()]
+            )
+            / total
+        )
         return grad.detach().numpy().astype(np.float32), total
 
     def pseudo_gradient(params: np.ndarray, task=None) -> tuple[np.ndarray, int]:

@@ -4,6 +4,7 @@
   is sha256 over a domain tag, the architecture, the length and the little-endian bytes.
 * Large payloads travel as a header message followed by raw byte chunks.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ def chunks(data: bytes, size: int) -> Iterator[bytes]:
     """Split `data` into pieces of at most `size` bytes (none when data is empty)."""
     view = memoryview(data)
     for start in range(0, len(view), size):
-        yield bytes(view[start:start + size])
+        yield bytes(view[start : start + size])
 
 
 def model_to_bytes(params: np.ndarray) -> bytes:
@@ -41,7 +42,9 @@ def model_to_bytes(params: np.ndarray) -> bytes:
 
 def model_from_bytes(data: bytes, num_params: int) -> np.ndarray:
     if len(data) != 4 * num_params:
-        raise ValueError(f"model payload has {len(data)} bytes, expected {4 * num_params} for {num_params} float32 parameters")
+        raise ValueError(
+            f"model payload has {len(data)} bytes, expected {4 * num_params} for {num_params} float32 parameters"
+        )
     return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
 

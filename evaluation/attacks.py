@@ -15,6 +15,7 @@ loss is ≤ τ. MIA-ASR is the fraction of the target's training samples (clean 
 triggered copy, as trained on) declared members. The same rule applied to the test set
 gives the attack's false-positive rate, reported beside it for context.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 laid out like Figure 3 of the Starfish paper: one panel per metric (TER, BA-ASR,
 MIA-ASR, ARP), one bar per method, with the model before unlearning for reference.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,7 +57,9 @@ def plot(runs: Sequence[Mapping[str, Any]], path: str | Path, title: str) -> Non
         heights = [0.0 if v is None else v for v in values]
         bars = ax.bar(range(len(names)), heights, color=[f"C{i}" for i in range(len(names))])
         for bar, v in zip(bars, values):
-            ax.annotate(_fmt(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
+            ax.annotate(
+                _fmt(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7
+            )
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
         ax.set_title(f"{label} (%)")
         ax.set_ylim(0, max(100.0 if key == "arp_percent" else 0.0, max(heights, default=0.0) * 1.2 + 1.0))

@@ -12,6 +12,7 @@ downloaded at run time).
 
 Images are float32 in [0, 1] with shape (N, 1, H, W); labels are int64.
 """
+
 from __future__ import annotations
 
 import gzip

@@ -7,6 +7,7 @@ from the oracle's request log, the gap ‖M̂ − M_retrain‖ to the exact retr
 (FedAvg from M_0 without the targets, same data orders), and the strategy's own report
 (selected rounds, correction flags, Theorem 1 inputs, costs).
 """
+
 from __future__ import annotations
 
 import math
@@ -93,7 +94,8 @@ class Experiment:
             "parameters": int(res.models[0].numel()),
             "n_samples": res.federation.n_samples,
             "targets": list(res.targets),
-            "target_weight": sum(res.federation.n_samples[t] for t in res.targets) / sum(res.federation.n_samples.values()),
+            "target_weight": sum(res.federation.n_samples[t] for t in res.targets)
+            / sum(res.federation.n_samples.values()),
             "curve": [{"round": i, **self.evaluator.evaluate(res.models[i])} for i in eval_rounds],
             "final": self.evaluator.evaluate(res.models[-1]),
         }
@@ -165,16 +167,34 @@ def execute(
     strategy = strategy_class(name)()
     oracle = oracle if oracle is not None else SimulatedOracle(result)
     ctx = UnlearnContext(
-        backend=backend, history=history, oracle=oracle, targets=result.targets,
-        params=dict(params or {}), on_progress=on_progress, probe=probe,
+        backend=backend,
+        history=history,
+        oracle=oracle,
+        targets=result.targets,
+        params=dict(params or {}),
+        on_progress=on_progress,
+        probe=probe,
     )
     start = time.perf_counter()
     outcome = strategy.run(ctx)
     seconds = time.perf_counter() - start
     calls = [
-        {"t": c.unlearning_round, "round": c.original_round, "reason": c.reason, "clients": len(c.clients),
-         "unanswered": list(c.unanswered)}
+        {
+            "t": c.unlearning_round,
+            "round": c.original_round,
+            "reason": c.reason,
+            "clients": len(c.clients),
+            "unanswered": list(c.unanswered),
+        }
         for c in oracle.calls
     ]
-    return Outcome(name, backend.name, dict(params or {}), outcome.model.detach().to(torch.float32).clone(),
-                   dict(outcome.report), seconds, oracle.participation(), calls)
+    return Outcome(
+        name,
+        backend.name,
+        dict(params or {}),
+        outcome.model.detach().to(torch.float32).clone(),
+        dict(outcome.report),
+        seconds,
+        oracle.participation(),
+        calls,
+    )

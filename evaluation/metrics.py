@@ -11,6 +11,7 @@
   retraining would cost every client).
 * Gap: ‖M̂ − M_retrain‖₂ and its relative value ‖M̂ − M_retrain‖₂ / ‖M_retrain‖₂.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -30,7 +31,9 @@ MIA_MEMBER_SAMPLES = 5000
 
 
 @torch.no_grad()
-def per_sample_losses(architecture: str, model: torch.Tensor, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def per_sample_losses(
+    architecture: str, model: torch.Tensor, x: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(cross-entropy loss, predicted label) per sample."""
     module = build_model(architecture)
     set_flat(module, model)
@@ -106,7 +109,9 @@ class Evaluator:
         test_loss, test_pred = per_sample_losses(self.architecture, model, *self.test)
         out = {"ter": error_rate(test_pred, self.test[1]), "test_loss": float(test_loss.mean())}
         if self.has_targets:
-            _, bd_pred = per_sample_losses(self.architecture, model, self.backdoor_x, np.full(len(self.backdoor_x), self.trigger.target_label))
+            _, bd_pred = per_sample_losses(
+                self.architecture, model, self.backdoor_x, np.full(len(self.backdoor_x), self.trigger.target_label)
+            )
             out["ba_asr"] = attack_success_rate(bd_pred, self.trigger.target_label)
             member_loss, _ = per_sample_losses(self.architecture, model, *self.member)
             tau = loss_threshold(member_loss)

@@ -8,6 +8,7 @@ as lowercase hex. The NUL separator keeps (name, bytes) pairs unambiguous. Both 
 compute it after committing M_i; the client SDK compares the two parties' hashes before
 training on a model.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -17,6 +17,7 @@ choice; the paper only says "an extra fully connected layer".
 The flat vector is `torch.nn.utils.parameters_to_vector(module.parameters())`: the
 parameters in registration order, each row-major. No model has buffers.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -27,8 +28,12 @@ from torch import nn
 
 def _cnn(in_channels: int, flat: int, hidden: tuple[int, ...]) -> nn.Sequential:
     layers: list[nn.Module] = [
-        nn.Conv2d(in_channels, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(in_channels, 32, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
     ]
     width = flat

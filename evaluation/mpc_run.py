@@ -10,6 +10,7 @@ This is a simulation of the secure computation (one machine, no client processes
 sharing a whole history costs 8 bytes per stored value, so it suits small models
 (digits) and short histories.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -27,7 +28,9 @@ from mpc.backend import Backend
 DEFAULT_TIMEOUT_S = 3600.0
 
 
-def _party_run(backend: Backend, rank: int, history_path: str, name: str, params: dict[str, Any], threads: int) -> Outcome:
+def _party_run(
+    backend: Backend, rank: int, history_path: str, name: str, params: dict[str, Any], threads: int
+) -> Outcome:
     """Executed in each party process (module level so the spawn start method can import it)."""
     torch.set_num_threads(threads)
     result = SimulationResult.load(history_path)
@@ -36,8 +39,13 @@ def _party_run(backend: Backend, rank: int, history_path: str, name: str, params
     return execute(result, name, backend, history, params, oracle=oracle)
 
 
-def run_mpc(result: SimulationResult, name: str, params: Mapping[str, Any] | None = None,
-            timeout: float = DEFAULT_TIMEOUT_S, threads: int = 1) -> Outcome:
+def run_mpc(
+    result: SimulationResult,
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    threads: int = 1,
+) -> Outcome:
     """Run strategy `name` under 2PC on `result`'s history; both parties must agree."""
     from mpc.cluster import run_two_party
 

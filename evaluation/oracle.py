@@ -11,6 +11,7 @@ Every request is logged, so client participation (ARP) is measured from what was
 actually asked rather than from a strategy's own account. Target clients answer too
 (on their own, poisoned data): methods such as PUF let the target unlearn itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,8 +65,11 @@ class SimulatedOracle(GradientOracle):
                 out[cid] = backend.share(torch.zeros_like(request.model, dtype=torch.float32))
         self.calls.append(
             OracleCall(
-                request.unlearning_round, request.original_round, request.reason,
-                tuple(request.clients), tuple(c for c in request.clients if c in self.unresponsive),
+                request.unlearning_round,
+                request.original_round,
+                request.reason,
+                tuple(request.clients),
+                tuple(c for c in request.clients if c in self.unresponsive),
             )
         )
         return out

@@ -8,6 +8,7 @@
 
 Every partition is a list of disjoint index arrays that together cover 0..n−1.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,9 @@ def iid_partition(n: int, num_clients: int, seed: int) -> list[np.ndarray]:
     return [np.sort(part) for part in np.array_split(perm, num_clients)]
 
 
-def dirichlet_partition(labels: np.ndarray, num_clients: int, beta: float, seed: int, min_size: int = 1) -> list[np.ndarray]:
+def dirichlet_partition(
+    labels: np.ndarray, num_clients: int, beta: float, seed: int, min_size: int = 1
+) -> list[np.ndarray]:
     """Label-skewed parts: class c is split by proportions drawn from Dir(β)."""
     labels = np.asarray(labels)
     _check(len(labels), num_clients, min_size)
@@ -46,7 +49,9 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, beta: float, seed:
     raise ValueError(f"no Dirichlet(β={beta}) draw gave every one of {num_clients} clients ≥ {min_size} samples")
 
 
-def partition(labels: np.ndarray, num_clients: int, kind: str, seed: int, beta: float = 0.5, min_size: int = 1) -> list[np.ndarray]:
+def partition(
+    labels: np.ndarray, num_clients: int, kind: str, seed: int, beta: float = 0.5, min_size: int = 1
+) -> list[np.ndarray]:
     """Dispatch on `kind` ∈ `PARTITIONS`."""
     if kind == "iid":
         return iid_partition(len(labels), num_clients, seed)

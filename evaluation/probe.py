@@ -7,6 +7,7 @@ in for a public validation set the server may evaluate on. It touches no client 
 Test error is still reported on the whole test split, so these images take part in both
 (they only steer which rounds Crab/FedADP keep; they are never trained on).
 """
+
 from __future__ import annotations
 
 import numpy as np

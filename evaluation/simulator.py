@@ -15,6 +15,7 @@ with 2 local epochs. Measured here on 5k MNIST after 40 rounds (docs/QUALITY.md)
 95.6 % and converges sooner, which narrows the gap of Starfish's ⌈σT⌉-round replay.
 Both are settings.
 """
+
 from __future__ import annotations
 
 import json
@@ -113,7 +114,9 @@ def build_federation(config: SimulationConfig) -> Federation:
     cfg = config.resolved()
     ds = load_dataset(cfg.dataset)
     if input_shape(cfg.architecture) != ds.input_shape:
-        raise ValueError(f"architecture {cfg.architecture} expects {input_shape(cfg.architecture)}, dataset gives {ds.input_shape}")
+        raise ValueError(
+            f"architecture {cfg.architecture} expects {input_shape(cfg.architecture)}, dataset gives {ds.input_shape}"
+        )
     x, y = ds.train_x, ds.train_y
     if cfg.max_train_samples > 0:
         keep = np.sort(np.random.default_rng(cfg.seed).permutation(len(y))[: cfg.max_train_samples])
@@ -128,7 +131,9 @@ def build_federation(config: SimulationConfig) -> Federation:
         if cid in targets:
             clean[cid] = (cx, cy)
             cx, cy = backdoor_data(cx, cy, trigger, cfg.backdoor_copies)
-        clients.append(ClientData(cid, j, torch.from_numpy(np.ascontiguousarray(cx)), torch.from_numpy(np.ascontiguousarray(cy))))
+        clients.append(
+            ClientData(cid, j, torch.from_numpy(np.ascontiguousarray(cx)), torch.from_numpy(np.ascontiguousarray(cy)))
+        )
     trainer = LocalTrainer(cfg.architecture, cfg.lr, cfg.local_epochs, cfg.batch_size)
     return Federation(cfg, ds, clients, targets, trigger, clean, trainer)
 
@@ -189,7 +194,9 @@ class SimulationResult:
 
     def history(self, backend: Backend) -> InMemoryHistory:
         """The history as the parties would hold it: public models, secret uploads."""
-        hist = InMemoryHistory(models=[m.clone() for m in self.models], infos=[self.round_info(i) for i in range(1, len(self.models))])
+        hist = InMemoryHistory(
+            models=[m.clone() for m in self.models], infos=[self.round_info(i) for i in range(1, len(self.models))]
+        )
         for i in range(1, len(self.models)):
             for j, cid in enumerate(self.client_ids):
                 hist.grads[(i, cid)] = backend.share(torch.from_numpy(np.array(self.grads[i - 1, j], dtype=np.float32)))
@@ -209,8 +216,12 @@ class SimulationResult:
         """Write the history as .npz (no pickled objects; config as a JSON string)."""
         meta = {"config": asdict(self.config), "train_seconds": self.train_seconds}
         np.savez(
-            Path(path), meta=np.array(json.dumps(meta)), models=torch.stack(self.models).numpy(),
-            grads=self.grads, norms=self.norms, deltas=self.deltas,
+            Path(path),
+            meta=np.array(json.dumps(meta)),
+            models=torch.stack(self.models).numpy(),
+            grads=self.grads,
+            norms=self.norms,
+            deltas=self.deltas,
         )
 
     @classmethod

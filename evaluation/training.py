@@ -12,6 +12,7 @@ The data order of client j in round i comes from a generator seeded by
 (experiment seed, j, i), so the same client asked again "for round i" (retraining,
 warm-up, correction) visits its samples in the same order.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -4,6 +4,7 @@ For round i client j sends g_i^j, its L2 norm ‖g_i^j‖ and the tolerance-rate
 δ_i^j: the value such that a fraction α of the |g_i^j| coordinates exceed it
 (Starfish §IV, threshold determination; α is the tolerance rate, paper default 0.4).
 """
+
 from __future__ import annotations
 
 import math

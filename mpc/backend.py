@@ -17,6 +17,7 @@ in `mpc/protocols/` on top of the primitives, so both backends run the same netw
 of comparisons and agree exactly on orders, selections and flags; a backend may
 override a composite with a batched but equivalent implementation.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

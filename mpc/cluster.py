@@ -23,6 +23,7 @@ raises `TwoPartyError` with each failing party's traceback text in `.errors`; if
 exceeds `timeout`, `TwoPartyError` says so. After an error the cluster restarts its
 processes (on new ports) at the next call. Processes are always reaped on `close()`.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -89,7 +90,11 @@ def _dealer_main(port: int, cfg: ClusterConfig) -> None:
     from mpc.session import DEALER_RANK, SessionConfig
 
     try:
-        run_dealer(SessionConfig(rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+        run_dealer(
+            SessionConfig(
+                rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s
+            )
+        )
     except BaseException:
         traceback.print_exc()
         _fast_exit(1)
@@ -113,7 +118,9 @@ def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: A
     from mpc.crypten_backend import CrypTenBackend
     from mpc.session import Session, SessionConfig
 
-    session = Session(SessionConfig(rank=rank, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s))
+    session = Session(
+        SessionConfig(rank=rank, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s)
+    )
     try:
         session.open()
         backend = CrypTenBackend(precision_bits=cfg.precision_bits, step_check=cfg.step_check, **cfg.backend_options)
@@ -178,7 +185,12 @@ class TwoPartyCluster:
         self._tasks = [_CTX.Queue(), _CTX.Queue()]
         dealer = _CTX.Process(target=_dealer_main, args=(self.port, self.config), name="mpc-dealer", daemon=True)
         parties = [
-            _CTX.Process(target=_party_main, args=(r, self.port, self.config, self._tasks[r], self._results), name=f"mpc-party{r}", daemon=True)
+            _CTX.Process(
+                target=_party_main,
+                args=(r, self.port, self.config, self._tasks[r], self._results),
+                name=f"mpc-party{r}",
+                daemon=True,
+            )
             for r in (0, 1)
         ]
         self._procs = [dealer, *parties]
@@ -261,11 +273,12 @@ class TwoPartyCluster:
         return got
 
 
-def run_two_party(fn: PartyFn, args: tuple[Any, ...] = (), *, timeout: float = 120.0, config: ClusterConfig | None = None) -> tuple[Any, Any]:
+def run_two_party(
+    fn: PartyFn, args: tuple[Any, ...] = (), *, timeout: float = 120.0, config: ClusterConfig | None = None
+) -> tuple[Any, Any]:
     """One-shot: start dealer + two parties, run fn(backend, rank, *args) once, tear down."""
     cluster = TwoPartyCluster(timeout=timeout, config=config)
     try:
         return cluster.run(fn, *args)
     finally:
         cluster.close()
-

@@ -4,6 +4,7 @@ A `CostLedger` accumulates, per step name, wall-clock seconds and the growth of 
 communication counters a backend reports (online bytes/rounds between the parties,
 offline bytes from the dealer). Steps may nest; each records its own totals.
 """
+
 from __future__ import annotations
 
 import time

@@ -31,6 +31,7 @@ Costs: online bytes/rounds are this party's communicator counters (CrypTen count
 party sends and receives) minus the dealer traffic; offline bytes/seconds are the dealer
 requests (party 0 fetches the triples; party 1 expands its seed locally).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -162,7 +163,9 @@ class CrypTenBackend(Backend):
         if crypten_cfg.mpc.provider != "TTP" and not allow_tfp:
             from mpc.session import InsecureProviderError
 
-            raise InsecureProviderError("CrypTenBackend requires the TTP provider (a separate dealer); TFP is for unit tests only")
+            raise InsecureProviderError(
+                "CrypTenBackend requires the TTP provider (a separate dealer); TFP is for unit tests only"
+            )
         self.f = precision_bits
         self.rank = comm.get().get_rank()
         self.step_check = step_check
@@ -430,7 +433,7 @@ class CrypTenBackend(Backend):
         flat = share.reshape(-1)
         out = []
         for start in range(0, max(flat.numel(), 1), self.chunk_elements):
-            part = flat[start:start + self.chunk_elements]
+            part = flat[start : start + self.chunk_elements]
             bit = MPCTensor.from_shares(part, precision=0)._ltz()
             out.append(bit._tensor.share)
         return torch.cat(out).reshape(share.shape) if flat.numel() else share.clone()
@@ -462,7 +465,9 @@ class CrypTenBackend(Backend):
         x, y = self._aligned(left, right)
         return self._ge_zero(CrypTenSecret(x.share - y.share, x.bits))
 
-    def _paired_products_diff(self, a: CrypTenSecret, b: CrypTenSecret, c: CrypTenSecret, d: CrypTenSecret) -> CrypTenSecret:
+    def _paired_products_diff(
+        self, a: CrypTenSecret, b: CrypTenSecret, c: CrypTenSecret, d: CrypTenSecret
+    ) -> CrypTenSecret:
         """a·b − c·d untruncated, both products in ONE Beaver round (stacked operands)."""
         x, z = self._aligned(a, c)
         y, w = self._aligned(b, d)

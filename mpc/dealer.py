@@ -5,6 +5,7 @@ correlated randomness (Beaver triples, binary triples, wrap counts, B2A bits) to
 until party 0 says goodbye. It never receives data shares. With a session timeout, an
 idle dealer gives up after `timeout_s` (no request within that time) and returns.
 """
+
 from __future__ import annotations
 
 import logging

@@ -7,6 +7,7 @@ Sharing (DESIGN §4): r ← CSPRNG (os.urandom), share0 = x̄ − r, share1 = r 
 reconstruct x̄ = share0 + share1 (mod 2^64). Decoding divides the signed int64 by 2^f
 in float64 — exact for negatives (CrypTen's `get_plain_text` is not; do not use it).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,7 +75,9 @@ def share_encoded(encoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return share0, mask
 
 
-def share(x: np.ndarray, precision: int = DEFAULT_PRECISION_BITS, max_abs: float = MAX_ABS_DEFAULT) -> tuple[np.ndarray, np.ndarray]:
+def share(
+    x: np.ndarray, precision: int = DEFAULT_PRECISION_BITS, max_abs: float = MAX_ABS_DEFAULT
+) -> tuple[np.ndarray, np.ndarray]:
     """Encode then share: returns (share for party 0, share for party 1)."""
     return share_encoded(encode(x, precision, max_abs))
 

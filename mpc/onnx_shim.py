@@ -6,6 +6,7 @@ CrypTen 0.4.1's package import always loads `crypten.nn`, whose ONNX converter i
 the old name in `sys.modules` before `import crypten` (the converter is never used).
 Every CrypTen import in this project goes through `load_crypten()`.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -4,6 +4,7 @@ Used for fast experiments and as the ground truth the CrypTen backend must match
 It implements only the primitives; the composite protocols of `mpc/protocols/` run
 on top of them exactly as they do under 2PC, so orders, selections and flags agree.
 """
+
 from __future__ import annotations
 
 import os

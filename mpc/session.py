@@ -15,6 +15,7 @@ A session is one process's membership in a 2-party CrypTen computation:
 * `close()` tears the communicator down so the same process can open a new session (on a
   NEW port); `close(force=True)` also works after a peer died.
 """
+
 from __future__ import annotations
 
 import datetime

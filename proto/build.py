@@ -5,6 +5,7 @@ and are compiled with the repository root as the include path, so the generated
 modules import each other as ``proto.starfish.v1.<name>_pb2``. Run by
 ``make setup``; ``python -m proto.build --check`` exits 1 when generated code is stale.
 """
+
 from __future__ import annotations
 
 import argparse

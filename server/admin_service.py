@@ -3,6 +3,7 @@
 The unlearning-job RPCs of the contract are served by `server.jobs.services.JobAdminService`,
 which extends this class.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,18 +25,29 @@ log = logging.getLogger(__name__)
 def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
     store = state.store
     rs = round_state(state)
-    msg = admin_pb2.TrainingStatus(phase=rs.phase, latest_committed=rs.latest_committed,
-                                   latest_model_hash=store.global_model_hash(max(store.latest_committed(), 0)) or "",
-                                   registered=store.registered(), error=rs.error,
-                                   max_rounds=state.config.rounds.max_rounds)
+    msg = admin_pb2.TrainingStatus(
+        phase=rs.phase,
+        latest_committed=rs.latest_committed,
+        latest_model_hash=store.global_model_hash(max(store.latest_committed(), 0)) or "",
+        registered=store.registered(),
+        error=rs.error,
+        max_rounds=state.config.rounds.max_rounds,
+    )
     if rs.phase in (common_pb2.ROUND_PHASE_OPEN, common_pb2.ROUND_PHASE_CLOSING):
         msg.open_round = rs.round
     for rec in store.all_round_records():
         members = store.round_members(rec.round)
-        msg.rounds.append(admin_pb2.RoundSummary(
-            round=rec.round, state=rec.state, model_hash=rec.model_out_hash or "", opened_unix=rec.opened,
-            peer_bytes=rec.peer_bytes, error=rec.error,
-            members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in members.items()]))
+        msg.rounds.append(
+            admin_pb2.RoundSummary(
+                round=rec.round,
+                state=rec.state,
+                model_hash=rec.model_out_hash or "",
+                opened_unix=rec.opened,
+                peer_bytes=rec.peer_bytes,
+                error=rec.error,
+                members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in members.items()],
+            )
+        )
     return msg
 
 

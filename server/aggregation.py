@@ -14,6 +14,7 @@ as each upload is acknowledged, so the sum is ready when the round closes: the a
 then only needs the uploads outside S subtracted and those missing (e.g. accepted
 before a restart) read from the store.
 """
+
 from __future__ import annotations
 
 import threading
@@ -60,15 +61,18 @@ def _weighted_sum(store: Store, round_index: int, weights: dict[str, int], num_p
     with ThreadPoolExecutor(LOAD_THREADS) as pool, np.errstate(over="ignore"):
         for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients)):
             if bundle.n_samples != weights[client]:
-                raise ValueError(f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {weights[client]}")
+                raise ValueError(
+                    f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {weights[client]}"
+                )
             if bundle.gradient.size != num_params:
                 raise ValueError(f"client {client!r}: share has {bundle.gradient.size} entries, model has {num_params}")
             acc += np.int64(weights[client]) * bundle.gradient
     return acc
 
 
-def local_aggregate(store: Store, round_index: int, members: dict[str, int], num_params: int,
-                    running: RunningSums | None = None) -> np.ndarray:
+def local_aggregate(
+    store: Store, round_index: int, members: dict[str, int], num_params: int, running: RunningSums | None = None
+) -> np.ndarray:
     """This party's share of Σ_{j∈S} n_j·[g_j] over the agreed members S (int64, wraps mod 2^64):
     the running sum minus the uploads outside S, plus those of S it does not hold."""
     snap = running.snapshot(round_index) if running is not None else None
@@ -87,8 +91,9 @@ def local_aggregate(store: Store, round_index: int, members: dict[str, int], num
     return acc
 
 
-def fedavg_update(previous: np.ndarray, share0: np.ndarray, share1: np.ndarray, total_samples: int,
-                  lr: float, precision_bits: int) -> np.ndarray:
+def fedavg_update(
+    previous: np.ndarray, share0: np.ndarray, share1: np.ndarray, total_samples: int, lr: float, precision_bits: int
+) -> np.ndarray:
     """M_i = M_{i−1} − η_l · decode(A_0 + A_1) / Σ n_j, as float32."""
     if total_samples <= 0:
         raise ValueError("the agreed membership has no samples")

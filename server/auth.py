@@ -6,6 +6,7 @@ Peer calls are authenticated by mutual TLS: the caller's certificate common name
 be the other party's. Failures abort the call with UNAUTHENTICATED / PERMISSION_DENIED
 and never echo the token.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -28,7 +29,9 @@ def authenticate_client(cfg: PartyConfig, context: grpc.ServicerContext) -> str:
     md = _metadata(context)
     client, token = md.get(CLIENT_ID_KEY), md.get(CLIENT_TOKEN_KEY)
     if not client or not token:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing client credentials (x-starfish-client / x-starfish-token)")
+        context.abort(
+            grpc.StatusCode.UNAUTHENTICATED, "missing client credentials (x-starfish-client / x-starfish-token)"
+        )
     expected = cfg.clients.get(client)
     if expected is None:
         context.abort(grpc.StatusCode.UNAUTHENTICATED, f"unknown client {client!r}")
@@ -48,5 +51,7 @@ def require_admin(cfg: PartyConfig, context: grpc.ServicerContext) -> None:
 def require_peer(cfg: PartyConfig, context: grpc.ServicerContext) -> None:
     names = context.auth_context().get("x509_common_name", [])
     if cfg.tls.peer_name.encode() not in names:
-        context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                      f"peer call must come from {cfg.tls.peer_name!r} (mutual TLS certificate)")
+        context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"peer call must come from {cfg.tls.peer_name!r} (mutual TLS certificate)",
+        )

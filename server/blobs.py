@@ -3,6 +3,7 @@
 After `atomic_write` returns, the file exists with its full content or (after a crash
 before the rename) not at all; it never exists half-written.
 """
+
 from __future__ import annotations
 
 import os

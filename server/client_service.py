@@ -1,4 +1,5 @@
 """Client-facing gRPC service (both parties): register, round state, models, uploads, tasks."""
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,9 @@ def round_state(state: PartyState) -> client_pb2.RoundState:
     """Where training stands on this party (the reply of GetRound)."""
     cfg, store = state.config, state.store
     latest = store.latest_committed()
-    msg = client_pb2.RoundState(party=cfg.role, latest_committed=max(latest, 0), precision_bits=cfg.precision_bits,
-                                max_abs=cfg.max_abs)
+    msg = client_pb2.RoundState(
+        party=cfg.role, latest_committed=max(latest, 0), precision_bits=cfg.precision_bits, max_abs=cfg.max_abs
+    )
     if latest < 0:
         msg.phase = common_pb2.ROUND_PHASE_NOT_STARTED
         return msg
@@ -62,8 +64,9 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased and cannot rejoin")
         self.state.store.register(client)
         log.info("client %s registered", client)
-        return client_pb2.RegisterReply(client_id=client, party=self.cfg.role, precision_bits=self.cfg.precision_bits,
-                                        max_abs=self.cfg.max_abs)
+        return client_pb2.RegisterReply(
+            client_id=client, party=self.cfg.role, precision_bits=self.cfg.precision_bits, max_abs=self.cfg.max_abs
+        )
 
     def GetRound(self, request, context):
         authenticate_client(self.cfg, context)
@@ -77,8 +80,14 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             model = store.global_model(index)
         except StoreError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        header = common_pb2.ModelHeader(round=index, arch=model.arch, num_params=model.params.size,
-                                        model_hash=model.hash, lr=model.lr, precision_bits=self.cfg.precision_bits)
+        header = common_pb2.ModelHeader(
+            round=index,
+            arch=model.arch,
+            num_params=model.params.size,
+            model_hash=model.hash,
+            lr=model.lr,
+            precision_bits=self.cfg.precision_bits,
+        )
         if request.header_only:
             yield common_pb2.ModelChunk(header=header)
             return
@@ -106,28 +115,44 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if store.is_erased(client):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
         if client not in store.registered():
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"client {client!r} is not registered on party{self.cfg.role}; call Register first")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"client {client!r} is not registered on party{self.cfg.role}; call Register first",
+            )
         rec = store.round_record(header.round)
         current = store.current_round()
         if rec is None or rec.state != "open":
             open_now = current.round if current is not None and current.state == "open" else None
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"round {header.round} is not open for uploads (open round: {open_now or 'none'})")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"round {header.round} is not open for uploads (open round: {open_now or 'none'})",
+            )
         if header.model_hash != rec.model_in_hash:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
-                          f"starts from {rec.model_in_hash[:12]}…")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
+                f"starts from {rec.model_in_hash[:12]}…",
+            )
         num_params = store.model_size(rec.model_in_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
-        digest, duplicate = store.put_upload(header.round, client, header.n_samples, parsed.gradient, parsed.norm,
-                                             parsed.delta, rec.model_in_hash, parsed.mask_seed, num_params)
+        digest, duplicate = store.put_upload(
+            header.round,
+            client,
+            header.n_samples,
+            parsed.gradient,
+            parsed.norm,
+            parsed.delta,
+            rec.model_in_hash,
+            parsed.mask_seed,
+            num_params,
+        )
         if not duplicate:
             share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
             self.state.running_sums.add(header.round, client, int(header.n_samples), share)
         log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
-        return client_pb2.UploadAck(party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest,
-                                    duplicate=duplicate)
+        return client_pb2.UploadAck(
+            party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest, duplicate=duplicate
+        )
 
     def _task_upload(self, client: str, header, rest, context):
         store = self.state.store
@@ -137,15 +162,26 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if task.deadline < time.time():
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline")
         if header.model_hash != task.model_hash:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"task {task.task_id} asks for model {task.model_hash[:12]}…")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"task {task.task_id} asks for model {task.model_hash[:12]}…"
+            )
         num_params = store.model_size(task.model_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
-        digest, duplicate = store.put_task_upload(task.task_id, client, header.n_samples, parsed.gradient, parsed.norm,
-                                                  parsed.delta, parsed.mask_seed, num_params)
+        digest, duplicate = store.put_task_upload(
+            task.task_id,
+            client,
+            header.n_samples,
+            parsed.gradient,
+            parsed.norm,
+            parsed.delta,
+            parsed.mask_seed,
+            num_params,
+        )
         log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
         self.state.notify_tasks()
-        return client_pb2.UploadAck(party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest,
-                                    duplicate=duplicate)
+        return client_pb2.UploadAck(
+            party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest, duplicate=duplicate
+        )
 
     def WatchTasks(self, request, context):
         client = authenticate_client(self.cfg, context)
@@ -155,9 +191,15 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
                 if task.task_id in sent:
                     continue
                 sent.add(task.task_id)
-                yield client_pb2.Task(task_id=task.task_id, job_id=task.job_id, kind=task.kind,
-                                      unlearning_round=task.unlearning_round, original_round=task.original_round,
-                                      model_hash=task.model_hash, deadline_unix=task.deadline)
+                yield client_pb2.Task(
+                    task_id=task.task_id,
+                    job_id=task.job_id,
+                    kind=task.kind,
+                    unlearning_round=task.unlearning_round,
+                    original_round=task.original_round,
+                    model_hash=task.model_hash,
+                    deadline_unix=task.deadline,
+                )
             with self.state.tasks_changed:
                 self.state.tasks_changed.wait(TASK_POLL_S)
 
@@ -167,6 +209,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if task is None or task.client != client:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no task {request.task_id!r} for client {client!r}")
         model = self.state.store.model_by_hash(task.model_hash)
-        header = common_pb2.ModelHeader(arch=model.arch, num_params=model.params.size, model_hash=model.hash,
-                                        precision_bits=self.cfg.precision_bits)
+        header = common_pb2.ModelHeader(
+            arch=model.arch, num_params=model.params.size, model_hash=model.hash, precision_bits=self.cfg.precision_bits
+        )
         yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)

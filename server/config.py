@@ -4,6 +4,7 @@ One file per party. Paths inside it are relative to the file's directory.
 Client and admin credentials are stored as sha256 hex digests of the tokens, so a
 leaked config file does not leak credentials. See docs/SERVICE.md for every key.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -11,6 +11,7 @@ Per round i, every step idempotent on both parties so a restart of either resume
 6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
    equals ours; a mismatch fails the round with a clear error and training halts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -97,15 +98,17 @@ class RoundCoordinator:
     def _send_initial_model(self) -> None:
         m0 = self.store.global_model(0)
         header = common_pb2.ModelHeader(round=0, arch=m0.arch, num_params=m0.params.size, model_hash=m0.hash, lr=m0.lr)
-        ack = self.peer.stream_unary("InitModel", lambda: model_messages(common_pb2, header, m0.params,
-                                                                          self.cfg.limits.chunk_bytes))
+        ack = self.peer.stream_unary(
+            "InitModel", lambda: model_messages(common_pb2, header, m0.params, self.cfg.limits.chunk_bytes)
+        )
         if ack.model_hash != m0.hash:
             raise PeerRefused(None, f"party1 holds initial model {ack.model_hash[:12]}, party0 {m0.hash[:12]}")
         self._peer_has_m0 = True
 
     def _open_request(self, rec: RoundRecord) -> peer_pb2.OpenRoundRequest:
-        return peer_pb2.OpenRoundRequest(round=rec.round, model_hash=rec.model_in_hash, deadline_unix=rec.deadline,
-                                         lr=rec.lr)
+        return peer_pb2.OpenRoundRequest(
+            round=rec.round, model_hash=rec.model_in_hash, deadline_unix=rec.deadline, lr=rec.lr
+        )
 
     def _open(self, round_index: int) -> None:
         previous = self.store.global_model(round_index - 1)
@@ -117,8 +120,11 @@ class RoundCoordinator:
 
     def _common(self, round_index: int, follower: peer_pb2.MemberList) -> dict[str, int]:
         mine = self.store.uploads(round_index)
-        return {m.client_id: int(m.n_samples) for m in follower.members
-                if m.client_id in mine and mine[m.client_id].n_samples == m.n_samples}
+        return {
+            m.client_id: int(m.n_samples)
+            for m in follower.members
+            if m.client_id in mine and mine[m.client_id].n_samples == m.n_samples
+        }
 
     def _ready_to_close(self, rec: RoundRecord) -> bool:
         registered = set(self.store.registered())
@@ -144,19 +150,29 @@ class RoundCoordinator:
             self.store.set_membership(i, members)
         members = self.store.round_members(i)
         digest = membership_digest(members, i)
-        self.peer.unary("AgreeMembership", peer_pb2.Membership(round=i, membership_sha256=digest, members=[
-            common_pb2.Member(client_id=c, n_samples=n) for c, n in sorted(members.items())]))
+        self.peer.unary(
+            "AgreeMembership",
+            peer_pb2.Membership(
+                round=i,
+                membership_sha256=digest,
+                members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in sorted(members.items())],
+            ),
+        )
         previous = self.store.model_by_hash(rec.model_in_hash)
         mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
         data = to_wire(mine)
-        header = common_pb2.ShareHeader(round=i, shape=[mine.size], dtype="int64", membership_sha256=digest,
-                                        content_sha256=sha256_hex(data))
-        reply = self.peer.stream_stream("ExchangeAggregate",
-                                        lambda: share_messages(header, data, self.cfg.limits.chunk_bytes))
+        header = common_pb2.ShareHeader(
+            round=i, shape=[mine.size], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)
+        )
+        reply = self.peer.stream_stream(
+            "ExchangeAggregate", lambda: share_messages(header, data, self.cfg.limits.chunk_bytes)
+        )
         their_header, theirs = read_share_stream(iter(reply), self.cfg.limits.max_model_params)
         if their_header.membership_sha256 != digest or theirs.size != mine.size:
             raise PeerRefused(None, f"round {i}: party1's aggregate share is over another membership")
-        new_params = fedavg_update(previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits)
+        new_params = fedavg_update(
+            previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits
+        )
         new_hash = self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)

@@ -1,4 +1,5 @@
 """Streaming an int64 share (an aggregate share) as a header plus raw byte chunks."""
+
 from __future__ import annotations
 
 from typing import Iterable, Iterator

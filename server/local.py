@@ -9,6 +9,7 @@ Layout under `root`::
     party0/, party1/  data dirs
     logs/partyN.log
 """
+
 from __future__ import annotations
 
 import json
@@ -86,8 +87,13 @@ class LocalDeployment:
         self.creds = {
             "admin_token": other.creds["admin_token"] if other else secrets.token_urlsafe(32),
             "clients": dict(other.creds["clients"]) if other else {c: secrets.token_urlsafe(32) for c in self.clients},
-            "ports": {"client0": free_port(), "client1": free_port(), "peer0": free_port(), "peer1": free_port(),
-                      "dealer": free_port()},
+            "ports": {
+                "client0": free_port(),
+                "client1": free_port(),
+                "peer0": free_port(),
+                "peer1": free_port(),
+                "dealer": free_port(),
+            },
         }
         fd = os.open(self.cred_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
@@ -103,14 +109,20 @@ class LocalDeployment:
             "peer_listen": f"127.0.0.1:{ports[f'peer{role}']}",
             "peer_address": f"127.0.0.1:{ports[f'peer{1 - role}']}",
             "data_dir": f"party{role}",
-            "tls": {"ca": "certs/ca.pem", "cert": f"certs/party{role}.pem", "key": f"certs/party{role}.key",
-                    "peer_name": f"party{1 - role}"},
+            "tls": {
+                "ca": "certs/ca.pem",
+                "cert": f"certs/party{role}.pem",
+                "key": f"certs/party{role}.key",
+                "peer_name": f"party{1 - role}",
+            },
             "fixed_point": {"precision_bits": self.precision_bits},
             "rounds": dict(self.rounds),
             "limits": dict(self.limits),
             "jobs": dict(self.jobs),
-            "auth": {"admin_token_sha256": token_digest(self.creds["admin_token"]),
-                     "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()}},
+            "auth": {
+                "admin_token_sha256": token_digest(self.creds["admin_token"]),
+                "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},
+            },
         }
 
     # -- paths and addresses -------------------------------------------------------------
@@ -130,13 +142,17 @@ class LocalDeployment:
     # -- processes -----------------------------------------------------------------------
     def start(self, role: int | None = None) -> None:
         (self.root / "logs").mkdir(exist_ok=True)
-        for r in ((0, 1) if role is None else (role,)):
+        for r in (0, 1) if role is None else (role,):
             log = open(self.root / "logs" / f"party{r}.log", "ab")
             self.procs[r] = subprocess.Popen(
                 [sys.executable, "-m", f"party{r}", "--config", str(self.config_path(r))],
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
             log.close()
-        for r in ((0, 1) if role is None else (role,)):
+        for r in (0, 1) if role is None else (role,):
             self.wait_healthy(r)
 
     def wait_healthy(self, role: int, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
@@ -147,9 +163,14 @@ class LocalDeployment:
             while time.time() < end:
                 proc = self.procs.get(role)
                 if proc is not None and proc.poll() is not None:
-                    raise RuntimeError(f"party{role} exited with {proc.returncode}; see {self.root}/logs/party{role}.log")
+                    raise RuntimeError(
+                        f"party{role} exited with {proc.returncode}; see {self.root}/logs/party{role}.log"
+                    )
                 try:
-                    if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                    if (
+                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        == health_pb2.HealthCheckResponse.SERVING
+                    ):
                         return
                 except grpc.RpcError:
                     pass
@@ -157,7 +178,7 @@ class LocalDeployment:
         raise TimeoutError(f"party{role} not serving on {self.address(role)} after {timeout_s} s")
 
     def stop(self, role: int | None = None, sig: int = signal.SIGTERM, timeout_s: float = 15.0) -> None:
-        for r in ((0, 1) if role is None else (role,)):
+        for r in (0, 1) if role is None else (role,):
             proc = self.procs.pop(r, None)
             if proc is None or proc.poll() is not None:
                 continue
@@ -176,7 +197,9 @@ class LocalDeployment:
     def client(self, client_id: str, **kwargs):
         from client_sdk import Client
 
-        return Client(client_id, self.creds["clients"][client_id], self.address(0), self.address(1), self.ca_cert, **kwargs)
+        return Client(
+            client_id, self.creds["clients"][client_id], self.address(0), self.address(1), self.ca_cert, **kwargs
+        )
 
     def admin(self):
         from client_sdk.admin import AdminClient

@@ -1,4 +1,5 @@
 """Entry point of a party process: `python -m party0 --config F` or `starfish party --role R --config F`."""
+
 from __future__ import annotations
 
 import argparse

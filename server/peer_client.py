@@ -4,6 +4,7 @@ Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED: the follower is down or
 restarting) are retried with doubling back-off until `stop` is set; every other
 status is raised as PeerRefused and stops the caller's step.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,9 @@ class PeerClient:
     def __init__(self, cfg: PartyConfig, stop: threading.Event):
         self.cfg = cfg
         self.stop = stop
-        self.channel = grpc.secure_channel(cfg.peer_address, peer_channel_credentials(cfg),
-                                           options=channel_options(cfg.limits.max_message_bytes))
+        self.channel = grpc.secure_channel(
+            cfg.peer_address, peer_channel_credentials(cfg), options=channel_options(cfg.limits.max_message_bytes)
+        )
         self.stub = peer_pb2_grpc.PeerServiceStub(self.channel)
 
     def close(self) -> None:
@@ -74,4 +76,3 @@ class PeerClient:
     def stream_stream(self, method: str, make_requests: Callable[[], object]) -> list:
         rpc = getattr(self.stub, method)
         return self.call(method, lambda timeout: list(rpc(make_requests(), timeout=timeout)))
-

@@ -6,6 +6,7 @@ set → fix the agreed membership S → exchange aggregate shares (each party de
 M_i) → commit only when the leader's hash of M_i equals ours, else fail the round.
 Job-control messages are part of the contract; their handlers arrive with Stage II.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,14 +27,26 @@ log = logging.getLogger(__name__)
 
 def member_list(state: PartyState, round_index: int) -> peer_pb2.MemberList:
     ups = state.store.uploads(round_index)
-    return peer_pb2.MemberList(round=round_index, members=[
-        common_pb2.Member(client_id=c, n_samples=u.n_samples, content_sha256=u.grad_sha256) for c, u in sorted(ups.items())])
+    return peer_pb2.MemberList(
+        round=round_index,
+        members=[
+            common_pb2.Member(client_id=c, n_samples=u.n_samples, content_sha256=u.grad_sha256)
+            for c, u in sorted(ups.items())
+        ],
+    )
 
 
 def receipt_message(r) -> common_pb2.EraseReceipt:
-    return common_pb2.EraseReceipt(party=r.party, client_id=r.client, rounds=r.rounds, files_deleted=r.files_deleted,
-                                   bytes_deleted=r.bytes_deleted, rows_deleted=r.rows_deleted, erased_at=r.erased_at,
-                                   content_sha256=r.content_sha256)
+    return common_pb2.EraseReceipt(
+        party=r.party,
+        client_id=r.client,
+        rounds=r.rounds,
+        files_deleted=r.files_deleted,
+        bytes_deleted=r.bytes_deleted,
+        rows_deleted=r.rows_deleted,
+        erased_at=r.erased_at,
+        content_sha256=r.content_sha256,
+    )
 
 
 class PeerService(peer_pb2_grpc.PeerServiceServicer):
@@ -47,7 +60,9 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
     def _record(self, round_index: int, context):
         rec = self.state.store.round_record(round_index)
         if rec is None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} was never opened on party{self.cfg.role}")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} was never opened on party{self.cfg.role}"
+            )
         if rec.state == "failed":
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} failed: {rec.error}")
         return rec
@@ -90,8 +105,10 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         mine = self.state.store.uploads(request.round)
         for client, n in members.items():
             if client not in mine or mine[client].n_samples != n:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"round {request.round}: party{self.cfg.role} holds no matching upload of {client!r}")
+                context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"round {request.round}: party{self.cfg.role} holds no matching upload of {client!r}",
+                )
         try:
             digest = self.state.store.set_membership(request.round, members)
         except StoreError as exc:
@@ -108,19 +125,27 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         rec = self._record(header.round, context)
         if rec.membership_sha256 is None or rec.membership_sha256 != header.membership_sha256:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {header.round}: aggregate is over another membership")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"round {header.round}: aggregate is over another membership"
+            )
         previous = store.model_by_hash(rec.model_in_hash)
         if leader_share.size != previous.params.size:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "aggregate share length differs from the model size")
         members = store.round_members(header.round)
         mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
-        new_params = fedavg_update(previous.params, leader_share, mine, sum(members.values()), rec.lr,
-                                   self.cfg.precision_bits)
+        new_params = fedavg_update(
+            previous.params, leader_share, mine, sum(members.values()), rec.lr, self.cfg.precision_bits
+        )
         digest = store.set_round_output(header.round, previous.arch, new_params, peer_bytes=2 * 8 * mine.size)
         log.info("round %d: aggregate exchanged, candidate model %s", header.round, digest[:12])
         data = to_wire(mine)
-        out = common_pb2.ShareHeader(round=header.round, shape=[mine.size], dtype="int64",
-                                     membership_sha256=rec.membership_sha256, content_sha256=sha256_hex(data))
+        out = common_pb2.ShareHeader(
+            round=header.round,
+            shape=[mine.size],
+            dtype="int64",
+            membership_sha256=rec.membership_sha256,
+            content_sha256=sha256_hex(data),
+        )
         yield from share_messages(out, data, self.cfg.limits.chunk_bytes)
 
     def CommitRound(self, request, context):
@@ -130,9 +155,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if rec.model_out_hash is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round} has no aggregated model yet")
         if rec.model_out_hash != request.model_hash:
-            error = (f"model hash mismatch in round {request.round}: party{self.cfg.role} computed "
-                     f"{rec.model_out_hash[:16]}, party{1 - self.cfg.role} computed {request.model_hash[:16]}; "
-                     "training stopped")
+            error = (
+                f"model hash mismatch in round {request.round}: party{self.cfg.role} computed "
+                f"{rec.model_out_hash[:16]}, party{1 - self.cfg.role} computed {request.model_hash[:16]}; "
+                "training stopped"
+            )
             store.set_round_state(request.round, "failed", error)
             log.error(error)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
@@ -142,9 +169,18 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def PostTask(self, request, context):
         require_peer(self.cfg, context)
-        self.state.post_task(TaskRecord(request.task_id, request.client_id, request.job_id, request.kind,
-                                        request.unlearning_round, request.original_round, request.model_hash,
-                                        request.deadline_unix))
+        self.state.post_task(
+            TaskRecord(
+                request.task_id,
+                request.client_id,
+                request.job_id,
+                request.kind,
+                request.unlearning_round,
+                request.original_round,
+                request.model_hash,
+                request.deadline_unix,
+            )
+        )
         return self._ack(detail=request.task_id)
 
     def EraseClient(self, request, context):

@@ -2,6 +2,7 @@
 port), and on party0 the round coordinator. `PartyServer(cfg).run_until_signal()`
 serves until SIGINT/SIGTERM and then stops cleanly (in-flight calls get a grace period).
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,9 @@ class PartyServer:
         self.job_manager = JobManager(self.state, self.jobs, self.peer) if cfg.role == 0 else None
         self.job_follower = JobFollower(self.state, self.jobs) if cfg.role == 1 else None
         if self.job_manager is not None:
-            admin_pb2_grpc.add_AdminServiceServicer_to_server(JobAdminService(self.state, self.peer, self.job_manager),
-                                                              self.server)
+            admin_pb2_grpc.add_AdminServiceServicer_to_server(
+                JobAdminService(self.state, self.peer, self.job_manager), self.server
+            )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         peer_service = JobPeerService(self.state, self.job_follower) if self.job_follower else PeerService(self.state)

@@ -1,4 +1,5 @@
 """Process-wide state of one party shared by its services and its coordinator."""
+
 from __future__ import annotations
 
 import threading

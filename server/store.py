@@ -18,6 +18,7 @@ The read API (`committed_rounds`, `round_members`, `load_share`, `global_model`,
 `load_task_share`) is what the Stage II job runner uses; `erase_client` deletes a
 client's shares and returns a receipt.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -163,8 +164,9 @@ class Store:
         if readonly:
             if not (self.root / "meta.sqlite").exists():
                 raise StoreError(f"{self.root} holds no store")
-            self._db = sqlite3.connect(f"file:{self.root / 'meta.sqlite'}?mode=ro", uri=True, check_same_thread=False,
-                                       isolation_level=None)
+            self._db = sqlite3.connect(
+                f"file:{self.root / 'meta.sqlite'}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+            )
             return
         self.root.mkdir(parents=True, exist_ok=True)
         for sub in ("models", "shares", "tasks"):
@@ -270,8 +272,9 @@ class Store:
                     raise ConflictError(f"global model {round_index} is already {existing[:12]}…")
                 return digest
             if self.latest_committed() != round_index - 1:
-                raise StoreError(f"cannot install M_{round_index}: the newest global model is "
-                                 f"M_{self.latest_committed()}")
+                raise StoreError(
+                    f"cannot install M_{round_index}: the newest global model is M_{self.latest_committed()}"
+                )
             self._tx([("INSERT INTO global_models VALUES (?,?,?,?)", (round_index, digest, float(lr), time.time()))])
         return digest
 
@@ -289,29 +292,37 @@ class Store:
                 f"cannot open round {round_index}: M_{round_index - 1} here is "
                 f"{(expected or 'missing')[:12]}, asked for {model_in_hash[:12]}"
             )
-        self._tx([(
-            "INSERT INTO rounds (round, state, model_in_hash, deadline, lr, opened) VALUES (?,?,?,?,?,?)",
-            (round_index, "open", model_in_hash, deadline, lr, time.time()),
-        )])
+        self._tx(
+            [
+                (
+                    "INSERT INTO rounds (round, state, model_in_hash, deadline, lr, opened) VALUES (?,?,?,?,?,?)",
+                    (round_index, "open", model_in_hash, deadline, lr, time.time()),
+                )
+            ]
+        )
         return self.round_record(round_index)  # type: ignore[return-value]
 
     def round_record(self, round_index: int) -> RoundRecord | None:
         rows = self._query(
             "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
-            "peer_bytes, error FROM rounds WHERE round=?", (round_index,))
+            "peer_bytes, error FROM rounds WHERE round=?",
+            (round_index,),
+        )
         return RoundRecord(*rows[0]) if rows else None
 
     def all_round_records(self) -> list[RoundRecord]:
         rows = self._query(
             "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
-            "peer_bytes, error FROM rounds ORDER BY round")
+            "peer_bytes, error FROM rounds ORDER BY round"
+        )
         return [RoundRecord(*r) for r in rows]
 
     def current_round(self) -> RoundRecord | None:
         """The newest round that is not committed (open, closing or failed), if any."""
         rows = self._query(  # one statement: the row cannot commit between two reads
             "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
-            "peer_bytes, error FROM rounds WHERE state != 'committed' ORDER BY round DESC LIMIT 1")
+            "peer_bytes, error FROM rounds WHERE state != 'committed' ORDER BY round DESC LIMIT 1"
+        )
         return RoundRecord(*rows[0]) if rows else None
 
     def set_round_state(self, round_index: int, state: str, error: str = "") -> None:
@@ -347,9 +358,15 @@ class Store:
     def set_round_output(self, round_index: int, arch: str, params: np.ndarray, peer_bytes: int) -> str:
         """Store the candidate M_i (not yet committed) and its hash."""
         digest = self.put_model(arch, params)
-        self._tx([("UPDATE rounds SET model_out_hash=?, peer_bytes=?, state='aggregated' "
-                   "WHERE round=? AND state != 'committed'",
-                   (digest, int(peer_bytes), round_index))])
+        self._tx(
+            [
+                (
+                    "UPDATE rounds SET model_out_hash=?, peer_bytes=?, state='aggregated' "
+                    "WHERE round=? AND state != 'committed'",
+                    (digest, int(peer_bytes), round_index),
+                )
+            ]
+        )
         return digest
 
     def commit_round(self, round_index: int) -> str:
@@ -359,24 +376,43 @@ class Store:
             raise StoreError(f"round {round_index} has no aggregated model to commit")
         if rec.state == "committed":
             return rec.model_out_hash
-        self._tx([
-            ("INSERT OR IGNORE INTO global_models VALUES (?,?,?,?)", (round_index, rec.model_out_hash, rec.lr, time.time())),
-            ("UPDATE rounds SET state='committed' WHERE round=?", (round_index,)),
-        ])
+        self._tx(
+            [
+                (
+                    "INSERT OR IGNORE INTO global_models VALUES (?,?,?,?)",
+                    (round_index, rec.model_out_hash, rec.lr, time.time()),
+                ),
+                ("UPDATE rounds SET state='committed' WHERE round=?", (round_index,)),
+            ]
+        )
         return rec.model_out_hash
 
     # -- uploads -------------------------------------------------------------------------
-    def _put_share(self, table: str, key_cols: dict, path: Path, n_samples: int, gradient_share: np.ndarray | None,
-                   norm_share: np.ndarray, delta_share: np.ndarray, mask_seed: bytes | None, num_params: int,
-                   extra: dict, guard=None) -> tuple[str, bool]:
+    def _put_share(
+        self,
+        table: str,
+        key_cols: dict,
+        path: Path,
+        n_samples: int,
+        gradient_share: np.ndarray | None,
+        norm_share: np.ndarray,
+        delta_share: np.ndarray,
+        mask_seed: bytes | None,
+        num_params: int,
+        extra: dict,
+        guard=None,
+    ) -> tuple[str, bool]:
         """Shared path of round uploads and task answers: blob durable first (temp, fsync,
         rename, fsync dir), then the row committed; identical retries are duplicates."""
         if mask_seed is not None:
             data, digest = None, sha256_hex(mask_seed)
         else:
             arr = np.asarray(gradient_share)
-            data = memoryview(arr).cast("B") if arr.dtype == np.dtype("<i8") and arr.flags.c_contiguous \
+            data = (
+                memoryview(arr).cast("B")
+                if arr.dtype == np.dtype("<i8") and arr.flags.c_contiguous
                 else np.ascontiguousarray(arr, dtype="<i8").tobytes()
+            )
             digest = sha256_hex(data)
         norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
         key = (int(n_samples), digest, norm_v, delta_v)
@@ -400,15 +436,39 @@ class Store:
                 raise
             if tmp is not None:
                 blobs.publish(tmp, path)
-            cols = {**key_cols, "n_samples": int(n_samples), "num_params": int(num_params), "grad_sha256": digest,
-                    "norm_share": norm_v, "delta_share": delta_v, "received": time.time(), "mask_seed": mask_seed, **extra}
-            self._tx([(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                       tuple(cols.values()))])
+            cols = {
+                **key_cols,
+                "n_samples": int(n_samples),
+                "num_params": int(num_params),
+                "grad_sha256": digest,
+                "norm_share": norm_v,
+                "delta_share": delta_v,
+                "received": time.time(),
+                "mask_seed": mask_seed,
+                **extra,
+            }
+            self._tx(
+                [
+                    (
+                        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        tuple(cols.values()),
+                    )
+                ]
+            )
         return digest, False
 
-    def put_upload(self, round_index: int, client: str, n_samples: int, gradient_share: np.ndarray | None,
-                   norm_share: np.ndarray, delta_share: np.ndarray, model_in_hash: str,
-                   mask_seed: bytes | None = None, num_params: int | None = None) -> tuple[str, bool]:
+    def put_upload(
+        self,
+        round_index: int,
+        client: str,
+        n_samples: int,
+        gradient_share: np.ndarray | None,
+        norm_share: np.ndarray,
+        delta_share: np.ndarray,
+        model_in_hash: str,
+        mask_seed: bytes | None = None,
+        num_params: int | None = None,
+    ) -> tuple[str, bool]:
         """Durably store this party's shares of a client's round-i upload (the gradient share,
         or the seed of a seed-compressed mask share with its length `num_params`).
 
@@ -417,15 +477,28 @@ class Store:
         is accepted only while round i is open (checked under the same lock that closes it),
         so every acknowledged upload is seen by the close.
         """
+
         def require_open() -> None:
             rec = self.round_record(round_index)
             if rec is None or rec.state != "open":
-                raise RoundClosedError(f"round {round_index} is not open for uploads"
-                                       + ("" if rec is None else f" (it is {rec.state})"))
+                raise RoundClosedError(
+                    f"round {round_index} is not open for uploads" + ("" if rec is None else f" (it is {rec.state})")
+                )
+
         m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
-        return self._put_share("uploads", {"round": round_index, "client": client}, self._share_path(round_index, client),
-                               n_samples, gradient_share, norm_share, delta_share, mask_seed, m,
-                               {"model_hash": model_in_hash}, guard=require_open)
+        return self._put_share(
+            "uploads",
+            {"round": round_index, "client": client},
+            self._share_path(round_index, client),
+            n_samples,
+            gradient_share,
+            norm_share,
+            delta_share,
+            mask_seed,
+            m,
+            {"model_hash": model_in_hash},
+            guard=require_open,
+        )
 
     @staticmethod
     def _check_duplicate(stored: tuple, new: tuple, what: str) -> tuple[str, bool]:
@@ -434,21 +507,32 @@ class Store:
         return new[1], True
 
     def uploads(self, round_index: int) -> dict[str, UploadRecord]:
-        rows = self._query("SELECT client, n_samples, grad_sha256, num_params FROM uploads WHERE round=?", (round_index,))
+        rows = self._query(
+            "SELECT client, n_samples, grad_sha256, num_params FROM uploads WHERE round=?", (round_index,)
+        )
         return {c: UploadRecord(c, int(n), h, int(m)) for c, n, h, m in rows}
 
     def load_share(self, round_index: int, client: str) -> ShareBundle:
         """This party's int64 shares of client j's round-i upload ([g], [‖g‖], [δ]) and n_j."""
-        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM uploads "
-                           "WHERE round=? AND client=?", (round_index, client))
+        rows = self._query(
+            "SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM uploads "
+            "WHERE round=? AND client=?",
+            (round_index, client),
+        )
         if not rows:
             raise StoreError(f"no stored upload of client {client!r} for round {round_index}")
         return self._load(rows[0], self._share_path(round_index, client), f"client {client!r}, round {round_index}")
 
     # -- clients -------------------------------------------------------------------------
     def register(self, client: str) -> None:
-        self._tx([("INSERT INTO clients (client, registered) VALUES (?,?) ON CONFLICT(client) DO NOTHING",
-                   (client, time.time()))])
+        self._tx(
+            [
+                (
+                    "INSERT INTO clients (client, registered) VALUES (?,?) ON CONFLICT(client) DO NOTHING",
+                    (client, time.time()),
+                )
+            ]
+        )
 
     def registered(self) -> list[str]:
         return [r[0] for r in self._query("SELECT client FROM clients WHERE erased IS NULL ORDER BY client")]
@@ -479,12 +563,16 @@ class Store:
                     receipt.files_deleted += 1
                 receipt.content_sha256.append(digest)
             receipt.rows_deleted = len(rows) + len(task_rows)
-            self._tx([
-                ("DELETE FROM uploads WHERE client=?", (client,)),
-                ("DELETE FROM task_uploads WHERE client=?", (client,)),
-                ("INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
-                 (client, receipt.erased_at)),
-            ])
+            self._tx(
+                [
+                    ("DELETE FROM uploads WHERE client=?", (client,)),
+                    ("DELETE FROM task_uploads WHERE client=?", (client,)),
+                    (
+                        "INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
+                        (client, receipt.erased_at),
+                    ),
+                ]
+            )
             # copy the zeroed pages into the database file and empty the write-ahead log,
             # which would otherwise still hold the deleted rows
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -494,13 +582,31 @@ class Store:
 
     # -- tasks (Stage II) ----------------------------------------------------------------
     def put_task(self, task: TaskRecord) -> None:
-        self._tx([("INSERT OR IGNORE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
-                   (task.task_id, task.client, task.job_id, task.kind, task.unlearning_round, task.original_round,
-                    task.model_hash, task.deadline, time.time()))])
+        self._tx(
+            [
+                (
+                    "INSERT OR IGNORE INTO tasks VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        task.task_id,
+                        task.client,
+                        task.job_id,
+                        task.kind,
+                        task.unlearning_round,
+                        task.original_round,
+                        task.model_hash,
+                        task.deadline,
+                        time.time(),
+                    ),
+                )
+            ]
+        )
 
     def task(self, task_id: str) -> TaskRecord | None:
-        rows = self._query("SELECT task_id, client, job_id, kind, unlearning_round, original_round, model_hash, deadline "
-                           "FROM tasks WHERE task_id=?", (task_id,))
+        rows = self._query(
+            "SELECT task_id, client, job_id, kind, unlearning_round, original_round, model_hash, deadline "
+            "FROM tasks WHERE task_id=?",
+            (task_id,),
+        )
         return TaskRecord(*rows[0]) if rows else None
 
     def open_tasks(self, client: str, now: float) -> list[TaskRecord]:
@@ -508,16 +614,36 @@ class Store:
         rows = self._query(
             "SELECT t.task_id, t.client, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline "
             "FROM tasks t LEFT JOIN task_uploads u ON t.task_id=u.task_id "
-            "WHERE t.client=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created", (client, now))
+            "WHERE t.client=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created",
+            (client, now),
+        )
         return [TaskRecord(*r) for r in rows]
 
-    def put_task_upload(self, task_id: str, client: str, n_samples: int, gradient_share: np.ndarray | None,
-                        norm_share: np.ndarray, delta_share: np.ndarray, mask_seed: bytes | None = None,
-                        num_params: int | None = None) -> tuple[str, bool]:
+    def put_task_upload(
+        self,
+        task_id: str,
+        client: str,
+        n_samples: int,
+        gradient_share: np.ndarray | None,
+        norm_share: np.ndarray,
+        delta_share: np.ndarray,
+        mask_seed: bytes | None = None,
+        num_params: int | None = None,
+    ) -> tuple[str, bool]:
         """Durably store this party's share of a task answer (idempotent like `put_upload`)."""
         m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
-        return self._put_share("task_uploads", {"task_id": task_id}, self.root / "tasks" / f"{task_id}.i64", n_samples,
-                               gradient_share, norm_share, delta_share, mask_seed, m, {"client": client})
+        return self._put_share(
+            "task_uploads",
+            {"task_id": task_id},
+            self.root / "tasks" / f"{task_id}.i64",
+            n_samples,
+            gradient_share,
+            norm_share,
+            delta_share,
+            mask_seed,
+            m,
+            {"client": client},
+        )
 
     def _load(self, row: tuple, path: Path, what: str) -> ShareBundle:
         n, m, digest, norm_v, delta_v, seed = row
@@ -534,8 +660,11 @@ class Store:
 
     def load_task_share(self, task_id: str) -> ShareBundle | None:
         """This party's shares of a task answer, or None while unanswered."""
-        rows = self._query("SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM task_uploads "
-                           "WHERE task_id=?", (task_id,))
+        rows = self._query(
+            "SELECT n_samples, num_params, grad_sha256, norm_share, delta_share, mask_seed FROM task_uploads "
+            "WHERE task_id=?",
+            (task_id,),
+        )
         if not rows:
             return None
         return self._load(rows[0], self.root / "tasks" / f"{task_id}.i64", f"task {task_id}")

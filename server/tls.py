@@ -5,6 +5,7 @@
 * peer port: mutual TLS; the caller must present a certificate signed by the CA whose
   common name is the other party's name (checked in `server.auth.require_peer`).
 """
+
 from __future__ import annotations
 
 import grpc
@@ -20,18 +21,21 @@ def _read(path) -> bytes:
 
 
 def client_port_credentials(cfg: PartyConfig) -> grpc.ServerCredentials:
-    return grpc.ssl_server_credentials([(_read(cfg.tls.key), _read(cfg.tls.cert))], root_certificates=None,
-                                       require_client_auth=False)
+    return grpc.ssl_server_credentials(
+        [(_read(cfg.tls.key), _read(cfg.tls.cert))], root_certificates=None, require_client_auth=False
+    )
 
 
 def peer_port_credentials(cfg: PartyConfig) -> grpc.ServerCredentials:
-    return grpc.ssl_server_credentials([(_read(cfg.tls.key), _read(cfg.tls.cert))],
-                                       root_certificates=_read(cfg.tls.ca), require_client_auth=True)
+    return grpc.ssl_server_credentials(
+        [(_read(cfg.tls.key), _read(cfg.tls.cert))], root_certificates=_read(cfg.tls.ca), require_client_auth=True
+    )
 
 
 def peer_channel_credentials(cfg: PartyConfig) -> grpc.ChannelCredentials:
-    return grpc.ssl_channel_credentials(root_certificates=_read(cfg.tls.ca), private_key=_read(cfg.tls.key),
-                                        certificate_chain=_read(cfg.tls.cert))
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(cfg.tls.ca), private_key=_read(cfg.tls.key), certificate_chain=_read(cfg.tls.cert)
+    )
 
 
 def channel_options(max_message_bytes: int, server_name: str | None = None) -> list[tuple[str, object]]:

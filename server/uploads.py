@@ -6,6 +6,7 @@ total bytes exactly 8·m (reading stops as soon as more arrive), or instead a 32
 mask seed and no data; sha256 of the bytes (or seed) equal to the declared content hash; norm and δ shares of shape (1,), int64, 8 bytes;
 1 ≤ n_j ≤ limits.max_samples.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,8 +42,10 @@ def read_header(stream: Iterable) -> tuple[object, Iterable]:
 
 def _scalar_share(tensor, what: str) -> np.ndarray:
     if tensor.dtype != "int64" or list(tensor.shape) != [1] or len(tensor.data) != 8:
-        raise UploadError(f"{what} share must be one int64 (shape [1], 8 bytes); got dtype "
-                          f"{tensor.dtype!r}, shape {list(tensor.shape)}, {len(tensor.data)} bytes")
+        raise UploadError(
+            f"{what} share must be one int64 (shape [1], 8 bytes); got dtype "
+            f"{tensor.dtype!r}, shape {list(tensor.shape)}, {len(tensor.data)} bytes"
+        )
     return np.frombuffer(tensor.data, dtype="<i8").astype(np.int64)
 
 

@@ -4,6 +4,7 @@ Each command module exposes `register(subparsers)` which adds its parser and set
 `func(args) -> int`. Commands import their heavy dependencies lazily so that
 `starfish --help` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="starfish", description="Privacy-preserving federated unlearning (Starfish, 2PC)")
+    parser = argparse.ArgumentParser(
+        prog="starfish", description="Privacy-preserving federated unlearning (Starfish, 2PC)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         try:

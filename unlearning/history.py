@@ -11,6 +11,7 @@ Both are interfaces so that the same algorithm runs in three places:
 Round numbering follows the paper: global models M_0 … M_T, round i (1 ≤ i ≤ T)
 starts from M_{i−1}, collects gradients g_i^j and produces M_i.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -70,7 +71,7 @@ class SharedHistory(ABC):
 
 @dataclass(frozen=True)
 class GradientRequest:
-    """"Compute your exact gradient at model M̂ (hash) for unlearning round t,
+    """ "Compute your exact gradient at model M̂ (hash) for unlearning round t,
     using the data order of original round i where possible"."""
 
     model: torch.Tensor  #: M̂_t (public, flat float32)

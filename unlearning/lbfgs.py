@@ -18,6 +18,7 @@ The curvature safeguards (DESIGN §6 pitfalls) are here too so both backends app
 same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
 and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (nothing revealed).
 """
+
 from __future__ import annotations
 
 import torch

@@ -17,6 +17,7 @@ its inputs are public models. The evaluation package implements it next to its
 simulator and passes it as `UnlearnContext.probe`; strategies that need it raise
 `UnlearningError` when it is absent (see `require_probe`).
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -8,6 +8,7 @@ when asked for, instead of breaking every other strategy.
     strategy = registry.create("fedrecover")
     registry.names()  # ['starfish', 'retrain', 'random', 'federaser', 'fedrecover', 'crab', 'fedadp', 'puf']
 """
+
 from __future__ import annotations
 
 import importlib

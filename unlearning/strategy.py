@@ -5,6 +5,7 @@ with a `run(context) -> UnlearnResult`; pure helper functions for the maths; exp
 errors. Strategies that need plaintext values (FedEraser, Crab, ...) declare
 `requires_plaintext = True` and refuse a secure backend.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

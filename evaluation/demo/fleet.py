@@ -13,6 +13,7 @@ submits its pseudo-gradient g_i^j = (M_{i−1} − M_local)/η_l with n_j; the S
 Stage II (DESIGN §6.5): `serve_tasks` answers warm-up/correction tasks ("your exact
 gradient at M̂ for original round i") with the data order of round i.
 """
+
 from __future__ import annotations
 
 import threading
@@ -78,7 +79,9 @@ class SimulatedClient:
                 view = self._wait_for_round(done, timeout_s)
                 model = self.sdk.fetch_model(view.round - 1)
                 if model.hash != view.model_hash:
-                    raise RuntimeError(f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}")
+                    raise RuntimeError(
+                        f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}"
+                    )
                 gradient, n = self.gradient(model.params, view.round)
                 receipt = self.sdk.submit(view.round, gradient, n, model_hash=model.hash)
                 done = view.round
@@ -94,7 +97,12 @@ class SimulatedClient:
         for attempt in range(POLL_RETRIES + 1):
             try:
                 return self.sdk.wait_for_round(after=after, timeout_s=timeout_s)
-            except (errors.AuthenticationError, errors.NotRegisteredError, errors.ModelMismatchError, errors.BadRoundError):
+            except (
+                errors.AuthenticationError,
+                errors.NotRegisteredError,
+                errors.ModelMismatchError,
+                errors.BadRoundError,
+            ):
                 raise
             except errors.StarfishError:
                 if attempt == POLL_RETRIES:
@@ -134,8 +142,12 @@ class Fleet:
 
     def train(self, rounds: int, on_upload: UploadCallback | None = None, timeout_s: float = 600.0) -> list[ClientRun]:
         """Run Stage I with every client in its own thread; raises if any client failed."""
-        threads = [threading.Thread(target=c.train, args=(rounds, on_upload, timeout_s), name=f"client-{c.client_id}",
-                                    daemon=True) for c in self.clients]
+        threads = [
+            threading.Thread(
+                target=c.train, args=(rounds, on_upload, timeout_s), name=f"client-{c.client_id}", daemon=True
+            )
+            for c in self.clients
+        ]
         for t in threads:
             t.start()
         for t in threads:

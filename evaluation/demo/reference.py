@@ -6,6 +6,7 @@ rounds with the same clients' data, data orders and settings, minus the target
 background thread while the service runs. Metrics are those of `evaluation.metrics.Evaluator`: TER on the test split, BA-ASR on the target's
 triggered images, MIA-ASR (loss-threshold attack) on the target's training samples.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ reference. Costs are listed per step: wall time, and bytes on the wire (client u
 party-to-party traffic in Stage I; online party-to-party and offline dealer bytes per
 protocol step of the unlearning job, from the job's cost ledger).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,14 @@ METRICS = (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"))
 ROWS = (("before", "before unlearning (M_T)"), ("starfish", "after Starfish-2PC"), ("retrain", "retrain (plaintext)"))
 #: protocol steps of the Starfish job in the order they run (unlearning.starfish.strategy)
 STEP_ORDER = ("TD", "RS", "warmup", "UE", "TC", "correction")
-STEP_NAMES = {"TD": "threshold determination (SecMax)", "RS": "round selection (SecRS)", "warmup": "warm-up (exact gradients)",
-              "UE": "update estimation (SecUE)", "TC": "threshold checking (SecTC)", "correction": "correction (exact gradients)"}
+STEP_NAMES = {
+    "TD": "threshold determination (SecMax)",
+    "RS": "round selection (SecRS)",
+    "warmup": "warm-up (exact gradients)",
+    "UE": "update estimation (SecUE)",
+    "TC": "threshold checking (SecTC)",
+    "correction": "correction (exact gradients)",
+}
 
 
 def mb(n: float) -> str:
@@ -31,7 +38,9 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]], numeric: bool = Tr
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
 
     def fmt(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if numeric and i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if numeric and i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return [fmt(head), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)]
 
@@ -42,7 +51,9 @@ def metrics_table(metrics: Mapping[str, Mapping[str, float]], gaps: Mapping[str,
     for key, label in ROWS:
         m = metrics[key]
         gap = gaps.get(key)
-        rows.append([label, *(f"{100 * m[k]:.1f}" for k, _ in METRICS), "—" if gap is None else f"{gap['relative']:.3f}"])
+        rows.append(
+            [label, *(f"{100 * m[k]:.1f}" for k, _ in METRICS), "—" if gap is None else f"{gap['relative']:.3f}"]
+        )
     return table(["model", *(t for _, t in METRICS), "‖M − M_retrain‖ rel."], rows)
 
 
@@ -58,11 +69,16 @@ def job_steps(costs: Mapping[str, Mapping[str, float]]) -> list[dict[str, Any]]:
     out = []
     for n in names:
         c = costs[n]
-        out.append({
-            "step": f"  {STEP_NAMES.get(n, n)}", "key": n, "seconds": float(c.get("seconds", 0.0)),
-            "online_bytes": int(c.get("online_bytes", 0)), "offline_bytes": int(c.get("offline_bytes", 0)),
-            "bytes_text": f"{mb(c.get('online_bytes', 0))} online + {mb(c.get('offline_bytes', 0))} offline",
-        })
+        out.append(
+            {
+                "step": f"  {STEP_NAMES.get(n, n)}",
+                "key": n,
+                "seconds": float(c.get("seconds", 0.0)),
+                "online_bytes": int(c.get("online_bytes", 0)),
+                "offline_bytes": int(c.get("offline_bytes", 0)),
+                "bytes_text": f"{mb(c.get('online_bytes', 0))} online + {mb(c.get('offline_bytes', 0))} offline",
+            }
+        )
     return out
 
 
@@ -84,8 +100,9 @@ def plot_metrics(path: Path, metrics: Mapping[str, Mapping[str, float]], title: 
         xs = [i + (r - (len(ROWS) - 1) / 2) * width for i in range(len(METRICS))]
         bars = ax.bar(xs, values, width, label=label, color=f"C{r}")
         for bar, v in zip(bars, values):
-            ax.annotate(f"{v:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                        fontsize=7)
+            ax.annotate(
+                f"{v:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7
+            )
     ax.set_xticks(range(len(METRICS)), [t for _, t in METRICS])
     ax.set_ylim(0, 125)  # headroom for the legend above the bars
     ax.set_ylabel("percent")

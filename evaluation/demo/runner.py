@@ -13,6 +13,7 @@
 Errors surface as `DemoError` with a message that names the step that failed; the
 processes are stopped in every case.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -89,15 +90,20 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
     targets = fed.targets
     m0 = initial_model(sim.architecture, sim.seed)
     n_params = num_parameters(build_model(sim.architecture))
-    say(f"  {len(fed.clients)} clients, {sum(c.n_samples for c in fed.clients)} training samples (target {targets[0]} has "
+    say(
+        f"  {len(fed.clients)} clients, {sum(c.n_samples for c in fed.clients)} training samples (target {targets[0]} has "
         f"{fed.client(targets[0]).n_samples} incl. its triggered copies), {len(fed.dataset.test_y)} test images; "
-        f"model {sim.architecture} with {n_params:,} parameters")
+        f"model {sim.architecture} with {n_params:,} parameters"
+    )
 
-    say(f"  the retrain reference ({cfg.rounds} rounds without {', '.join(targets)}, plaintext) starts in the background")
+    say(
+        f"  the retrain reference ({cfg.rounds} rounds without {', '.join(targets)}, plaintext) starts in the background"
+    )
     retrain = BackgroundRetrain(fed, m0, cfg.rounds).start()
     deploy_root = Path(tempfile.mkdtemp(prefix="deployment-", dir=out_dir))
-    services = DemoServices(deploy_root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s,
-                            cfg.task_deadline_s)
+    services = DemoServices(
+        deploy_root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s, cfg.task_deadline_s
+    )
     ev = evaluator(fed)
     stage1: StageOne
     outcome: UnlearnOutcome
@@ -108,18 +114,27 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
             say("  " + line)
         processes = {f"party{r}": p.pid for r, p in services.deployment.procs.items()}
         fleet = Fleet(fed, services.deployment.client)
-        stage1 = steps.run(f"Stage I: {cfg.rounds} FedAvg rounds through the service ({len(fed.clients)} SDK clients)",
-                           lambda: train(services, fleet, m0, cfg.rounds, say, cfg.round_deadline_s * cfg.rounds))
-        steps.rows[-1]["bytes_text"] = (f"{rep.mb(stage1.client_bytes)} client shares + "
-                                        f"{rep.mb(stage1.peer_bytes)} party↔party")
+        stage1 = steps.run(
+            f"Stage I: {cfg.rounds} FedAvg rounds through the service ({len(fed.clients)} SDK clients)",
+            lambda: train(services, fleet, m0, cfg.rounds, say, cfg.round_deadline_s * cfg.rounds),
+        )
+        steps.rows[-1]["bytes_text"] = (
+            f"{rep.mb(stage1.client_bytes)} client shares + {rep.mb(stage1.peer_bytes)} party↔party"
+        )
         before = steps.run("metrics of M_T before unlearning", lambda: ev.evaluate(stage1.models[-1]))
-        say(f"  TER {100 * before['ter']:.1f} %, BA-ASR {100 * before['ba_asr']:.1f} %, MIA-ASR {100 * before['mia_asr']:.1f} %")
+        say(
+            f"  TER {100 * before['ter']:.1f} %, BA-ASR {100 * before['ba_asr']:.1f} %, MIA-ASR {100 * before['mia_asr']:.1f} %"
+        )
         fleet.serve_tasks(exclude=targets)
-        outcome = steps.run(f"Stage II: unlearn {', '.join(targets)} with Starfish under 2PC (admin RPC → job)",
-                            lambda: via_admin(services.deployment, targets, cfg.unlearning_params, say, cfg.job_timeout_s))
+        outcome = steps.run(
+            f"Stage II: unlearn {', '.join(targets)} with Starfish under 2PC (admin RPC → job)",
+            lambda: via_admin(services.deployment, targets, cfg.unlearning_params, say, cfg.job_timeout_s),
+        )
         job_pids = services.job_pids()
-        say("  2PC session processes: " + ", ".join(f"{name} pid {', '.join(map(str, p)) or '?'}"
-                                                    for name, p in job_pids.items()))
+        say(
+            "  2PC session processes: "
+            + ", ".join(f"{name} pid {', '.join(map(str, p)) or '?'}" for name, p in job_pids.items())
+        )
         _check_installed(fleet, outcome, cfg.rounds, say)
         # what the service side did, for the report: process ids, per-client activity
         facts: dict[str, Any] = {
@@ -134,12 +149,15 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         services.collect_logs(out_dir / "logs")
         if not keep:
             shutil.rmtree(deploy_root, ignore_errors=True)
-    m_retrain = steps.run(f"retrain reference: {cfg.rounds} FedAvg rounds without {', '.join(targets)} (plaintext, local)",
-                          retrain.result)
+    m_retrain = steps.run(
+        f"retrain reference: {cfg.rounds} FedAvg rounds without {', '.join(targets)} (plaintext, local)", retrain.result
+    )
     steps.rows[-1]["seconds"] = retrain.seconds  # it ran in the background, overlapping the steps above
     steps.rows[-1]["bytes_text"] = "— (ran in the background during Stage I/II)"
-    metrics = steps.run("metrics of M̂ and of the retrain model", lambda: {
-        "before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)})
+    metrics = steps.run(
+        "metrics of M̂ and of the retrain model",
+        lambda: {"before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)},
+    )
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
     return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, facts)
 
@@ -148,13 +166,26 @@ def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Sa
     """Both parties must now serve M̂ as global model T+1 (the SDK refuses a mismatch)."""
     served = fleet.clients[0].sdk.fetch_model(rounds + 1)
     if served.hash != outcome.model_hash:
-        raise DemoError(f"the parties serve {served.hash[:12]} as global model {rounds + 1}, the job produced "
-                        f"{outcome.model_hash[:12]}")
+        raise DemoError(
+            f"the parties serve {served.hash[:12]} as global model {rounds + 1}, the job produced "
+            f"{outcome.model_hash[:12]}"
+        )
     say(f"  both parties serve M̂ ({served.hash[:12]}) as global model {rounds + 1}; training can continue from it")
 
 
-def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: float, fed, stage1: StageOne,
-            outcome: UnlearnOutcome, metrics: dict, gaps: dict, facts: dict[str, Any]) -> dict[str, Any]:
+def _finish(
+    cfg: DemoConfig,
+    out_dir: Path,
+    steps: _Steps,
+    say: Say,
+    started: float,
+    fed,
+    stage1: StageOne,
+    outcome: UnlearnOutcome,
+    metrics: dict,
+    gaps: dict,
+    facts: dict[str, Any],
+) -> dict[str, Any]:
     job = outcome.report
     job_steps = rep.job_steps(job.get("costs", {}))
     rows = []
@@ -167,23 +198,36 @@ def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: fl
             rows.extend(job_steps)
     total = time.perf_counter() - started
     files = [out_dir / REPORT_FILE, out_dir / METRICS_PLOT, out_dir / COSTS_PLOT, out_dir / "logs"]
-    report = json_ready({
-        "config": cfg.as_dict(),
-        "scaling": [{"setting": a, "paper": b, "this_run": c} for a, b, c in cfg.scaling_rows()],
-        "targets": list(fed.targets),
-        "processes": facts["processes"],
-        "job_id": outcome.job_id,
-        "metrics": metrics,
-        "gap_to_retrain": gaps,
-        "stage1": {"seconds": stage1.seconds, "client_bytes": stage1.client_bytes, "peer_bytes": stage1.peer_bytes,
-                   "model_hashes": stage1.model_hashes, "rounds": [vars(r) for r in stage1.rounds]},
-        "clients": facts["clients"],
-        "unlearning": {"seconds": outcome.seconds, "model_hash": outcome.model_hash, "statuses": outcome.statuses,
-                       "tasks_answered": facts["tasks_answered"], "job_summary": outcome.summary, "job_report": job},
-        "steps": rows,
-        "total_seconds": total,
-        "files": [str(f) for f in files],
-    })
+    report = json_ready(
+        {
+            "config": cfg.as_dict(),
+            "scaling": [{"setting": a, "paper": b, "this_run": c} for a, b, c in cfg.scaling_rows()],
+            "targets": list(fed.targets),
+            "processes": facts["processes"],
+            "job_id": outcome.job_id,
+            "metrics": metrics,
+            "gap_to_retrain": gaps,
+            "stage1": {
+                "seconds": stage1.seconds,
+                "client_bytes": stage1.client_bytes,
+                "peer_bytes": stage1.peer_bytes,
+                "model_hashes": stage1.model_hashes,
+                "rounds": [vars(r) for r in stage1.rounds],
+            },
+            "clients": facts["clients"],
+            "unlearning": {
+                "seconds": outcome.seconds,
+                "model_hash": outcome.model_hash,
+                "statuses": outcome.statuses,
+                "tasks_answered": facts["tasks_answered"],
+                "job_summary": outcome.summary,
+                "job_report": job,
+            },
+            "steps": rows,
+            "total_seconds": total,
+            "files": [str(f) for f in files],
+        }
+    )
     rep.write_json(out_dir / REPORT_FILE, report)
     title = f"{cfg.architecture} on {cfg.dataset}, {cfg.num_clients} clients, T={cfg.rounds}, target {fed.targets[0]}"
     rep.plot_metrics(out_dir / METRICS_PLOT, metrics, title)
@@ -193,12 +237,16 @@ def _finish(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, started: fl
     for line in rep.metrics_table(metrics, gaps):
         say("  " + line)
     sel = job.get("selection", {})
-    say(f"\n  selected rounds {sel.get('selected_rounds')} of T={job.get('stored_rounds', cfg.rounds)}; "
-        f"{len(job.get('flags', []))} threshold checks; ARP {job.get('arp_percent', float('nan')):.1f} %")
+    say(
+        f"\n  selected rounds {sel.get('selected_rounds')} of T={job.get('stored_rounds', cfg.rounds)}; "
+        f"{len(job.get('flags', []))} threshold checks; ARP {job.get('arp_percent', float('nan')):.1f} %"
+    )
     for target, parts in sorted(job.get("erasure", {}).items()):
         for r in parts:
-            say(f"  erased {target} on party{r['party']}: {len(r['rounds'])} rounds of shares, {r['files_deleted']} files, "
-                f"{r['bytes_deleted']:,} bytes")
+            say(
+                f"  erased {target} on party{r['party']}: {len(r['rounds'])} rounds of shares, {r['files_deleted']} files, "
+                f"{r['bytes_deleted']:,} bytes"
+            )
     say("\n  time and bytes per step")
     for line in rep.cost_table(rows):
         say("  " + line)

@@ -3,6 +3,7 @@ with `server.local.LocalDeployment`, the helper behind `starfish up`; the dealer
 TTP, the third operator) is a separate process that party0's job runner starts for each
 2PC session of the unlearning job (`server.jobs.process.spawn_dealer`).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -19,16 +20,26 @@ SESSION_SLACK_S = 60.0
 class DemoServices:
     """party0 + party1 (and, started by them, the job workers and the dealer) for one demo run."""
 
-    def __init__(self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float,
-                 task_deadline_s: float) -> None:
+    def __init__(
+        self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float, task_deadline_s: float
+    ) -> None:
         self.deployment = LocalDeployment(
-            root, clients=list(client_ids),
+            root,
+            clients=list(client_ids),
             # every client must upload before a round closes; training stops after T rounds
-            rounds={"deadline_s": round_deadline_s, "min_clients": len(client_ids), "max_rounds": rounds, "poll_s": 0.05},
+            rounds={
+                "deadline_s": round_deadline_s,
+                "min_clients": len(client_ids),
+                "max_rounds": rounds,
+                "poll_s": 0.05,
+            },
             # standby "always": each party starts its job worker (party0 also the dealer) ahead of the
             # job, so torch and CrypTen import while Stage I runs
-            jobs={"task_timeout_s": task_deadline_s, "session_timeout_s": task_deadline_s + SESSION_SLACK_S,
-                  "standby": "always"},
+            jobs={
+                "task_timeout_s": task_deadline_s,
+                "session_timeout_s": task_deadline_s + SESSION_SLACK_S,
+                "standby": "always",
+            },
         )
 
     @property
@@ -63,6 +74,7 @@ class DemoServices:
 
     def job_pids(self) -> dict[str, list[int]]:
         """Pids of the processes of the jobs' 2PC sessions: dealers (party0) and each party's workers."""
+
         def pids(role: int, name: str) -> list[int]:
             return [int(p.read_text()) for p in sorted((self.deployment.data_dir(role) / "jobs").glob(f"*/{name}.pid"))]
 

@@ -4,6 +4,7 @@ train T rounds against the two parties, and the demo reads back the public model
 Per round the demo records what the parties report (members, peer bytes of the aggregate
 exchange, open/commit times) and what the clients sent (share bytes to both parties).
 """
+
 from __future__ import annotations
 
 import threading
@@ -85,8 +86,10 @@ def train(services: DemoServices, fleet: Fleet, m0: torch.Tensor, rounds: int, s
                 if r.state == "committed" and r.round > reported:
                     reported = r.round
                     committed_at[r.round] = time.time()
-                    say(f"  round {r.round:>2}/{rounds} committed: {len(r.members)} clients, model {r.model_hash[:12]}, "
-                        f"{time.perf_counter() - start:6.1f} s")
+                    say(
+                        f"  round {r.round:>2}/{rounds} committed: {len(r.members)} clients, model {r.model_hash[:12]}, "
+                        f"{time.perf_counter() - start:6.1f} s"
+                    )
             if status.latest_committed >= rounds:
                 break
             if errors:

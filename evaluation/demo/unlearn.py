@@ -6,6 +6,7 @@ SDK (`Fleet.serve_tasks`); the job pauses training, runs Starfish under 2PC in p
 workers of both parties with the dealer, installs M̂ as the next global model and erases the
 targets' shares.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,21 @@ class UnlearnOutcome:
 
 
 def _status_dict(s: admin_pb2.JobStatus, elapsed: float) -> dict[str, Any]:
-    return {"elapsed_s": round(elapsed, 3), "state": admin_pb2.JobState.Name(s.state), "step": s.step,
-            "unlearning_round": s.unlearning_round, "progress": s.progress, "seconds": s.seconds, "bytes": s.bytes,
-            "error": s.error}
+    return {
+        "elapsed_s": round(elapsed, 3),
+        "state": admin_pb2.JobState.Name(s.state),
+        "step": s.step,
+        "unlearning_round": s.unlearning_round,
+        "progress": s.progress,
+        "seconds": s.seconds,
+        "bytes": s.bytes,
+        "error": s.error,
+    }
 
 
-def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, Any], say: Say,
-              timeout_s: float) -> UnlearnOutcome:
+def via_admin(
+    dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, Any], say: Say, timeout_s: float
+) -> UnlearnOutcome:
     """File `Unlearn(targets, "starfish", params)` on party0 and follow the job to its end."""
     admin = dep.admin()
     start = time.perf_counter()
@@ -67,8 +76,10 @@ def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, 
             key = (status.state, status.step, status.unlearning_round)
             if key != last_key or elapsed - last_print >= STATUS_REPEAT_S:
                 state = admin_pb2.JobState.Name(status.state).removeprefix("JOB_STATE_").lower()
-                say(f"  [{elapsed:6.1f} s] {state:<9} step {status.step or '-':<16} round {status.unlearning_round:>2}  "
-                    f"{100 * status.progress:5.1f} %  {status.bytes / 1e6:9.1f} MB")
+                say(
+                    f"  [{elapsed:6.1f} s] {state:<9} step {status.step or '-':<16} round {status.unlearning_round:>2}  "
+                    f"{100 * status.progress:5.1f} %  {status.bytes / 1e6:9.1f} MB"
+                )
                 last_key, last_print = key, elapsed
             final = status
             if status.state in FINAL_STATES:
@@ -76,7 +87,9 @@ def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, 
         if final is None or final.state not in FINAL_STATES:
             final = admin.job_status(job_id)
         if final.state != admin_pb2.JOB_STATE_SUCCEEDED:
-            raise UnlearnFailed(f"job {job_id} ended {admin_pb2.JobState.Name(final.state)}: {final.error or 'no detail'}")
+            raise UnlearnFailed(
+                f"job {job_id} ended {admin_pb2.JobState.Name(final.state)}: {final.error or 'no detail'}"
+            )
         header, params_out = admin.job_model(job_id)
         rep = admin.job_report(job_id)
     except StarfishError as exc:
@@ -84,5 +97,12 @@ def via_admin(dep: LocalDeployment, targets: tuple[str, ...], params: dict[str, 
     finally:
         admin.close()
     model = torch.from_numpy(np.asarray(params_out, dtype=np.float32).copy())
-    return UnlearnOutcome(model, header.model_hash, json.loads(rep.report_json), rep.summary,
-                          time.perf_counter() - start, job_id, statuses)
+    return UnlearnOutcome(
+        model,
+        header.model_hash,
+        json.loads(rep.report_json),
+        rep.summary,
+        time.perf_counter() - start,
+        job_id,
+        statuses,
+    )

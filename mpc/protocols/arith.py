@@ -6,6 +6,7 @@
   public (Algorithm 1 line 5: u_i = ⟨[g_i^t], M_{i−1} − M_i⟩), one SecMul otherwise
   (Algorithm 6 line 6: ⟨[g], [g]⟩).
 """
+
 from __future__ import annotations
 
 import torch

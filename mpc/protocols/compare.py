@@ -20,6 +20,7 @@
 * SecGE4 (Appendix C, text after Algorithm 5): SecGE3 with line 2's comparison on
   B = (w, a, v), a = u², replaced by SecGE2((a_i, v_i), (a_j, v_j)) — no division.
 """
+
 from __future__ import annotations
 
 from mpc.backend import Backend, Secret
@@ -60,7 +61,9 @@ def sec_ge4(backend: Backend, w_i: Secret, a_i: Secret, v_i: Secret, w_j: Secret
     x, x_rev = _split(backend, backend.ge(backend.stack([w_i, w_j]), backend.stack([w_j, w_i])), 2)
     z, z_rev = _split(
         backend,
-        backend.ge2(backend.stack([a_i, a_j]), backend.stack([v_i, v_j]), backend.stack([a_j, a_i]), backend.stack([v_j, v_i])),
+        backend.ge2(
+            backend.stack([a_i, a_j]), backend.stack([v_i, v_j]), backend.stack([a_j, a_i]), backend.stack([v_j, v_i])
+        ),
         2,
     )
     return _signed_combine(backend, w_i, x, x_rev, z, z_rev)

@@ -18,6 +18,7 @@
   `iterations` must be chosen for the documented κ (docs/NUMERICS.md). Cost per
   iteration: two batched shared matrix products; plus one SecDiv for 1/‖K‖_F².
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,7 +33,9 @@ class SingularMaskedMatrix(ArithmeticError):
     """N = K·R was singular in the clear (K singular, or a degenerate random R)."""
 
 
-def sec_inverse(backend: Backend, k: Secret, method: str = "secmi", iterations: int = NEWTON_ITERATIONS_DEFAULT) -> Secret:
+def sec_inverse(
+    backend: Backend, k: Secret, method: str = "secmi", iterations: int = NEWTON_ITERATIONS_DEFAULT
+) -> Secret:
     """[K⁻¹] for a batch of shared square matrices K of shape (..., d, d)."""
     if len(k.shape) < 2 or k.shape[-1] != k.shape[-2]:
         raise ValueError(f"expected square matrices (..., d, d), got shape {tuple(k.shape)}")

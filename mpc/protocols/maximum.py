@@ -6,6 +6,7 @@ Each level compares the first half of the remaining rows with the second half in
 comparison call and keeps the larger by one SecSel (exact: selection by a shared bit);
 an odd row is carried to the next level.
 """
+
 from __future__ import annotations
 
 from mpc.backend import Backend, Secret

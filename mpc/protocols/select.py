@@ -6,6 +6,7 @@
 CrypTen backend a comparison bit is an integer (scale 1) sharing, so the product is
 exact: the selected value is bit-for-bit one of the inputs, never a truncated copy.
 """
+
 from __future__ import annotations
 
 import torch

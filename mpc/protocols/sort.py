@@ -24,6 +24,7 @@ every backend.
 Comparisons (pluggable, `COMPARATORS`): "ge" (keys (n,)), "ge2" (keys (n, 2) = (u, v),
 order by u/v, v > 0), "ge3" (keys (n, 2) = (w, b)), "ge4" (keys (n, 3) = (w, a, v)).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -135,7 +136,9 @@ def sec_sort_desc(backend: Backend, keys: Secret, payload: Secret, method: str =
     return backend.reshape(out_keys, tuple(keys.shape)), backend.reshape(out_pay, tuple(payload.shape))
 
 
-def _compare_exchange(backend: Backend, rows: Secret, pairs: list[tuple[int, int]], cmp: Comparator, n_cols: int) -> Secret:
+def _compare_exchange(
+    backend: Backend, rows: Secret, pairs: list[tuple[int, int]], cmp: Comparator, n_cols: int
+) -> Secret:
     """One stage: all (hi, lo) storage-row pairs compared in one call, swapped by one SecSel."""
     n, m = rows.shape[0], len(pairs)
     hi = torch.tensor([p[0] for p in pairs], dtype=torch.long)

@@ -17,6 +17,7 @@ skipped; only the others are checked on the remaining coordinates. Because flags
 always fire, this usually avoids the full pass. It reveals one extra bit per client:
 whether its flag was decided by the sample.
 """
+
 from __future__ import annotations
 
 import torch

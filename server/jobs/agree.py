@@ -5,6 +5,7 @@ deadline (party0's clock), who answered a task (a client counts only if BOTH par
 its answer: a public bitmask, AND-ed), the checkpoint to resume from (the newest one both
 parties hold) and equality checks of public digests. Every value exchanged here is public.
 """
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -11,6 +11,7 @@ checkpoint exists completely or not at all. `digest` covers the public state and
 (not the party-local costs), so both parties can check they resume from the same point.
 Nothing is pickled; a loaded checkpoint is checked against its file index.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -105,8 +106,12 @@ class CheckpointDir:
             share, bits = secret_parts(secret)
             data = np.ascontiguousarray(share, dtype="<i8").tobytes()
             _write(tmp / f"s{k}.i64", data)
-            index["secrets"][name] = {"file": f"s{k}.i64", "shape": list(share.shape), "bits": bits,
-                                      "sha256": hashlib.sha256(data).hexdigest()}
+            index["secrets"][name] = {
+                "file": f"s{k}.i64",
+                "shape": list(share.shape),
+                "bits": bits,
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
         _write(tmp / "public.json", json.dumps(index, sort_keys=True).encode())
         fsync_dir(tmp)
         final = self.root / f"t{state.round:06d}"

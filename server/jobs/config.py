@@ -3,6 +3,7 @@
 Both parties read the same keys; party0's values decide the session (rendezvous host and
 port, deadlines) and party1 follows what party0 sends over the peer channel.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

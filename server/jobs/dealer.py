@@ -8,6 +8,7 @@ attempt, started in advance so the import is off the critical path); the dealer 
 hands out correlated randomness and never receives data shares. If its stdin closes
 before a session is named (party0 went away), it exits.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,16 @@ def main() -> int:
     if not line:
         return 0
     session = json.loads(line)
-    run_dealer(SessionConfig(rank=DEALER_RANK, host=str(session["host"]), port=int(session["port"]),
-                             precision_bits=int(session["precision_bits"]), timeout_s=float(session["timeout_s"]),
-                             allow_remote=bool(session["allow_remote"])))
+    run_dealer(
+        SessionConfig(
+            rank=DEALER_RANK,
+            host=str(session["host"]),
+            port=int(session["port"]),
+            precision_bits=int(session["precision_bits"]),
+            timeout_s=float(session["timeout_s"]),
+            allow_remote=bool(session["allow_remote"]),
+        )
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ When its worker finishes, party1 installs the unlearned model as global model T+
 reports its hash; when it fails, the state says so and party0 starts another attempt.
 CancelJob stops the worker and drops the checkpoints (the job's final state stays).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ class JobFollower(JobRunnerBase):
         if url.scheme != "tcp" or not url.hostname or not url.port:
             raise RequestError("invalid", f"rendezvous must be tcp://host:port, got {spec.rendezvous!r}")
         try:
-            job = self.jobs.add(spec.job_id, list(spec.targets), spec.strategy or "starfish", parameters,
-                                state="running")
+            job = self.jobs.add(
+                spec.job_id, list(spec.targets), spec.strategy or "starfish", parameters, state="running"
+            )
         except ValueError as exc:
             raise RequestError("conflict", str(exc)) from None
         with self._lock:
@@ -63,14 +65,23 @@ class JobFollower(JobRunnerBase):
             if current is not None:
                 current[1].kill()
             attempt = job.attempts + 1
-            self.jobs.update(job.job_id, state="running", error="", attempts=attempt, rendezvous=spec.rendezvous,
-                             base_round=spec.base_round, base_model_hash=spec.base_model_hash,
-                             started=job.started or time.time(), finished=None)
+            self.jobs.update(
+                job.job_id,
+                state="running",
+                error="",
+                attempts=attempt,
+                rendezvous=spec.rendezvous,
+                base_round=spec.base_round,
+                base_model_hash=spec.base_model_hash,
+                started=job.started or time.time(),
+                finished=None,
+            )
             job = self.jobs.get(job.job_id)
             worker = self.start_worker(job, attempt, url.hostname, url.port)
             self._workers[job.job_id] = (spec.rendezvous, worker)
-        threading.Thread(target=self._await_worker, args=(job.job_id, spec.rendezvous, worker),
-                         name=f"job-{job.job_id}", daemon=True).start()
+        threading.Thread(
+            target=self._await_worker, args=(job.job_id, spec.rendezvous, worker), name=f"job-{job.job_id}", daemon=True
+        ).start()
         return f"attempt {attempt} started"
 
     def _await_worker(self, job_id: str, rendezvous: str, worker: WorkerProcess) -> None:

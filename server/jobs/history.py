@@ -6,6 +6,7 @@ secret parts are this party's int64 shares of each upload ([g], [‖g‖], [δ])
 same order). Erased clients are left out of every round's membership: their shares are gone.
 A round without members (e.g. a model installed by an earlier unlearning job) has no clients.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -50,8 +51,9 @@ class StoreHistory(SharedHistory):
             self._infos[i] = RoundInfo(index=i, clients=tuple(sorted(members)), n_samples=members, lr=float(lr))
         return self._infos[i]
 
-    def _load(self, backend: Backend, i: int, clients: Sequence[str],
-              part: Callable[[ShareBundle], np.ndarray]) -> list[Secret]:
+    def _load(
+        self, backend: Backend, i: int, clients: Sequence[str], part: Callable[[ShareBundle], np.ndarray]
+    ) -> list[Secret]:
         members = set(self.round_info(i).clients)
         missing = [c for c in clients if c not in members]
         if missing:

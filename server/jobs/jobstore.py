@@ -5,6 +5,7 @@ queued jobs start in the order they were filed. Party0 decides the order; party1
 the jobs party0 starts on it. Each job has a directory `jobs/<job_id>/` for its worker
 specs, checkpoints, logs, result and report.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,27 @@ CREATE TABLE IF NOT EXISTS jobs (
   error TEXT NOT NULL DEFAULT '', created REAL NOT NULL, started REAL, finished REAL);
 """
 TERMINAL = ("succeeded", "failed", "cancelled")
-COLUMNS = ("job_id", "seq", "targets", "strategy", "parameters", "state", "step", "unlearning_round", "total_rounds",
-           "bytes", "base_round", "base_model_hash", "attempts", "rendezvous", "model_hash", "error", "created",
-           "started", "finished")
+COLUMNS = (
+    "job_id",
+    "seq",
+    "targets",
+    "strategy",
+    "parameters",
+    "state",
+    "step",
+    "unlearning_round",
+    "total_rounds",
+    "bytes",
+    "base_round",
+    "base_model_hash",
+    "attempts",
+    "rendezvous",
+    "model_hash",
+    "error",
+    "created",
+    "started",
+    "finished",
+)
 
 
 @dataclass(frozen=True)
@@ -108,8 +127,9 @@ class JobStore:
             out.append(JobRecord(**d))
         return out
 
-    def add(self, job_id: str, targets: list[str], strategy: str, parameters: dict[str, Any],
-            state: str = "queued") -> JobRecord:
+    def add(
+        self, job_id: str, targets: list[str], strategy: str, parameters: dict[str, Any], state: str = "queued"
+    ) -> JobRecord:
         """Record a new job (idempotent for the same id and content)."""
         with self._lock:
             existing = self.get(job_id)
@@ -118,10 +138,18 @@ class JobStore:
                     raise ValueError(f"job {job_id} already exists with other parameters")
                 return existing
             seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
-            self._db.execute("INSERT INTO jobs (job_id, seq, targets, strategy, parameters, state, created) "
-                             "VALUES (?,?,?,?,?,?,?)",
-                             (job_id, seq, json.dumps(targets), strategy, json.dumps(parameters, sort_keys=True), state,
-                              time.time()))
+            self._db.execute(
+                "INSERT INTO jobs (job_id, seq, targets, strategy, parameters, state, created) VALUES (?,?,?,?,?,?,?)",
+                (
+                    job_id,
+                    seq,
+                    json.dumps(targets),
+                    strategy,
+                    json.dumps(parameters, sort_keys=True),
+                    state,
+                    time.time(),
+                ),
+            )
         return self.get(job_id)  # type: ignore[return-value]
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -134,7 +162,8 @@ class JobStore:
     def next_job(self) -> JobRecord | None:
         """The job to work on: a running one (after a restart), else the oldest queued one."""
         rows = self._rows("WHERE state='running' ORDER BY seq LIMIT 1") or self._rows(
-            "WHERE state='queued' ORDER BY seq LIMIT 1")
+            "WHERE state='queued' ORDER BY seq LIMIT 1"
+        )
         return rows[0] if rows else None
 
     def update(self, job_id: str, **values: Any) -> None:

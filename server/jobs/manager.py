@@ -14,6 +14,7 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    model (hash compared), erase every target's shares on both parties, write the report
    with both parties' erasure receipts, drop the checkpoints, resume training.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,9 +40,16 @@ PEER_CHECK_EVERY_S = 1.0  #: how often a running attempt asks party1 for its job
 
 
 def _receipt_dict(msg) -> dict[str, Any]:
-    return {"party": msg.party, "client": msg.client_id, "rounds": list(msg.rounds), "files_deleted": msg.files_deleted,
-            "bytes_deleted": msg.bytes_deleted, "rows_deleted": msg.rows_deleted, "erased_at": msg.erased_at,
-            "content_sha256": list(msg.content_sha256)}
+    return {
+        "party": msg.party,
+        "client": msg.client_id,
+        "rounds": list(msg.rounds),
+        "files_deleted": msg.files_deleted,
+        "bytes_deleted": msg.bytes_deleted,
+        "rows_deleted": msg.rows_deleted,
+        "erased_at": msg.erased_at,
+        "content_sha256": list(msg.content_sha256),
+    }
 
 
 class JobManager(JobRunnerBase):
@@ -140,8 +148,14 @@ class JobManager(JobRunnerBase):
             self._check_stop()
             self.state.stopping.wait(self.cfg.jobs.poll_s)
         base = self.store.latest_committed()
-        self.jobs.update(job.job_id, state="running", started=time.time(), base_round=base,
-                         base_model_hash=self.store.global_model_hash(base) or "", step="starting")
+        self.jobs.update(
+            job.job_id,
+            state="running",
+            started=time.time(),
+            base_round=base,
+            base_model_hash=self.store.global_model_hash(base) or "",
+            step="starting",
+        )
         return self.jobs.get(job.job_id)  # type: ignore[return-value]
 
     def _mpc(self, job: JobRecord) -> str:
@@ -161,10 +175,18 @@ class JobManager(JobRunnerBase):
             outcome: str | None = "the session could not start"
             try:
                 dealer = self._start_dealer(job.job_id, attempt, port)
-                self.peer.unary("StartJob", peer_pb2.JobSpec(
-                    job_id=job.job_id, targets=list(job.targets), strategy=job.strategy,
-                    parameters_json=job.parameters_json, rendezvous=rendezvous, base_round=job.base_round,
-                    base_model_hash=job.base_model_hash))
+                self.peer.unary(
+                    "StartJob",
+                    peer_pb2.JobSpec(
+                        job_id=job.job_id,
+                        targets=list(job.targets),
+                        strategy=job.strategy,
+                        parameters_json=job.parameters_json,
+                        rendezvous=rendezvous,
+                        base_round=job.base_round,
+                        base_model_hash=job.base_model_hash,
+                    ),
+                )
                 worker = self.start_worker(job, attempt, jc.mpc_host, port)
                 outcome = self._watch(job, worker)
             except OSError as exc:
@@ -176,8 +198,12 @@ class JobManager(JobRunnerBase):
             if outcome is None and worker is not None and worker.result is not None:
                 return self.install_result(job, str(worker.result["model_hash"]))
             last_error = outcome or "worker ended without a result"
-            log.warning("job %s attempt %d failed: %s; resuming from the last common checkpoint", job.job_id,
-                        attempt, last_error)
+            log.warning(
+                "job %s attempt %d failed: %s; resuming from the last common checkpoint",
+                job.job_id,
+                attempt,
+                last_error,
+            )
             self.state.stopping.wait(jc.retry_backoff_s)
 
     def _start_dealer(self, job_id: str, attempt: int, port: int):
@@ -189,8 +215,7 @@ class JobManager(JobRunnerBase):
         link = folder / f"dealer-{attempt}.log"
         if not link.exists():
             link.symlink_to(dealer_log)
-        start_dealer_session(dealer, jc.mpc_host, port, self.cfg.precision_bits, jc.session_timeout_s,
-                             jc.allow_remote)
+        start_dealer_session(dealer, jc.mpc_host, port, self.cfg.precision_bits, jc.session_timeout_s, jc.allow_remote)
         return dealer
 
     def _watch(self, job: JobRecord, worker) -> str | None:
@@ -216,12 +241,16 @@ class JobManager(JobRunnerBase):
             theirs = self.peer.unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id))
             if theirs.state == "succeeded":
                 if theirs.checkpoint_hash != digest:
-                    raise JobFailed(f"party1's unlearned model {theirs.checkpoint_hash[:12]} differs from party0's "
-                                    f"{digest[:12]}")
+                    raise JobFailed(
+                        f"party1's unlearned model {theirs.checkpoint_hash[:12]} differs from party0's {digest[:12]}"
+                    )
                 return digest
             if theirs.state in ("failed", "cancelled", "unknown"):
-                log.warning("job %s: party1 has no result (%s); another session attempt", job.job_id,
-                            theirs.error or theirs.state)
+                log.warning(
+                    "job %s: party1 has no result (%s); another session attempt",
+                    job.job_id,
+                    theirs.error or theirs.state,
+                )
                 again = self._mpc(job)
                 if again != digest:
                     raise JobFailed("a repeated session produced another model")

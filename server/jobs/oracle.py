@@ -13,6 +13,7 @@ For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clie
    only if both parties hold its shares, so both load the same answers. A client that
    did not answer in time gets None and the algorithm keeps its estimate.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,9 @@ def task_id(job_id: str, t: int, reason: str, digest: str, deadline_ms: int, cli
 class ServiceOracle(GradientOracle):
     """Gradient oracle of a job worker; `link` is the worker's pipe to its party process."""
 
-    def __init__(self, store: Store, link, job_id: str, arch: str, models_dir: Path, task_timeout_s: float,
-                 task_poll_s: float):
+    def __init__(
+        self, store: Store, link, job_id: str, arch: str, models_dir: Path, task_timeout_s: float, task_poll_s: float
+    ):
         self.store = store
         self.link = link
         self.job_id = job_id
@@ -60,17 +62,26 @@ class ServiceOracle(GradientOracle):
         agree.check_same(digest, f"model M̂_{request.unlearning_round}")
         deadline_ms = agree.leader_value(int((time.time() + self.task_timeout_s) * 1000))
         deadline = deadline_ms / 1000.0
-        ids = {c: task_id(self.job_id, request.unlearning_round, request.reason, digest, deadline_ms, c)
-               for c in clients}
+        ids = {
+            c: task_id(self.job_id, request.unlearning_round, request.reason, digest, deadline_ms, c) for c in clients
+        }
         model_file = self.models_dir / f"{digest}.npy"
         if not model_file.exists():
             tmp = model_file.with_suffix(".tmp.npy")
             np.save(tmp, model, allow_pickle=False)
             tmp.replace(model_file)
-        self.link.request({"kind": "post_tasks", "model_file": model_file.name, "model_hash": digest,
-                           "deadline": deadline, "task_kind": int(TASK_KINDS[request.reason]),
-                           "unlearning_round": request.unlearning_round, "original_round": request.original_round,
-                           "tasks": ids})
+        self.link.request(
+            {
+                "kind": "post_tasks",
+                "model_file": model_file.name,
+                "model_hash": digest,
+                "deadline": deadline,
+                "task_kind": int(TASK_KINDS[request.reason]),
+                "unlearning_round": request.unlearning_round,
+                "original_round": request.original_round,
+                "tasks": ids,
+            }
+        )
         held = self._wait(ids, deadline)
         agreed = agree.both_true([c in held for c in clients])
         out: dict[str, Secret | None] = {}
@@ -79,8 +90,12 @@ class ServiceOracle(GradientOracle):
             out[client] = None if bundle is None else backend.load_shares(bundle.gradient)
         missing = [c for c, ok in zip(clients, agreed) if not ok]
         if missing:
-            log.warning("round %d %s: no answer from %s before the deadline; estimates kept",
-                        request.unlearning_round, request.reason, missing)
+            log.warning(
+                "round %d %s: no answer from %s before the deadline; estimates kept",
+                request.unlearning_round,
+                request.reason,
+                missing,
+            )
         return out
 
     def _wait(self, ids: dict[str, str], deadline: float) -> set[str]:

@@ -11,6 +11,7 @@ party's own processes; nothing is pickled):
                      {"kind": "result", "model_hash"}
     party → worker   replies to requests; closing the pipe tells the worker its party died.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,9 +72,14 @@ Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 def _spawn(module: str, log_path: Path) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
-        return subprocess.Popen([sys.executable, "-m", module], cwd=REPO_ROOT, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE if module.endswith("worker") else log_file, stderr=log_file,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return subprocess.Popen(
+            [sys.executable, "-m", module],
+            cwd=REPO_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE if module.endswith("worker") else log_file,
+            stderr=log_file,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 def spawn_worker(log_path: Path) -> subprocess.Popen:
@@ -86,12 +92,25 @@ def spawn_dealer(log_path: Path) -> subprocess.Popen:
     return _spawn("server.jobs.dealer", log_path)
 
 
-def start_dealer_session(proc: subprocess.Popen, host: str, port: int, precision_bits: int, timeout_s: float,
-                         allow_remote: bool) -> None:
+def start_dealer_session(
+    proc: subprocess.Popen, host: str, port: int, precision_bits: int, timeout_s: float, allow_remote: bool
+) -> None:
     """Name the session a started dealer serves (it then joins the rendezvous as rank 2)."""
     assert proc.stdin is not None
-    proc.stdin.write((json.dumps({"host": host, "port": port, "precision_bits": precision_bits,
-                                  "timeout_s": timeout_s, "allow_remote": allow_remote}) + "\n").encode())
+    proc.stdin.write(
+        (
+            json.dumps(
+                {
+                    "host": host,
+                    "port": port,
+                    "precision_bits": precision_bits,
+                    "timeout_s": timeout_s,
+                    "allow_remote": allow_remote,
+                }
+            )
+            + "\n"
+        ).encode()
+    )
     proc.stdin.flush()
 
 

@@ -4,6 +4,7 @@ The report is the strategy's own report (selected rounds, flags, corrections, AR
 per-step time and bytes offline/online, revealed values, Theorem 1 inputs; DESIGN §6 step 6)
 from party0's worker, plus the job's facts and both parties' erasure receipts.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ from typing import Any
 from server.jobs.jobstore import JobRecord
 
 
-def build_report(job_dir: Path, job: JobRecord, model_hash: str, receipts: dict[str, list[dict[str, Any]]],
-                 finished: float) -> dict[str, Any]:
+def build_report(
+    job_dir: Path, job: JobRecord, model_hash: str, receipts: dict[str, list[dict[str, Any]]], finished: float
+) -> dict[str, Any]:
     report = json.loads((job_dir / "worker-report.json").read_text())
     report["job"] = {
         "job_id": job.job_id,
@@ -53,9 +55,13 @@ def render_summary(report: dict[str, Any]) -> str:
         "step        seconds   online      offline",
     ]
     for name, cost in sorted(report["costs"].items()):
-        lines.append(f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}")
+        lines.append(
+            f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
+        )
     for target, parts in sorted(report["erasure"].items()):
         for r in parts:
-            lines.append(f"erased {target} on party{r['party']}: {len(r['rounds'])} rounds, {r['files_deleted']} files, "
-                         f"{r['bytes_deleted']} bytes, {r['rows_deleted']} rows")
+            lines.append(
+                f"erased {target} on party{r['party']}: {len(r['rounds'])} rounds, {r['files_deleted']} files, "
+                f"{r['bytes_deleted']} bytes, {r['rows_deleted']} rows"
+            )
     return "\n".join(lines) + "\n"

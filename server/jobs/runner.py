@@ -1,6 +1,7 @@
 """What both parties' job runners share: worker specs, the worker's message handler
 (progress, checkpoints, posting tasks) and installing the unlearned model.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,12 +39,26 @@ class JobRunnerBase:
     def spec(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerSpec:
         jc = self.cfg.jobs
         return WorkerSpec(
-            job_id=job.job_id, role=self.cfg.role, attempt=attempt, data_dir=str(Path(self.cfg.data_dir).resolve()),
-            job_dir=str(self.jobs.job_dir(job.job_id).resolve()), arch=self.store.global_model(0).arch,
-            targets=list(job.targets), strategy=job.strategy, parameters=job.parameters, base_round=job.base_round,
-            base_model_hash=job.base_model_hash, host=host, port=port, precision_bits=self.cfg.precision_bits,
-            session_timeout_s=jc.session_timeout_s, step_check=jc.step_check, allow_remote=jc.allow_remote,
-            task_timeout_s=jc.task_timeout_s, task_poll_s=jc.task_poll_s)
+            job_id=job.job_id,
+            role=self.cfg.role,
+            attempt=attempt,
+            data_dir=str(Path(self.cfg.data_dir).resolve()),
+            job_dir=str(self.jobs.job_dir(job.job_id).resolve()),
+            arch=self.store.global_model(0).arch,
+            targets=list(job.targets),
+            strategy=job.strategy,
+            parameters=job.parameters,
+            base_round=job.base_round,
+            base_model_hash=job.base_model_hash,
+            host=host,
+            port=port,
+            precision_bits=self.cfg.precision_bits,
+            session_timeout_s=jc.session_timeout_s,
+            step_check=jc.step_check,
+            allow_remote=jc.allow_remote,
+            task_timeout_s=jc.task_timeout_s,
+            task_poll_s=jc.task_poll_s,
+        )
 
     def start_worker(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerProcess:
         folder = self.jobs.job_dir(job.job_id)
@@ -57,14 +72,20 @@ class JobRunnerBase:
         def handle(msg: dict[str, Any]) -> dict[str, Any] | None:
             kind = msg.get("kind")
             if kind == "progress":
-                self.jobs.update(job_id, step=str(msg["step"]), unlearning_round=int(msg["t"]),
-                                 total_rounds=int(msg["total"]), bytes=int(msg["bytes"]))
+                self.jobs.update(
+                    job_id,
+                    step=str(msg["step"]),
+                    unlearning_round=int(msg["t"]),
+                    total_rounds=int(msg["total"]),
+                    bytes=int(msg["bytes"]),
+                )
             elif kind == "checkpoint":
                 self.jobs.update(job_id, unlearning_round=int(msg["t"]))
             elif kind == "post_tasks":
                 self.post_tasks(job_id, msg)
                 return {"ok": True}
             return None
+
         return handle
 
     def post_tasks(self, job_id: str, msg: dict[str, Any]) -> None:
@@ -77,9 +98,18 @@ class JobRunnerBase:
         if digest != msg["model_hash"]:
             raise ValueError("task model does not match its hash")
         for client, tid in sorted(dict(msg["tasks"]).items()):
-            self.state.post_task(TaskRecord(str(tid), str(client), job_id, int(msg["task_kind"]),
-                                            int(msg["unlearning_round"]), int(msg["original_round"]), digest,
-                                            float(msg["deadline"])))
+            self.state.post_task(
+                TaskRecord(
+                    str(tid),
+                    str(client),
+                    job_id,
+                    int(msg["task_kind"]),
+                    int(msg["unlearning_round"]),
+                    int(msg["original_round"]),
+                    digest,
+                    float(msg["deadline"]),
+                )
+            )
 
     # -- result ----------------------------------------------------------------------------
     def install_result(self, job: JobRecord, claimed_hash: str) -> str:
@@ -91,6 +121,5 @@ class JobRunnerBase:
             raise JobFailed("the worker's result file does not match the hash it reported")
         digest = self.store.install_global_model(job.base_round + 1, m0.arch, params, m0.lr)
         self.jobs.update(job.job_id, model_hash=digest)
-        log.info("job %s: unlearned model %s installed as global model %d", job.job_id, digest[:12],
-                 job.base_round + 1)
+        log.info("job %s: unlearned model %s installed as global model %d", job.job_id, digest[:12], job.base_round + 1)
         return digest

@@ -5,6 +5,7 @@ WatchJob, GetJobModel, GetJobReport and ListJobs; `JobPeerService` answers Start
 GetPeerJob and CancelJob. Every admin call needs the admin credential, except Unlearn
 filed by a client for itself alone with its client credential (DESIGN §8).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,16 @@ WATCH_POLL_S = 0.2
 
 
 def job_status(job: JobRecord) -> admin_pb2.JobStatus:
-    return admin_pb2.JobStatus(job_id=job.job_id, state=STATES[job.state], step=job.step,
-                               unlearning_round=job.unlearning_round, progress=job.progress, seconds=job.seconds,
-                               bytes=job.bytes, error=job.error)
+    return admin_pb2.JobStatus(
+        job_id=job.job_id,
+        state=STATES[job.state],
+        step=job.step,
+        unlearning_round=job.unlearning_round,
+        progress=job.progress,
+        seconds=job.seconds,
+        bytes=job.bytes,
+        error=job.error,
+    )
 
 
 class JobAdminService(AdminService):
@@ -66,8 +74,10 @@ class JobAdminService(AdminService):
             return
         client = authenticate_client(self.cfg, context)
         if list(request.targets) != [client]:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"client {client!r} may only request its own unlearning; other targets need the admin credential")
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"client {client!r} may only request its own unlearning; other targets need the admin credential",
+            )
 
     def Unlearn(self, request, context):
         self._authorize_unlearn(request, context)
@@ -84,8 +94,10 @@ class JobAdminService(AdminService):
         require_admin(self.cfg, context)
         busy = [j.job_id for j in self.jobs.all() if j.state in ("queued", "running")]
         if busy:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"unlearning job(s) {busy} are queued or running; erase after they end")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"unlearning job(s) {busy} are queued or running; erase after they end",
+            )
         return super().Erase(request, context)
 
     def GetJobStatus(self, request, context):
@@ -108,17 +120,24 @@ class JobAdminService(AdminService):
     def _finished(self, request, context) -> JobRecord:
         job = self._job(request, context)
         if job.state != "succeeded":
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"job {job.job_id} is {job.state}" + (f": {job.error}" if job.error else ""))
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"job {job.job_id} is {job.state}" + (f": {job.error}" if job.error else ""),
+            )
         return job
 
     def GetJobModel(self, request, context):
         require_admin(self.cfg, context)
         job = self._finished(request, context)
         model = self.state.store.model_by_hash(job.model_hash)
-        header = common_pb2.ModelHeader(round=job.base_round + 1, arch=model.arch, num_params=model.params.size,
-                                        model_hash=model.hash, lr=self.state.store.global_model(0).lr,
-                                        precision_bits=self.cfg.precision_bits)
+        header = common_pb2.ModelHeader(
+            round=job.base_round + 1,
+            arch=model.arch,
+            num_params=model.params.size,
+            model_hash=model.hash,
+            lr=self.state.store.global_model(0).lr,
+            precision_bits=self.cfg.precision_bits,
+        )
         yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
 
     def GetJobReport(self, request, context):
@@ -126,8 +145,12 @@ class JobAdminService(AdminService):
         job = self._finished(request, context)
         folder = self.jobs.job_dir(job.job_id)
         report = json.loads((folder / "report.json").read_text())
-        return admin_pb2.JobReport(job_id=job.job_id, report_json=json.dumps(report, sort_keys=True),
-                                   summary=(folder / "summary.txt").read_text(), model_hash=job.model_hash)
+        return admin_pb2.JobReport(
+            job_id=job.job_id,
+            report_json=json.dumps(report, sort_keys=True),
+            summary=(folder / "summary.txt").read_text(),
+            model_hash=job.model_hash,
+        )
 
     def ListJobs(self, request, context):
         require_admin(self.cfg, context)
@@ -152,8 +175,13 @@ class JobPeerService(PeerService):
         job = self.follower.jobs.get(request.job_id)
         if job is None:
             return peer_pb2.PeerJobState(job_id=request.job_id, state="unknown")
-        return peer_pb2.PeerJobState(job_id=job.job_id, state=job.state, unlearning_round=job.unlearning_round,
-                                     checkpoint_hash=job.model_hash, error=job.error)
+        return peer_pb2.PeerJobState(
+            job_id=job.job_id,
+            state=job.state,
+            unlearning_round=job.unlearning_round,
+            checkpoint_hash=job.model_hash,
+            error=job.error,
+        )
 
     def CancelJob(self, request, context):
         require_peer(self.cfg, context)

@@ -1,6 +1,7 @@
 """Checks of an unlearn request against the party's stored history (before it is queued
 and again when it starts). Each failure names what is wrong; nothing is changed.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,15 @@ def check_strategy(strategy: str, parameters: dict[str, Any]) -> str:
     if strategy.requires_plaintext or not isinstance(strategy, StarfishStrategy):
         raise RequestError("invalid", f"strategy {name!r} cannot run as a 2PC job")
     try:  # the strategy's own parameter parsing reads nothing but the parameters
-        strategy.params(UnlearnContext(backend=None, history=None, oracle=None, targets=(),  # type: ignore[arg-type]
-                                       params=parameters))
+        strategy.params(
+            UnlearnContext(
+                backend=None,
+                history=None,
+                oracle=None,
+                targets=(),  # type: ignore[arg-type]
+                params=parameters,
+            )
+        )
     except (UnlearningError, TypeError) as exc:
         raise RequestError("invalid", f"bad {name} parameters: {exc}") from None
     return name
@@ -75,8 +83,9 @@ def history_clients(store: Store, last_round: int) -> set[str]:
     return {c for c in seen if not store.is_erased(c)}
 
 
-def check_request(store: Store, known_clients: set[str], targets: list[str], strategy: str,
-                  parameters: dict[str, Any]) -> CheckedRequest:
+def check_request(
+    store: Store, known_clients: set[str], targets: list[str], strategy: str, parameters: dict[str, Any]
+) -> CheckedRequest:
     """Validate targets and parameters against the stored history (DESIGN §6 inputs)."""
     if not targets:
         raise RequestError("invalid", "no target client given")
@@ -97,6 +106,7 @@ def check_request(store: Store, known_clients: set[str], targets: list[str], str
     if absent:
         raise RequestError("precondition", f"client(s) {absent} took part in no stored round")
     if not present - set(targets):
-        raise RequestError("precondition",
-                           f"{sorted(targets)} would leave no remaining client: a target is the only client")
+        raise RequestError(
+            "precondition", f"{sorted(targets)} would leave no remaining client: a target is the only client"
+        )
     return CheckedRequest(list(targets), name, parameters)

@@ -17,6 +17,7 @@ started in advance (the import takes seconds) and hand it the next attempt. Step
 
 Exit codes: 0 done, 1 failed (traceback in the job log), 3 the party process went away.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -114,8 +115,16 @@ def run(spec_path: Path, link: ParentLink) -> int:
     store = Store(Path(spec.data_dir), spec.role, readonly=True)
     if store.global_model_hash(spec.base_round) != spec.base_model_hash:
         raise RuntimeError(f"this party's M_{spec.base_round} is not the job's base model")
-    session = Session(SessionConfig(rank=spec.role, port=spec.port, host=spec.host, precision_bits=spec.precision_bits,
-                                    timeout_s=spec.session_timeout_s, allow_remote=spec.allow_remote))
+    session = Session(
+        SessionConfig(
+            rank=spec.role,
+            port=spec.port,
+            host=spec.host,
+            precision_bits=spec.precision_bits,
+            timeout_s=spec.session_timeout_s,
+            allow_remote=spec.allow_remote,
+        )
+    )
     log.info("job %s attempt %d: joining the session at %s", spec.job_id, spec.attempt, session.config.rendezvous)
     session.open()
     try:
@@ -127,6 +136,7 @@ def run(spec_path: Path, link: ParentLink) -> int:
             total.merge(prior)
             total.merge(backend.ledger)  # the strategy's ledger of this run while it runs
             return total.to_dict()
+
         checkpoints = CheckpointDir(job_dir / "checkpoints")
         resume = agree.minimum(checkpoints.latest())
         state = None
@@ -140,18 +150,34 @@ def run(spec_path: Path, link: ParentLink) -> int:
 
         def on_progress(p) -> None:
             total_bytes = sum(c["online_bytes"] + c["offline_bytes"] for c in costs().values())
-            link.send({"kind": "progress", "step": p.step, "t": p.unlearning_round, "total": p.total_rounds,
-                       "detail": p.detail, "bytes": total_bytes})
+            link.send(
+                {
+                    "kind": "progress",
+                    "step": p.step,
+                    "t": p.unlearning_round,
+                    "total": p.total_rounds,
+                    "detail": p.detail,
+                    "bytes": total_bytes,
+                }
+            )
 
         def on_checkpoint(st) -> None:
             digest = checkpoints.save(st, costs())
             link.send({"kind": "checkpoint", "t": st.round, "digest": digest})
 
-        oracle = ServiceOracle(store, link, spec.job_id, spec.arch, job_dir / "models", spec.task_timeout_s,
-                               spec.task_poll_s)
-        ctx = UnlearnContext(backend=backend, history=StoreHistory(store, spec.base_round), oracle=oracle,
-                             targets=tuple(spec.targets), params=spec.parameters, on_progress=on_progress,
-                             on_checkpoint=on_checkpoint, resume_from=state)
+        oracle = ServiceOracle(
+            store, link, spec.job_id, spec.arch, job_dir / "models", spec.task_timeout_s, spec.task_poll_s
+        )
+        ctx = UnlearnContext(
+            backend=backend,
+            history=StoreHistory(store, spec.base_round),
+            oracle=oracle,
+            targets=tuple(spec.targets),
+            params=spec.parameters,
+            on_progress=on_progress,
+            on_checkpoint=on_checkpoint,
+            resume_from=state,
+        )
         result = registry.create(spec.strategy).run(ctx)
         merged = _ledger_from_dict(result.report.get("costs", {}))
         merged.merge(prior)
@@ -183,8 +209,9 @@ def _preload() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="server.jobs.worker",
-                                     description="Starfish job worker (one session attempt; spec read from stdin)")
+    parser = argparse.ArgumentParser(
+        prog="server.jobs.worker", description="Starfish job worker (one session attempt; spec read from stdin)"
+    )
     parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s worker %(levelname)s %(message)s")
     link = ParentLink()

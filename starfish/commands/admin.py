@@ -3,6 +3,7 @@
 Connection settings come from the deployment directory written by `starfish up`
 (`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN.
 """
+
 from __future__ import annotations
 
 import argparse

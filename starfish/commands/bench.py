@@ -3,6 +3,7 @@
 Each benchmark is a module of the `bench` package exposing `run(quick: bool) -> dict`
 that writes its own `bench/results/<name>.json` and returns the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,9 @@ BENCHMARKS = (
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help="run the benchmarks (JSON under bench/results/)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, finishes in minutes")
-    parser.add_argument("--only", action="append", default=None, metavar="NAME", help=f"run only these (of {', '.join(BENCHMARKS)})")
+    parser.add_argument(
+        "--only", action="append", default=None, metavar="NAME", help=f"run only these (of {', '.join(BENCHMARKS)})"
+    )
     parser.set_defaults(func=run)
 
 
@@ -51,5 +54,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"   FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed.append(name)
             continue
-        print(f"   done in {time.perf_counter() - start:.1f} s; {len(json.dumps(figures))} bytes of figures", flush=True)
+        print(
+            f"   done in {time.perf_counter() - start:.1f} s; {len(json.dumps(figures))} bytes of figures", flush=True
+        )
     return 1 if failed else 0

@@ -1,4 +1,5 @@
 """`starfish certs --out DIR`: a local CA and TLS certificates for party0 and party1."""
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@ Each session rendezvouses at tcp://HOST:PORT (a new port per session: the partie
 process hosts the rendezvous store, and reusing a port races with the previous session).
 `--sessions N` serves N sessions on PORT, PORT+1, ...; 0 serves until interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sessions", type=int, default=1, help="sessions to serve on consecutive ports (0 = forever)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the parties")
     parser.add_argument("--precision-bits", type=int, default=DEFAULT_PRECISION_BITS)
-    parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback rendezvous (private network only)")
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="allow a non-loopback rendezvous (private network only)"
+    )
     parser.set_defaults(func=run)
 
 

@@ -1,4 +1,5 @@
 """`starfish party --role 0|1 --config F`: run one party server until SIGINT/SIGTERM."""
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ With --compare every strategy runs on the same trained history, and a markdown t
 a PNG figure (TER, BA-ASR, MIA-ASR, ARP per method) are written to --out.
 Strategy parameters: --param [STRATEGY:]NAME=VALUE (VALUE is parsed as JSON when it can be).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,29 +26,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from evaluation.simulator import SimulationConfig
 
     d = SimulationConfig()
-    p = subparsers.add_parser("simulate", help="simulate FL with a backdoored client, unlearn it, measure", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate FL with a backdoored client, unlearn it, measure",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     what = p.add_mutually_exclusive_group()
     what.add_argument("--strategy", default="starfish", help="unlearning strategy (default starfish)")
     what.add_argument("--compare", help="comma-separated strategies to run on the same history")
     p.add_argument("--dataset", choices=DATASETS, default=d.dataset)
-    p.add_argument("--architecture", default="", help="model (default: the dataset's; mnist_cnn, fmnist_cnn, cifar_cnn, digits_mlp)")
+    p.add_argument(
+        "--architecture",
+        default="",
+        help="model (default: the dataset's; mnist_cnn, fmnist_cnn, cifar_cnn, digits_mlp)",
+    )
     p.add_argument("--clients", type=int, default=d.num_clients)
     p.add_argument("--rounds", type=int, default=d.rounds)
     p.add_argument("--targets", type=int, default=d.num_targets, help="number of backdoored target clients")
-    p.add_argument("--lr", type=float, default=d.lr, help=f"local learning rate η_l (default {d.lr}; the paper's 0.005 learns too slowly)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=d.lr,
+        help=f"local learning rate η_l (default {d.lr}; the paper's 0.005 learns too slowly)",
+    )
     p.add_argument("--local-epochs", type=int, default=d.local_epochs)
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--partition", choices=("iid", "dirichlet"), default=d.partition)
     p.add_argument("--dirichlet-beta", type=float, default=d.dirichlet_beta)
-    p.add_argument("--alpha", type=float, default=d.tolerance_rate, help="tolerance rate α of the clients' thresholds δ")
-    p.add_argument("--backdoor-copies", type=int, default=d.backdoor_copies, help="triggered copies of the targets' data (0: no backdoor)")
+    p.add_argument(
+        "--alpha", type=float, default=d.tolerance_rate, help="tolerance rate α of the clients' thresholds δ"
+    )
+    p.add_argument(
+        "--backdoor-copies",
+        type=int,
+        default=d.backdoor_copies,
+        help="triggered copies of the targets' data (0: no backdoor)",
+    )
     p.add_argument("--target-label", type=int, default=d.target_label)
     p.add_argument("--max-train-samples", type=int, default=d.max_train_samples, help="> 0: train on a random subset")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--backend", choices=BACKENDS, default="plain")
-    p.add_argument("--param", action="append", default=[], metavar="[STRATEGY:]NAME=VALUE", help="strategy parameter (repeatable)")
-    p.add_argument("--eval-every", type=int, default=0, help="evaluate M_i every N rounds for the training curve (default T/10)")
+    p.add_argument(
+        "--param", action="append", default=[], metavar="[STRATEGY:]NAME=VALUE", help="strategy parameter (repeatable)"
+    )
+    p.add_argument(
+        "--eval-every", type=int, default=0, help="evaluate M_i every N rounds for the training curve (default T/10)"
+    )
     p.add_argument("--no-gap", action="store_true", help="skip the retrain reference (saves one full training)")
     p.add_argument("--save-history", type=Path, help="write the trained history (.npz)")
     p.add_argument("--load-history", type=Path, help="reuse a history written by --save-history (its settings win)")
@@ -67,7 +92,9 @@ def _parse_params(items: list[str], strategies: list[str]) -> dict[str, dict[str
         owner, colon, name = key.rpartition(":")
         if not colon:
             if len(strategies) != 1:
-                raise ValueError(f"--param {item!r}: with --compare, prefix the name with a strategy (e.g. starfish:{key})")
+                raise ValueError(
+                    f"--param {item!r}: with --compare, prefix the name with a strategy (e.g. starfish:{key})"
+                )
             owner, name = strategies[0], key
         if owner not in out:
             raise ValueError(f"--param {item!r}: strategy {owner!r} is not being run")
@@ -77,8 +104,6 @@ def _parse_params(items: list[str], strategies: list[str]) -> dict[str, dict[str
             value = raw
         out[owner][name] = value
     return out
-
-
 
 
 def _bar(enabled: bool, total: int, desc: str):
@@ -115,11 +140,21 @@ def _run(args: argparse.Namespace) -> int:
         result = SimulationResult.load(args.load_history)
     else:
         cfg = SimulationConfig(
-            dataset=args.dataset, architecture=args.architecture, num_clients=args.clients, rounds=args.rounds,
-            lr=args.lr, local_epochs=args.local_epochs, batch_size=args.batch_size, partition=args.partition,
-            dirichlet_beta=args.dirichlet_beta, tolerance_rate=args.alpha, num_targets=args.targets,
-            backdoor_copies=args.backdoor_copies, target_label=args.target_label,
-            max_train_samples=args.max_train_samples, seed=args.seed,
+            dataset=args.dataset,
+            architecture=args.architecture,
+            num_clients=args.clients,
+            rounds=args.rounds,
+            lr=args.lr,
+            local_epochs=args.local_epochs,
+            batch_size=args.batch_size,
+            partition=args.partition,
+            dirichlet_beta=args.dirichlet_beta,
+            tolerance_rate=args.alpha,
+            num_targets=args.targets,
+            backdoor_copies=args.backdoor_copies,
+            target_label=args.target_label,
+            max_train_samples=args.max_train_samples,
+            seed=args.seed,
         ).resolved()
         if cfg.num_targets < 1:
             raise ValueError("unlearning needs at least one target client (--targets ≥ 1)")
@@ -155,7 +190,9 @@ def _run(args: argparse.Namespace) -> int:
                 from evaluation.mpc_run import run_mpc
 
                 bar.set_postfix_str("two-party run (dealer + 2 parties)", refresh=True)
-                runs.append(exp.measure(run_mpc(result, name, params[name], threads=args.threads), with_gap=not args.no_gap))
+                runs.append(
+                    exp.measure(run_mpc(result, name, params[name], threads=args.threads), with_gap=not args.no_gap)
+                )
             else:
                 runs.append(exp.run(name, plain, params[name], progress, with_gap=not args.no_gap))
         finally:
@@ -168,7 +205,9 @@ def _run(args: argparse.Namespace) -> int:
         out = args.out or Path(".")
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(table, encoding="utf-8")
-        plot(runs, out / "compare.png", f"{cfg.dataset}, {cfg.num_clients} clients, {cfg.rounds} rounds, seed {cfg.seed}")
+        plot(
+            runs, out / "compare.png", f"{cfg.dataset}, {cfg.num_clients} clients, {cfg.rounds} rounds, seed {cfg.seed}"
+        )
         print(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

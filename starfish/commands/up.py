@@ -2,6 +2,7 @@
 one), party0 and party1 as separate processes on loopback with free ports, with
 certificates, credentials and data under one directory. Stops all on Ctrl-C / SIGTERM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,15 +27,19 @@ def _start_dealer(root, port: int) -> subprocess.Popen | None:
     if importlib.util.find_spec("mpc.dealer") is None:
         return None
     with open(root / "logs" / "dealer.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "starfish.cli", "dealer", "--port", str(port), "--sessions", "0"],
-                                stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "starfish.cli", "dealer", "--port", str(port), "--sessions", "0"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     from server.local import LocalDeployment
 
-    dep = LocalDeployment(args.dir, clients=[f"client{i}" for i in range(args.clients)],
-                          rounds={"deadline_s": args.deadline})
+    dep = LocalDeployment(
+        args.dir, clients=[f"client{i}" for i in range(args.clients)], rounds={"deadline_s": args.deadline}
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -44,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
         dep.start()
         print(f"party0 (leader, admin) on {dep.address(0)}")
         print(f"party1 (helper)        on {dep.address(1)}")
-        print(f"dealer: {'rendezvous port ' + str(dep.creds['ports']['dealer']) if dealer else 'not part of this build'}")
+        print(
+            f"dealer: {'rendezvous port ' + str(dep.creds['ports']['dealer']) if dealer else 'not part of this build'}"
+        )
         print(f"CA certificate: {dep.ca_cert}")
         print(f"credentials (admin and client tokens, keep private): {dep.cred_path}")
         print(f"logs: {dep.root / 'logs'}; Ctrl-C stops everything")

@@ -1,4 +1,5 @@
 """Party-side function for the benchmark tests (its own module so spawned parties can import it)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """The benchmarks' own logic: benchmark sharing, synthetic uploads, cost models, report cells."""
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,9 @@ def test_synthetic_thresholds_leave_fraction_alpha_above() -> None:
             above = float((g.abs() > hist.deltas[i - 1, j]).double().mean())
             assert abs(above - 0.4) < 0.01
     # uploads are reproducible from the seed
-    assert torch.equal(hist.plain_gradient(1, hist.ids[0]), SyntheticHistory(200_000, 3, 2, 0.4, seed=3).plain_gradient(1, hist.ids[0]))
+    assert torch.equal(
+        hist.plain_gradient(1, hist.ids[0]), SyntheticHistory(200_000, 3, 2, 0.4, seed=3).plain_gradient(1, hist.ids[0])
+    )
 
 
 @pytest.mark.parametrize("T", [2, 5, 8, 13, 40, 64])
@@ -69,7 +72,9 @@ def test_paper_rule_prefers_method1_while_division_is_expensive() -> None:
     cheap_div = {"mul": {"seconds": 1.0}, "div": {"seconds": 0.5}}
     costly_div = {"mul": {"seconds": 1.0}, "div": {"seconds": 1000.0}}
     assert paper_rule_threshold(cheap_div, "seconds") == 0
-    assert paper_rule_threshold(costly_div, "seconds") > paper_rule_threshold({"mul": {"seconds": 1.0}, "div": {"seconds": 50.0}}, "seconds")
+    assert paper_rule_threshold(costly_div, "seconds") > paper_rule_threshold(
+        {"mul": {"seconds": 1.0}, "div": {"seconds": 50.0}}, "seconds"
+    )
 
 
 def test_batched_model_charges_division_once() -> None:

@@ -1,6 +1,7 @@
 """Two running deployments for the SDK tests: `sdk_parties` (clients a0..a3 registered,
 round 1 open with a long deadline) and `sdk_twin`, a party1 with the same certificates
 and credentials but a different initial model (to catch a party serving another model)."""
+
 from __future__ import annotations
 
 import grpc
@@ -41,8 +42,9 @@ def sdk_twin(tmp_path_factory, sdk_parties):
     dep = LocalDeployment(tmp_path_factory.mktemp("twin"), clients=["a0"], same_identity_as=sdk_parties)
     dep.start(1)
     certs = dep.root / "certs"
-    creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), (certs / "party0.key").read_bytes(),
-                                         (certs / "party0.pem").read_bytes())
+    creds = grpc.ssl_channel_credentials(
+        (certs / "ca.pem").read_bytes(), (certs / "party0.key").read_bytes(), (certs / "party0.pem").read_bytes()
+    )
     m0 = np.ones(M, dtype=np.float32)
     header = common_pb2.ModelHeader(arch="toy", num_params=M, model_hash=model_hash("toy", m0), lr=0.1)
     with grpc.secure_channel(f"127.0.0.1:{dep.creds['ports']['peer1']}", creds) as ch:

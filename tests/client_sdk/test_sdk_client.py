@@ -1,4 +1,5 @@
 """The SDK against real party processes: what is uploaded, and every refusal it must name."""
+
 from __future__ import annotations
 
 import socket
@@ -6,8 +7,18 @@ import socket
 import numpy as np
 import pytest
 
-from client_sdk import (AuthenticationError, BadRoundError, Client, ConflictingUploadError, EncodingError,
-                        ModelMismatchError, NotRegisteredError, PartyUnreachableError, l2_norm, tolerance_threshold)
+from client_sdk import (
+    AuthenticationError,
+    BadRoundError,
+    Client,
+    ConflictingUploadError,
+    EncodingError,
+    ModelMismatchError,
+    NotRegisteredError,
+    PartyUnreachableError,
+    l2_norm,
+    tolerance_threshold,
+)
 from mpc.fixedpoint import reconstruct
 from server.store import Store
 
@@ -47,12 +58,15 @@ def test_resubmitting_different_values_is_a_conflict(sdk_parties):
     assert np.allclose(reconstruct(b.gradient, b1.gradient), 1.0)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (np.full(M, np.nan), "non-finite"),
-    (np.concatenate([np.ones(M - 1), [np.inf]]), "non-finite"),
-    (np.full(M, 1e9), "exceeds the encodable range"),
-    (np.ones(M, dtype=np.int64), "floating-point"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.full(M, np.nan), "non-finite"),
+        (np.concatenate([np.ones(M - 1), [np.inf]]), "non-finite"),
+        (np.full(M, 1e9), "exceeds the encodable range"),
+        (np.ones(M, dtype=np.int64), "floating-point"),
+    ],
+)
 def test_bad_values_are_refused_before_sending(sdk_parties, bad, match):
     with sdk_parties.client("a2") as c:
         with pytest.raises(EncodingError, match=match):
@@ -83,8 +97,16 @@ def test_unreachable_party_is_named(sdk_parties):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
-    c = Client("a0", sdk_parties.creds["clients"]["a0"], sdk_parties.address(0), dead, sdk_parties.ca_cert, retries=2,
-               backoff_s=0.05, timeout_s=2)
+    c = Client(
+        "a0",
+        sdk_parties.creds["clients"]["a0"],
+        sdk_parties.address(0),
+        dead,
+        sdk_parties.ca_cert,
+        retries=2,
+        backoff_s=0.05,
+        timeout_s=2,
+    )
     with pytest.raises(PartyUnreachableError, match="party1"):
         c.fetch_model()
     c.close()

@@ -1,4 +1,5 @@
 """‖g‖ and the tolerance-rate threshold δ uploaded with each gradient."""
+
 import math
 
 import numpy as np
@@ -11,8 +12,9 @@ from client_sdk.stats import l2_norm, tolerance_threshold
 
 
 @settings(max_examples=100, deadline=None)
-@given(g=arrays(np.float64, st.integers(1, 100), elements=st.floats(-1e3, 1e3), unique=True),
-       alpha=st.floats(0.01, 1.0))
+@given(
+    g=arrays(np.float64, st.integers(1, 100), elements=st.floats(-1e3, 1e3), unique=True), alpha=st.floats(0.01, 1.0)
+)
 def test_fraction_alpha_of_coordinates_exceeds_delta(g, alpha):
     mags = np.abs(g)
     if len(np.unique(mags)) != mags.size:  # ties (x and −x) make the count ambiguous

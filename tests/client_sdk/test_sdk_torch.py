@@ -1,4 +1,5 @@
 """The torch helper: grad_fn returns the mean loss gradient / the pseudo-gradient of local SGD."""
+
 import numpy as np
 import torch
 from torch import nn

@@ -1,4 +1,5 @@
 """Shared fixtures: one small digits federation trained once per test session."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Backdoor trigger, membership inference rule and metric functions on constructed inputs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,12 @@ import pytest
 import torch
 
 from evaluation.attacks import (
-    TriggerSpec, apply_trigger, backdoor_data, backdoor_eval_set, loss_threshold, membership_predictions,
+    TriggerSpec,
+    apply_trigger,
+    backdoor_data,
+    backdoor_eval_set,
+    loss_threshold,
+    membership_predictions,
 )
 from evaluation.metrics import Evaluator, attack_success_rate, average_round_saving, error_rate, model_gap
 from evaluation.models import build_model, get_flat, set_flat

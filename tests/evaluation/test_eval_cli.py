@@ -1,4 +1,5 @@
 """`starfish simulate` end to end on digits (tiny model, few rounds)."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,24 @@ import pytest
 
 from starfish.cli import main
 
-BASE = ["simulate", "--dataset", "digits", "--clients", "5", "--rounds", "4", "--lr", "0.5", "--local-epochs", "1",
-        "--batch-size", "32", "--seed", "1", "--no-progress"]
+BASE = [
+    "simulate",
+    "--dataset",
+    "digits",
+    "--clients",
+    "5",
+    "--rounds",
+    "4",
+    "--lr",
+    "0.5",
+    "--local-epochs",
+    "1",
+    "--batch-size",
+    "32",
+    "--seed",
+    "1",
+    "--no-progress",
+]
 
 
 def test_single_strategy_writes_every_metric_to_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -31,7 +48,16 @@ def test_single_strategy_writes_every_metric_to_json(tmp_path: Path, capsys: pyt
 
 def test_compare_writes_table_figure_and_starfish_details(tmp_path: Path) -> None:
     out = tmp_path / "cmp.json"
-    args = BASE + ["--compare", "starfish,retrain", "--param", "starfish:sigma=0.75", "--out", str(tmp_path), "--json", str(out)]
+    args = BASE + [
+        "--compare",
+        "starfish,retrain",
+        "--param",
+        "starfish:sigma=0.75",
+        "--out",
+        str(tmp_path),
+        "--json",
+        str(out),
+    ]
     assert main(args) == 0
     doc = json.loads(out.read_text())
     starfish = doc["runs"][0]
@@ -61,8 +87,26 @@ def test_bad_input_is_a_clear_error(extra: list[str], message: str, capsys: pyte
 @pytest.mark.timeout(600)
 def test_mpc_backend_matches_plaintext_run(tmp_path: Path) -> None:
     """The same Starfish request on a real dealer + two-party cluster and in plaintext."""
-    args = ["simulate", "--dataset", "digits", "--clients", "4", "--rounds", "6", "--lr", "0.5", "--local-epochs", "1",
-            "--seed", "2", "--no-progress", "--strategy", "starfish", "--param", "sigma=1.0"]
+    args = [
+        "simulate",
+        "--dataset",
+        "digits",
+        "--clients",
+        "4",
+        "--rounds",
+        "6",
+        "--lr",
+        "0.5",
+        "--local-epochs",
+        "1",
+        "--seed",
+        "2",
+        "--no-progress",
+        "--strategy",
+        "starfish",
+        "--param",
+        "sigma=1.0",
+    ]
     runs = {}
     for backend in ("plain", "mpc"):
         out = tmp_path / f"{backend}.json"
@@ -84,8 +128,26 @@ def test_saved_history_is_reused_with_its_own_settings(tmp_path: Path) -> None:
     hist, first, second = tmp_path / "h.npz", tmp_path / "a.json", tmp_path / "b.json"
     assert main(BASE + ["--strategy", "random", "--no-gap", "--save-history", str(hist), "--json", str(first)]) == 0
     # the loaded history's settings win over the (different) command-line ones
-    assert main(["simulate", "--dataset", "mnist5k", "--rounds", "40", "--no-progress", "--no-gap", "--strategy", "random",
-                 "--load-history", str(hist), "--json", str(second)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--dataset",
+                "mnist5k",
+                "--rounds",
+                "40",
+                "--no-progress",
+                "--no-gap",
+                "--strategy",
+                "random",
+                "--load-history",
+                str(hist),
+                "--json",
+                str(second),
+            ]
+        )
+        == 0
+    )
     a, b = json.loads(first.read_text()), json.loads(second.read_text())
     assert b["config"] == a["config"] and b["training"]["final"] == a["training"]["final"]
     assert b["runs"][0]["metrics"] == a["runs"][0]["metrics"]

@@ -1,4 +1,5 @@
 """Datasets from installed packages and client partitions."""
+
 from __future__ import annotations
 
 import gzip
@@ -55,7 +56,10 @@ def test_dirichlet_skew_grows_as_beta_shrinks() -> None:
     iid = np.mean([_label_concentration(labels, iid_partition(len(labels), 10, s)) for s in range(5)])
     assert skewed > 0.5 > 0.2 > mild
     assert abs(mild - iid) < 0.05
-    assert not all(np.array_equal(a, b) for a, b in zip(dirichlet_partition(labels, 10, 0.1, 0), dirichlet_partition(labels, 10, 0.1, 1)))
+    assert not all(
+        np.array_equal(a, b)
+        for a, b in zip(dirichlet_partition(labels, 10, 0.1, 0), dirichlet_partition(labels, 10, 0.1, 1))
+    )
 
 
 def test_partition_rejects_bad_requests() -> None:
@@ -95,7 +99,9 @@ def test_numpy_only_unpickler_refuses_other_callables() -> None:
     with pytest.raises(pickle.UnpicklingError, match="refusing to load builtins.print"):
         datasets._NumpyOnlyUnpickler(io.BytesIO(evil)).load()
     arr = np.arange(6, dtype=np.float32).reshape(2, 3)
-    restored = datasets._NumpyOnlyUnpickler(io.BytesIO(gzip.decompress(gzip.compress(pickle.dumps(arr, protocol=4))))).load()
+    restored = datasets._NumpyOnlyUnpickler(
+        io.BytesIO(gzip.decompress(gzip.compress(pickle.dumps(arr, protocol=4))))
+    ).load()
     assert np.array_equal(restored, arr)
 
 

@@ -1,4 +1,5 @@
 """Paper architectures, flat-vector helpers and the model content hash."""
+
 from __future__ import annotations
 
 import hashlib

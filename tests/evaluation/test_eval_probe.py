@@ -1,4 +1,5 @@
 """ModelProbe of the simulator and the strategies that need it (Crab, FedADP)."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,9 @@ def test_probe_outputs_are_the_models_softmax_and_loss(small_run: SimulationResu
     with torch.no_grad():
         logits = module(torch.from_numpy(ds.test_x[:50]))
     assert torch.allclose(p.float(), torch.softmax(logits, 1), atol=1e-6)
-    assert probe.loss(model) == pytest.approx(float(F.cross_entropy(logits, torch.from_numpy(ds.test_y[:50]))), rel=1e-5)
+    assert probe.loss(model) == pytest.approx(
+        float(F.cross_entropy(logits, torch.from_numpy(ds.test_y[:50]))), rel=1e-5
+    )
     assert probe.loss(model) < probe.loss(small_run.models[0])
 
 

@@ -1,4 +1,5 @@
 """The plaintext FL simulator: FedAvg identities, uploads, history, oracle, persistence."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -75,7 +76,9 @@ def test_oracle_reproduces_stored_gradients_and_logs_requests(small_run: Simulat
     oracle = SimulatedOracle(small_run, unresponsive=frozenset({"client-05"}))
     clients = ("client-01", "client-03", "client-05")
     for i in (1, 3):
-        request = GradientRequest(small_run.models[i - 1], unlearning_round=i, original_round=i, clients=clients, reason="warmup")
+        request = GradientRequest(
+            small_run.models[i - 1], unlearning_round=i, original_round=i, clients=clients, reason="warmup"
+        )
         answers = oracle.exact_gradients(backend, request)
         for cid in clients[:2]:
             assert torch.equal(backend.reveal(answers[cid]).float(), small_run.gradient(i, cid))

@@ -1,4 +1,5 @@
 """Client upload side values: norm and tolerance threshold δ (rate α)."""
+
 from __future__ import annotations
 
 import math

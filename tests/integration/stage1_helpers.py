@@ -1,5 +1,6 @@
 """Helpers of the Stage I integration tests: clients as threads, plaintext FedAvg reference,
 and a scan of a data directory for anything that looks like a client gradient in the clear."""
+
 from __future__ import annotations
 
 import threading
@@ -22,10 +23,12 @@ def run_clients(dep, grad_fns: dict, rounds: range, record: dict, **client_kw) -
             with dep.client(cid, **client_kw) as c:
                 c.register()
                 for r in rounds:
+
                     def fn(params, r=r):
                         g, n = grad_fns[cid](params)
                         record[(r, cid)] = (np.asarray(g, dtype=np.float64), n)
                         return g, n
+
                     receipt = c.run_round(fn, after=r - 1, timeout_s=120)
                     assert receipt.round == r, f"{cid} submitted to round {receipt.round}, expected {r}"
         except BaseException as exc:  # reported by the test

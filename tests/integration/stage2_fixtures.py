@@ -13,6 +13,7 @@ the job left out)
 and the same gradients the clients uploaded, with an oracle that answers exactly where the
 service recorded answers.
 """
+
 from __future__ import annotations
 
 import threading
@@ -79,9 +80,18 @@ class TrainedService:
 
     @classmethod
     def create(cls, root: Path, clients: list[str], rounds: int = 8, jobs: dict | None = None) -> "TrainedService":
-        dep = LocalDeployment(root, clients=clients, rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds},
-                              jobs={"poll_s": 0.1, "retry_backoff_s": 0.3, "session_timeout_s": 30.0,
-                                    "standby": "always", **(jobs or {})})
+        dep = LocalDeployment(
+            root,
+            clients=clients,
+            rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds},
+            jobs={
+                "poll_s": 0.1,
+                "retry_backoff_s": 0.3,
+                "session_timeout_s": 30.0,
+                "standby": "always",
+                **(jobs or {}),
+            },
+        )
         dep.start()
         svc = cls(dep, LogReg.make(clients), rounds)
         try:
@@ -103,8 +113,9 @@ class TrainedService:
                 with self.dep.client(cid) as cl:
                     cl.register()
                     for i in range(1, self.rounds + 1):
-                        cl.run_round(lambda p: (self.problem.gradient(cid, p), self.problem.n(cid)), after=i - 1,
-                                     timeout_s=60)
+                        cl.run_round(
+                            lambda p: (self.problem.gradient(cid, p), self.problem.n(cid)), after=i - 1, timeout_s=60
+                        )
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
@@ -176,12 +187,15 @@ class MirrorOracle(GradientOracle):
     def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
         ok = self.answered[(request.unlearning_round, request.reason)]
         params = request.model.to(torch.float32).numpy()
-        return {c: backend.share(torch.from_numpy(self.problem.gradient(c, params))) if c in ok else None
-                for c in request.clients}
+        return {
+            c: backend.share(torch.from_numpy(self.problem.gradient(c, params))) if c in ok else None
+            for c in request.clients
+        }
 
 
-def plaintext_reference(svc: TrainedService, report: dict[str, Any],
-                        erased_before: frozenset[str] = frozenset()) -> tuple[torch.Tensor, dict[str, Any]]:
+def plaintext_reference(
+    svc: TrainedService, report: dict[str, Any], erased_before: frozenset[str] = frozenset()
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """StarfishStrategy on PlainBackend over the same history the job used (see module doc);
     `erased_before`: clients erased by earlier jobs, absent from this job's history."""
     backend = PlainBackend()
@@ -200,8 +214,13 @@ def plaintext_reference(svc: TrainedService, report: dict[str, Any],
     store.close()
     history = InMemoryHistory(models=models, infos=infos, grads=grads, grad_norms=norms, deltas=deltas)
     answered = {(e["t"], e["reason"]): set(e["answered"]) for e in report["corrections"]["events"]}
-    ctx = UnlearnContext(backend=backend, history=history, oracle=MirrorOracle(svc.problem, answered),
-                         targets=tuple(report["job"]["targets"]), params=report["job"]["parameters"])
+    ctx = UnlearnContext(
+        backend=backend,
+        history=history,
+        oracle=MirrorOracle(svc.problem, answered),
+        targets=tuple(report["job"]["targets"]),
+        params=report["job"]["parameters"],
+    )
     result = StarfishStrategy().run(ctx)
     return result.model, result.report
 

@@ -5,6 +5,7 @@ Stage I, the admin-RPC unlearning job and the plaintext retrain reference.
 Scaled down from `make demo`: sklearn's 8×8 digits and a 2,410-parameter MLP instead of
 MNIST and the paper's CNN, 4 clients, 4 rounds.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ SMOKE = ["--dataset", "digits", "--clients", "4", "--rounds", "4", "--param", "b
 
 
 def _demo(out: Path, *extra: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), *extra], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -46,8 +52,14 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
     out, proc = smoke
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     text = proc.stdout
-    for row in ("before unlearning (M_T)", "after Starfish-2PC", "retrain (plaintext)", "time and bytes per step",
-                "update estimation (SecUE)", "status stream (admin RPC WatchJob)"):
+    for row in (
+        "before unlearning (M_T)",
+        "after Starfish-2PC",
+        "retrain (plaintext)",
+        "time and bytes per step",
+        "update estimation (SecUE)",
+        "status stream (admin RPC WatchJob)",
+    ):
         assert row in text
     assert "both parties serve M̂" in text
     report = json.loads((out / "report.json").read_text())
@@ -86,12 +98,15 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("args,message", [
-    (["--clients", "1"], "at least 2 clients"),
-    (["--rounds", "1"], "at least 2 rounds"),
-    (["--param", "sigma=1.5"], "sigma must be in (0, 1]"),
-    (["--param", "bogus=1"], "unknown Starfish parameter"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--clients", "1"], "at least 2 clients"),
+        (["--rounds", "1"], "at least 2 rounds"),
+        (["--param", "sigma=1.5"], "sigma must be in (0, 1]"),
+        (["--param", "bogus=1"], "unknown Starfish parameter"),
+    ],
+)
 def test_bad_settings_fail_before_anything_starts(tmp_path, args, message):
     proc = _demo(tmp_path / "out", "--dataset", "digits", *args, timeout=100)
     assert proc.returncode == 2
@@ -102,9 +117,26 @@ def test_bad_settings_fail_before_anything_starts(tmp_path, args, message):
 @pytest.mark.timeout(240)
 def test_a_party_dying_mid_training_fails_clearly_and_stops_the_rest(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), "--dataset", "digits",
-                             "--clients", "3", "--rounds", "8"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "starfish.cli",
+            "demo",
+            "--out",
+            str(out),
+            "--dataset",
+            "digits",
+            "--clients",
+            "3",
+            "--rounds",
+            "8",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     pids: dict[str, int] = {}
     try:
         for line in proc.stdout:

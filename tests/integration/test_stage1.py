@@ -5,6 +5,7 @@
   gradient in the clear, and each stored share is statistically unrelated to its gradient.
 * A client whose upload reaches only one party is left out of that round; nothing else breaks.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +46,9 @@ def _grad_fns() -> dict:
 
 
 def test_three_rounds_equal_plaintext_fedavg_and_no_gradient_in_the_clear(tmp_path):
-    dep = LocalDeployment(tmp_path / "dep", clients=CLIENTS, rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": 3})
+    dep = LocalDeployment(
+        tmp_path / "dep", clients=CLIENTS, rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": 3}
+    )
     dep.start()
     try:
         m0 = flatten(_mlp())
@@ -107,13 +110,23 @@ def _upload_to_party0_only(dep, cid: str, round_index: int, model_hash: str, g: 
     s0, _ = share(np.array([np.linalg.norm(g)]))
     data = to_wire(g0)
     scalar = common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(s0))
-    header = common_pb2.UploadHeader(round=round_index, n_samples=n, shape=[g.size], dtype="int64", norm_share=scalar,
-                                     delta_share=scalar, content_sha256=sha256_hex(data), model_hash=model_hash)
+    header = common_pb2.UploadHeader(
+        round=round_index,
+        n_samples=n,
+        shape=[g.size],
+        dtype="int64",
+        norm_share=scalar,
+        delta_share=scalar,
+        content_sha256=sha256_hex(data),
+        model_hash=model_hash,
+    )
     creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
     with grpc.secure_channel(dep.address(0), creds) as ch:
         ack = client_pb2_grpc.ClientServiceStub(ch).UploadShares(
             iter([common_pb2.UploadChunk(header=header), common_pb2.UploadChunk(data=data)]),
-            metadata=(("x-starfish-client", cid), ("x-starfish-token", dep.creds["clients"][cid])), timeout=10)
+            metadata=(("x-starfish-client", cid), ("x-starfish-token", dep.creds["clients"][cid])),
+            timeout=10,
+        )
     assert ack.party == 0 and not ack.duplicate
 
 

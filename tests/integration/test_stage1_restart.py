@@ -5,6 +5,7 @@ No acknowledged upload is lost (the restarted party still holds exactly the acke
 shares), clients blocked on the dead party finish through the SDK's retries, the round
 completes with every client, and training continues to the next round.
 """
+
 from __future__ import annotations
 
 import threading
@@ -62,7 +63,9 @@ def _round_with_crash(dep, clients: dict, r: int, victim: int) -> None:
 
 
 def test_party_killed_mid_round_loses_no_acked_upload(tmp_path):
-    dep = LocalDeployment(tmp_path / "dep", clients=CLIENTS, rounds={"deadline_s": 300.0, "poll_s": 0.05, "peer_retry_s": 0.1})
+    dep = LocalDeployment(
+        tmp_path / "dep", clients=CLIENTS, rounds={"deadline_s": 300.0, "poll_s": 0.05, "peer_retry_s": 0.1}
+    )
     dep.start()
     try:
         admin = dep.admin()

@@ -1,4 +1,5 @@
 """`starfish up`: dealer, party0 and party1 start as separate processes and all stop on SIGTERM."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,12 @@ def _children(pid: int) -> list[int]:
 
 
 def test_up_starts_everything_and_stops_cleanly(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "starfish.cli", "up", "--dir", str(tmp_path / "run"), "--clients", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "starfish.cli", "up", "--dir", str(tmp_path / "run"), "--clients", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lines = []
         while not any("Ctrl-C stops everything" in ln for ln in lines):
@@ -39,8 +44,11 @@ def test_up_starts_everything_and_stops_cleanly(tmp_path):
         assert proc.wait(60) == 0
         assert "stopped" in proc.stdout.read()
         time.sleep(0.2)
-        alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and "Z" not in
-                 open(f"/proc/{pid}/stat").read().split()[2]]
+        alive = [
+            pid
+            for pid in children
+            if os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
+        ]
         assert alive == []
     finally:
         if proc.poll() is None:

@@ -6,6 +6,7 @@ says so (both parties decide alike; the run still equals the plaintext reference
 deadline also keeps each task round open long enough to kill a process mid-job. Uses the
 shared trained service `stage2`.
 """
+
 from __future__ import annotations
 
 import json

@@ -10,6 +10,7 @@ session fixture `stage2`, shared with the fault tests).
   of its target is gone from both stores, with one erasure receipt per party;
 * the CLI fetches a report and the model.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,18 +40,21 @@ def service(stage2):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("targets,strategy,params,status,message", [
-    (["nobody"], "starfish", {}, "NOT_FOUND", "unknown client"),
-    (EVERYONE, "starfish", {}, "FAILED_PRECONDITION", "no remaining client"),
-    ([], "starfish", {}, "INVALID_ARGUMENT", "no target"),
-    (["c0", "c0"], "starfish", {}, "INVALID_ARGUMENT", "duplicate"),
-    (["c0"], "starfish", {"sigma": 0}, "INVALID_ARGUMENT", "sigma must be in"),
-    (["c0"], "starfish", {"alpha": 1.5}, "INVALID_ARGUMENT", "alpha must be in"),
-    (["c0"], "starfish", {"beta": -0.1}, "INVALID_ARGUMENT", "beta must be in"),
-    (["c0"], "starfish", {"B": 0}, "INVALID_ARGUMENT", "buffer_size must be"),
-    (["c0"], "starfish", {"nonsense": 1}, "INVALID_ARGUMENT", "unknown Starfish parameter"),
-    (["c0"], "federaser", {}, "INVALID_ARGUMENT", "not available as a 2PC job"),
-])
+@pytest.mark.parametrize(
+    "targets,strategy,params,status,message",
+    [
+        (["nobody"], "starfish", {}, "NOT_FOUND", "unknown client"),
+        (EVERYONE, "starfish", {}, "FAILED_PRECONDITION", "no remaining client"),
+        ([], "starfish", {}, "INVALID_ARGUMENT", "no target"),
+        (["c0", "c0"], "starfish", {}, "INVALID_ARGUMENT", "duplicate"),
+        (["c0"], "starfish", {"sigma": 0}, "INVALID_ARGUMENT", "sigma must be in"),
+        (["c0"], "starfish", {"alpha": 1.5}, "INVALID_ARGUMENT", "alpha must be in"),
+        (["c0"], "starfish", {"beta": -0.1}, "INVALID_ARGUMENT", "beta must be in"),
+        (["c0"], "starfish", {"B": 0}, "INVALID_ARGUMENT", "buffer_size must be"),
+        (["c0"], "starfish", {"nonsense": 1}, "INVALID_ARGUMENT", "unknown Starfish parameter"),
+        (["c0"], "federaser", {}, "INVALID_ARGUMENT", "not available as a 2PC job"),
+    ],
+)
 def test_bad_requests_are_refused_and_nothing_is_queued(service, targets, strategy, params, status, message):
     if targets == EVERYONE:
         targets = [c for c in service.problem.data if c not in service.erased]
@@ -78,8 +82,11 @@ def test_request_without_admin_credential_is_refused(service):
     with grpc.secure_channel(dep.address(0), creds) as channel:  # a client asking for another client
         stub = admin_pb2_grpc.AdminServiceStub(channel)
         with pytest.raises(grpc.RpcError) as err:
-            stub.Unlearn(admin_pb2.UnlearnRequest(targets=["c5"]), timeout=30,
-                         metadata=(("x-starfish-client", "c4"), ("x-starfish-token", dep.creds["clients"]["c4"])))
+            stub.Unlearn(
+                admin_pb2.UnlearnRequest(targets=["c5"]),
+                timeout=30,
+                metadata=(("x-starfish-client", "c4"), ("x-starfish-token", dep.creds["clients"]["c4"])),
+            )
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "only request its own" in err.value.details()
     with pytest.raises(StarfishError, match="UNAUTHENTICATED"):
         request_own_unlearning(dep.address(0), "c4", "a-wrong-token", dep.ca_cert)
@@ -98,8 +105,9 @@ def _assert_matches_plaintext(service, admin, job_id: str, report: dict, erased_
     assert report["backend"] == "crypten"
     assert report["selection"] == ref_report["selection"]
     assert report["flags"] == ref_report["flags"]
-    assert [(e["t"], e["reason"], e["asked"]) for e in report["corrections"]["events"]] == \
-        [(e["t"], e["reason"], e["asked"]) for e in ref_report["corrections"]["events"]]
+    assert [(e["t"], e["reason"], e["asked"]) for e in report["corrections"]["events"]] == [
+        (e["t"], e["reason"], e["asked"]) for e in ref_report["corrections"]["events"]
+    ]
     assert relative_gap(model, reference.numpy()) <= 1e-3
 
 
@@ -167,8 +175,9 @@ def test_cli_fetches_report_and_model(service, tmp_path):
         _, model = admin.job_model(done[-1])
         target = _report(admin, done[-1])["job"]["targets"][0]
     cli = [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root)]
-    out = subprocess.run(cli + ["result", done[-1], "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        cli + ["result", done[-1], "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert "selected rounds" in out.stdout and f"erased {target} on party1" in out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "model.npy", allow_pickle=False), model)

@@ -1,4 +1,5 @@
 """One long-lived dealer + two-party cluster for the whole test session (process start is slow)."""
+
 from __future__ import annotations
 
 from typing import Iterator

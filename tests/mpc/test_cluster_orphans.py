@@ -1,4 +1,5 @@
 """A two-party cluster whose owner dies must not leave its processes behind."""
+
 from __future__ import annotations
 
 import json

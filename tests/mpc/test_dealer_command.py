@@ -1,4 +1,5 @@
 """`starfish dealer`: refuses bad settings, and gives up when no party shows up."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +15,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _dealer(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "starfish.cli", "dealer", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "starfish.cli", "dealer", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_remote_host_refused_without_flag(capsys):

@@ -1,4 +1,5 @@
 """The numpy fixed-point codec and client-side sharing (mpc/fixedpoint.py)."""
+
 from __future__ import annotations
 
 import numpy as np

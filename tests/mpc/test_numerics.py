@@ -1,4 +1,5 @@
 """Products at the edges of the documented range (docs/NUMERICS.md) and fault detection."""
+
 from __future__ import annotations
 
 import pytest
@@ -60,8 +61,8 @@ def test_long_scalar_products_are_truncated_once(cluster):
     truncation would add up to 2 ulp per term)."""
     gen = torch.Generator().manual_seed(7)
     # values on the fixed-point grid (encoding is exact), products with 2f fractional bits
-    x = torch.randint(-2**14, 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
-    y = torch.randint(-2**14, 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
+    x = torch.randint(-(2**14), 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
+    y = torch.randint(-(2**14), 2**14, (8, 512), generator=gen).to(torch.float64) * ULP
     got, _ = cluster.run(cases.scalar_products, x, y)
     err = float((got - (x * y).sum(-1)).abs().max())
     assert err < 2 * ULP, err / ULP

@@ -5,6 +5,7 @@ Inputs lie on the fixed-point grid (multiples of 2^-16) within the documented ra
 selections, maxima and flags must match the plaintext backend EXACTLY; arithmetic within
 the documented tolerance.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,7 +34,9 @@ MPC_SETTINGS = settings(
 
 def grid(lo_exp: int, hi_exp: int, positive: bool = False) -> st.SearchStrategy[float]:
     """Grid values with magnitudes spread over [2^lo_exp, 2^hi_exp] (tiny to large), signed."""
-    mag = st.builds(lambda e, m: max(1, int(m * 2.0 ** (e + F))) * ULP, st.integers(lo_exp, hi_exp - 1), st.floats(1.0, 2.0))
+    mag = st.builds(
+        lambda e, m: max(1, int(m * 2.0 ** (e + F))) * ULP, st.integers(lo_exp, hi_exp - 1), st.floats(1.0, 2.0)
+    )
     if positive:
         return mag
     return st.one_of(st.just(0.0), mag, mag.map(lambda v: -v))
@@ -48,14 +51,30 @@ def sh(x: torch.Tensor):
 
 
 @MPC_SETTINGS
-@given(st.integers(1, 12).flatmap(lambda n: st.tuples(vec(grid(-10, 3), n), vec(grid(-10, 3), n), vec(grid(-6, 2), 3 * n).map(lambda t: t.reshape(n, 3)))))
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            vec(grid(-10, 3), n), vec(grid(-10, 3), n), vec(grid(-6, 2), 3 * n).map(lambda t: t.reshape(n, 3))
+        )
+    )
+)
 def test_arithmetic_within_tolerance(cluster, xyw):
     x, y, w = xyw
     got, _ = cluster.run(cases.arithmetic, x, y, w)
     ref = {
-        "add": x + y, "sub": x - y, "neg": -x, "mul": x * y, "square": x * x, "mul_public": x * w[:, 0],
-        "add_public": x + w[:, 1], "matmul_public": x @ w, "public_matmul": w.T @ y, "outer": torch.outer(x, y),
-        "sum": x.sum(), "dot": x @ y, "mul3": x * y * w[:, 2],
+        "add": x + y,
+        "sub": x - y,
+        "neg": -x,
+        "mul": x * y,
+        "square": x * x,
+        "mul_public": x * w[:, 0],
+        "add_public": x + w[:, 1],
+        "matmul_public": x @ w,
+        "public_matmul": w.T @ y,
+        "outer": torch.outer(x, y),
+        "sum": x.sum(),
+        "dot": x @ y,
+        "mul3": x * y * w[:, 2],
     }
     # linear ops are exact on the grid (w is a grid value too); one local truncation of a
     # product is off by < 2 ulp (each party truncates its share: two errors < 1 ulp each);
@@ -73,7 +92,18 @@ def test_arithmetic_within_tolerance(cluster, xyw):
 
 
 @MPC_SETTINGS
-@given(st.integers(1, 16).flatmap(lambda n: st.tuples(vec(grid(-12, 6), n), vec(grid(-12, 6), n), vec(grid(-8, 4), n), vec(grid(-8, 4, True), n), vec(grid(-8, 4), n), vec(grid(-8, 4, True), n))))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda n: st.tuples(
+            vec(grid(-12, 6), n),
+            vec(grid(-12, 6), n),
+            vec(grid(-8, 4), n),
+            vec(grid(-8, 4, True), n),
+            vec(grid(-8, 4), n),
+            vec(grid(-8, 4, True), n),
+        )
+    )
+)
 def test_comparisons_and_selection_exact(cluster, data):
     a, b, ui, vi, uj, vj = data
     # SecGE3's b = u²/v on the grid (w carries the sign)
@@ -97,7 +127,9 @@ SORT_SIZES = st.sampled_from([2, 3, 5, 8, 13, 16, 20])
 
 
 @MPC_SETTINGS
-@given(SORT_SIZES.flatmap(lambda n: st.tuples(vec(st.integers(-6, 6).map(lambda k: k * 0.125), n), vec(grid(-8, 8), n))))
+@given(
+    SORT_SIZES.flatmap(lambda n: st.tuples(vec(st.integers(-6, 6).map(lambda k: k * 0.125), n), vec(grid(-8, 8), n)))
+)
 def test_sort_ge_exact_with_ties(cluster, data):
     keys, extra = data
     payload = torch.stack([torch.arange(len(keys), dtype=torch.float64), extra], 1)
@@ -151,13 +183,19 @@ def test_threshold_tiny_values_at_the_boundary(cluster):
 
 
 @MPC_SETTINGS
-@given(st.integers(1, 4), st.integers(2, 4), st.sampled_from(["secmi", "newton"]), st.sampled_from([-1.0, 1.0]), st.integers(0, 2**16))
+@given(
+    st.integers(1, 4),
+    st.integers(2, 4),
+    st.sampled_from(["secmi", "newton"]),
+    st.sampled_from([-1.0, 1.0]),
+    st.integers(0, 2**16),
+)
 def test_inverse_within_tolerance(cluster, batch, d, method, sign, seed):
     # symmetric indefinite matrices like L-BFGS's K = [[σSᵀS, L], [Lᵀ, −D]], κ ≲ 20
     gen = torch.Generator().manual_seed(seed)
     a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
     diag = torch.ones(d, dtype=torch.float64)
-    diag[d // 2:] = sign
+    diag[d // 2 :] = sign
     k = (a + a.transpose(1, 2)) / 4 + 3 * torch.diag(diag)
     k = torch.round(k / ULP) * ULP
     got, other = cluster.run(cases.inverse, k, method)
@@ -182,7 +220,12 @@ def test_division_within_tolerance(cluster):
     assert torch.allclose(got["public"], a / b, atol=1e-3, rtol=1e-3)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(
+    max_examples=5,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
 @given(vec(grid(-16, 19), 17))
 def test_client_made_shares_load_without_communication(cluster, x):
     s0, s1 = share(x.numpy())

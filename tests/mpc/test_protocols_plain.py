@@ -1,4 +1,5 @@
 """Composite protocols on the plaintext backend against direct torch references."""
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,11 @@ def test_ge3_ge4_compare_signed_cosine_keys(rows):
     got3 = B.reveal(B.ge3(sh(w_i), sh(b_i), sh(w_j), sh(b_j)))
     assert torch.equal(got3, (_signed_key(w_i, b_i) >= _signed_key(w_j, b_j)).double())
     # ge4 is exact on squares: same sign -> compare a_i·v_j with a_j·v_i (reversed if negative)
-    exact4 = torch.where(w_i != w_j, (w_i > w_j).double(),
-                         torch.where(w_i > 0, (a_i * v_j >= a_j * v_i).double(), (a_j * v_i >= a_i * v_j).double()))
+    exact4 = torch.where(
+        w_i != w_j,
+        (w_i > w_j).double(),
+        torch.where(w_i > 0, (a_i * v_j >= a_j * v_i).double(), (a_j * v_i >= a_i * v_j).double()),
+    )
     assert torch.equal(got4, exact4)
     clear = (key_i - key_j).abs() > 1e-9 * (key_i.abs() + key_j.abs())
     assert torch.equal(got4[clear], (key_i >= key_j).double()[clear])
@@ -55,7 +59,8 @@ def test_ge3_ge4_compare_signed_cosine_keys(rows):
 
 
 def test_ge3_ties_are_symmetric():
-    w = sh([0.0, 1.0]); b = sh([0.25, 0.25])
+    w = sh([0.0, 1.0])
+    b = sh([0.25, 0.25])
     assert torch.equal(B.reveal(B.ge3(w, b, w, b)), torch.ones(2, dtype=torch.float64))
 
 
@@ -114,7 +119,7 @@ def test_sort_ge_descending_with_payload(keys):
     assert torch.equal(sk, torch.sort(k, descending=True).values)
     perm = sp[:, 0].long()
     assert sorted(perm.tolist()) == list(range(len(keys)))  # payload is a permutation
-    assert torch.equal(k[perm], sk)                          # and travels with its key
+    assert torch.equal(k[perm], sk)  # and travels with its key
     assert torch.equal(sp[:, 1], -sp[:, 0])
 
 
@@ -167,7 +172,9 @@ def test_inverse_matches_torch(batch, d, method):
 @settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.integers(1, 6), st.integers(1, 60), st.data())
 def test_threshold_flags_any_coordinate_exceeds(n, m, data):
-    g = torch.tensor(data.draw(st.lists(grid_values, min_size=n * m, max_size=n * m)), dtype=torch.float64).reshape(n, m)
+    g = torch.tensor(data.draw(st.lists(grid_values, min_size=n * m, max_size=n * m)), dtype=torch.float64).reshape(
+        n, m
+    )
     delta = torch.tensor(data.draw(st.lists(positive_values, min_size=n, max_size=n)), dtype=torch.float64)
     expected = (g.abs() > delta[:, None]).any(dim=1)
     assert torch.equal(B.threshold_flags(sh(g), sh(delta)), expected)

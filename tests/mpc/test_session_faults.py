@@ -1,4 +1,5 @@
 """Session safety: TFP refused, remote rendezvous refused, lock-step detection, dead/hung peers."""
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ They live in their own module so the spawned party processes can import them. In
 are plain tensors known to the test; party 0 shares the first operand set, party 1 the
 second, then both run the same protocol and reveal the results.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,9 @@ import torch
 from mpc.crypten_backend import CrypTenBackend, OutOfStepError, TruncationFaultError
 
 
-def arithmetic(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> dict[str, torch.Tensor]:
+def arithmetic(
+    backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """add/sub/neg/mul/matmul/sum/dot/mul3 of x (party 0) and y (party 1); w is public (n, 3)."""
     a, b = backend.share(x, src=0), backend.share(y, src=1)
     return {
@@ -36,7 +39,9 @@ def arithmetic(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Ten
     }
 
 
-def compare(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor, uv_i: torch.Tensor, uv_j: torch.Tensor) -> dict[str, torch.Tensor]:
+def compare(
+    backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor, uv_i: torch.Tensor, uv_j: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """SecGE, SecGE2, SecGE3, SecGE4, SecSel on grid inputs."""
     sa, sb = backend.share(a, src=0), backend.share(b, src=1)
     ui, vi = backend.share(uv_i[:, 0], src=0), backend.share(uv_i[:, 1], src=0)
@@ -57,7 +62,9 @@ def compare(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor
     }
 
 
-def sort(backend: CrypTenBackend, rank: int, keys: torch.Tensor, payload: torch.Tensor, method: str) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+def sort(
+    backend: CrypTenBackend, rank: int, keys: torch.Tensor, payload: torch.Tensor, method: str
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     k, p = backend.share(keys, src=0), backend.share(payload, src=1)
     with backend.step("sort"):
         sk, sp = backend.sort_desc(k, p, method)
@@ -68,7 +75,9 @@ def maximum(backend: CrypTenBackend, rank: int, x: torch.Tensor, dim: int) -> to
     return backend.reveal(backend.max(backend.share(x, src=1), dim))
 
 
-def threshold(backend: CrypTenBackend, rank: int, g: torch.Tensor, delta: torch.Tensor, sample: torch.Tensor | None) -> torch.Tensor:
+def threshold(
+    backend: CrypTenBackend, rank: int, g: torch.Tensor, delta: torch.Tensor, sample: torch.Tensor | None
+) -> torch.Tensor:
     return backend.threshold_flags(backend.share(g, src=0), backend.share(delta, src=1), sample)
 
 

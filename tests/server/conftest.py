@@ -1,4 +1,5 @@
 """Session fixture: a running pair of party processes for the service tests (see server_fixtures)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,9 @@ from server_fixtures import CLIENTS, M
 
 @pytest.fixture(scope="session")
 def parties(tmp_path_factory):
-    dep = LocalDeployment(tmp_path_factory.mktemp("svc"), clients=CLIENTS, rounds={"deadline_s": 3600.0, "poll_s": 0.05})
+    dep = LocalDeployment(
+        tmp_path_factory.mktemp("svc"), clients=CLIENTS, rounds={"deadline_s": 3600.0, "poll_s": 0.05}
+    )
     dep.start()
     try:
         admin = dep.admin()
@@ -24,4 +27,3 @@ def parties(tmp_path_factory):
         yield dep
     finally:
         dep.stop()
-

@@ -3,6 +3,7 @@
 Clients c0..c4 are registered, c5 is known but never registers; the initial model has
 M parameters and round 1 stays open (long deadline, c3/c4 never upload in these tests).
 """
+
 from __future__ import annotations
 
 import grpc
@@ -20,4 +21,3 @@ def client_channel(dep: LocalDeployment, party: int) -> grpc.Channel:
 
 def metadata(dep: LocalDeployment, client: str, token: str | None = None) -> tuple:
     return (("x-starfish-client", client), ("x-starfish-token", token or dep.creds["clients"][client]))
-

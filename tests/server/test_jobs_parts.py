@@ -1,6 +1,7 @@
 """Unit tests of the job runner's parts: checkpoints (exact int64 shares, no pickle,
 atomic, corruption detected), the job queue, request validation against a real store,
 job settings, deterministic task ids, the store-backed history's public view."""
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,22 @@ M = 7
 
 def _state(round_index: int, deltas: np.ndarray, y: np.ndarray) -> StarfishState:
     return StarfishState(
-        clients=("c1", "c2"), ranked=(3, 1, 2), method="method1",
+        clients=("c1", "c2"),
+        ranked=(3, 1, 2),
+        method="method1",
         deltas=CrypTenSecret(torch.from_numpy(deltas), 16),
-        model=torch.linspace(-1, 1, M, dtype=torch.float64), round=round_index, warmup_pairs=1,
-        buffers={"c1": [CurvaturePair(round=1, s=torch.ones(M, dtype=torch.float64) / M ** 0.5,
-                                      y=CrypTenSecret(torch.from_numpy(y), 16))]},
-        log={"rounds": [{"t": 1, "kind": "warmup"}], "flags": [], "corrections": [], "curvature": [], "asked": {}})
+        model=torch.linspace(-1, 1, M, dtype=torch.float64),
+        round=round_index,
+        warmup_pairs=1,
+        buffers={
+            "c1": [
+                CurvaturePair(
+                    round=1, s=torch.ones(M, dtype=torch.float64) / M**0.5, y=CrypTenSecret(torch.from_numpy(y), 16)
+                )
+            ]
+        },
+        log={"rounds": [{"t": 1, "kind": "warmup"}], "flags": [], "corrections": [], "curvature": [], "asked": {}},
+    )
 
 
 def _make(a: np.ndarray, bits: int) -> CrypTenSecret:
@@ -89,8 +100,9 @@ def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
     a, b = CheckpointDir(tmp_path / "p0"), CheckpointDir(tmp_path / "p1")
     # different shares (each party holds its own), same public state
-    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}) == \
-        b.save(_state(3, random_ring(2), random_ring(M)), {"y": {}})
+    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}) == b.save(
+        _state(3, random_ring(2), random_ring(M)), {"y": {}}
+    )
 
 
 def test_job_queue_order_and_states(tmp_path: Path):
@@ -133,14 +145,17 @@ def _history_store(tmp_path: Path) -> Store:
 KNOWN = {"c1", "c2", "c3", "c4"}
 
 
-@pytest.mark.parametrize("targets,params,kind,message", [
-    (["zz"], {}, "not_found", "unknown client"),
-    (["c4"], {}, "precondition", "took part in no stored round"),
-    (["c1", "c2", "c3"], {}, "precondition", "no remaining client"),
-    ([], {}, "invalid", "no target"),
-    (["c1"], {"sigma": 1.5}, "invalid", "sigma"),
-    (["c1"], {"B": 0}, "invalid", "buffer_size"),
-])
+@pytest.mark.parametrize(
+    "targets,params,kind,message",
+    [
+        (["zz"], {}, "not_found", "unknown client"),
+        (["c4"], {}, "precondition", "took part in no stored round"),
+        (["c1", "c2", "c3"], {}, "precondition", "no remaining client"),
+        ([], {}, "invalid", "no target"),
+        (["c1"], {"sigma": 1.5}, "invalid", "sigma"),
+        (["c1"], {"B": 0}, "invalid", "buffer_size"),
+    ],
+)
 def test_request_validation(tmp_path: Path, targets, params, kind, message):
     store = _history_store(tmp_path)
     with pytest.raises(RequestError, match=message) as err:
@@ -170,12 +185,22 @@ def test_parameters_and_settings_are_checked(tmp_path: Path):
     for bad, message in (("[1]", "JSON object"), ("{", "not valid JSON")):
         with pytest.raises(RequestError, match=message):
             parse_parameters(bad)
-    base = {"role": 0, "listen": "a:1", "peer_listen": "a:2", "peer_address": "a:3", "data_dir": "d",
-            "tls": {"ca": "ca.pem", "cert": "c.pem", "key": "k.pem"}}
+    base = {
+        "role": 0,
+        "listen": "a:1",
+        "peer_listen": "a:2",
+        "peer_address": "a:3",
+        "data_dir": "d",
+        "tls": {"ca": "ca.pem", "cert": "c.pem", "key": "k.pem"},
+    }
     assert parse_config({**base, "jobs": {"task_timeout_s": 5.0}}, tmp_path).jobs.task_timeout_s == 5.0
-    for jobs, message in (({"dealer": "party0"}, "dealer"), ({"max_attempts": 0}, "max_attempts"),
-                          ({"task_timeout_s": 0}, "task_timeout_s"), ({"standby": "maybe"}, "standby"),
-                          ({"surprise": 1}, "unknown key")):
+    for jobs, message in (
+        ({"dealer": "party0"}, "dealer"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"task_timeout_s": 0}, "task_timeout_s"),
+        ({"standby": "maybe"}, "standby"),
+        ({"surprise": 1}, "unknown key"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse_config({**base, "jobs": jobs}, tmp_path)
 
@@ -191,7 +216,11 @@ def test_task_ids_are_deterministic_and_file_safe():
 def test_job_strategies():
     assert check_strategy("", {}) == "starfish"
     assert check_strategy("random", {"seed": 3, "sigma": 0.5}) == "random"
-    for name, params, message in (("random", {"seed": "x"}, "seed"), ("starfish", {"seed": 3}, "unknown Starfish"),
-                                  ("federaser", {}, "not available as a 2PC job"), ("nope", {}, "unknown")):
+    for name, params, message in (
+        ("random", {"seed": "x"}, "seed"),
+        ("starfish", {"seed": 3}, "unknown Starfish"),
+        ("federaser", {}, "not available as a 2PC job"),
+        ("nope", {}, "unknown"),
+    ):
         with pytest.raises(RequestError, match=message):
             check_strategy(name, params)

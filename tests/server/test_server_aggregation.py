@@ -1,4 +1,5 @@
 """Property: the Stage I aggregate on shares equals plaintext FedAvg (DESIGN §5)."""
+
 import tempfile
 from pathlib import Path
 
@@ -14,8 +15,13 @@ F = 16
 
 
 @settings(max_examples=15, deadline=None)
-@given(k=st.integers(1, 5), m=st.integers(1, 40), seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([1e-3, 1.0, 50.0]),
-       lr=st.sampled_from([0.01, 0.5]))
+@given(
+    k=st.integers(1, 5),
+    m=st.integers(1, 40),
+    seed=st.integers(0, 2**32 - 1),
+    scale=st.sampled_from([1e-3, 1.0, 50.0]),
+    lr=st.sampled_from([0.01, 0.5]),
+)
 def test_shared_fedavg_matches_plaintext(k, m, seed, scale, lr):
     rng = np.random.default_rng(seed)
     grads = rng.normal(scale=scale, size=(k, m))

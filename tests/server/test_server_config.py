@@ -1,4 +1,5 @@
 """Party configuration: valid files load; every malformed value is refused with a message naming it."""
+
 from pathlib import Path
 
 import pytest
@@ -6,8 +7,12 @@ import pytest
 from server.config import ConfigError, load_config, parse_config, token_digest
 
 BASE = {
-    "role": 0, "listen": "127.0.0.1:1", "peer_listen": "127.0.0.1:2", "peer_address": "127.0.0.1:3",
-    "data_dir": "d", "tls": {"ca": "ca.pem", "cert": "p.pem", "key": "p.key"},
+    "role": 0,
+    "listen": "127.0.0.1:1",
+    "peer_listen": "127.0.0.1:2",
+    "peer_address": "127.0.0.1:3",
+    "data_dir": "d",
+    "tls": {"ca": "ca.pem", "cert": "p.pem", "key": "p.key"},
 }
 
 
@@ -20,15 +25,18 @@ def test_defaults_and_relative_paths(tmp_path: Path):
     assert cfg.limits.chunk_bytes < cfg.limits.max_message_bytes
 
 
-@pytest.mark.parametrize("patch, message", [
-    ({"role": 2}, "role must be 0 or 1"),
-    ({"fixed_point": {"precision_bits": 99}}, "precision_bits"),
-    ({"auth": {"clients": {"bad id!": "0" * 64}}}, "invalid client id"),
-    ({"auth": {"clients": {"alice": "plaintext-token"}}}, "sha256 hex digest"),
-    ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
-    ({"rounds": {"deadline": 3}}, "unknown key"),
-    ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),
-])
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ({"role": 2}, "role must be 0 or 1"),
+        ({"fixed_point": {"precision_bits": 99}}, "precision_bits"),
+        ({"auth": {"clients": {"bad id!": "0" * 64}}}, "invalid client id"),
+        ({"auth": {"clients": {"alice": "plaintext-token"}}}, "sha256 hex digest"),
+        ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
+        ({"rounds": {"deadline": 3}}, "unknown key"),
+        ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),
+    ],
+)
 def test_bad_values_are_refused(tmp_path: Path, patch: dict, message: str):
     with pytest.raises(ConfigError, match=message):
         parse_config({**BASE, **patch}, tmp_path)

@@ -1,5 +1,6 @@
 """The follower's side of the round protocol, driven step by step over mutual TLS by the
 test acting as party0 (party1 runs as a real process; party0 is not started)."""
+
 from __future__ import annotations
 
 import grpc
@@ -23,8 +24,9 @@ def follower(tmp_path):
     dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"])
     dep.start(1)
     certs = dep.root / "certs"
-    creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), (certs / "party0.key").read_bytes(),
-                                         (certs / "party0.pem").read_bytes())
+    creds = grpc.ssl_channel_credentials(
+        (certs / "ca.pem").read_bytes(), (certs / "party0.key").read_bytes(), (certs / "party0.pem").read_bytes()
+    )
     peer = grpc.secure_channel(f"127.0.0.1:{dep.creds['ports']['peer1']}", creds)
     client = grpc.secure_channel(dep.address(1), grpc.ssl_channel_credentials(dep.ca_cert.read_bytes()))
     yield dep, peer_pb2_grpc.PeerServiceStub(peer), client_pb2_grpc.ClientServiceStub(client)
@@ -40,11 +42,20 @@ def _md(dep, cid):
 def _upload(dep, stub, cid, h, share1, n):
     scalar = common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(random_ring(1)))
     data = to_wire(share1)
-    header = common_pb2.UploadHeader(round=1, n_samples=n, shape=[M], dtype="int64", norm_share=scalar,
-                                     delta_share=scalar, content_sha256=sha256_hex(data), model_hash=h)
+    header = common_pb2.UploadHeader(
+        round=1,
+        n_samples=n,
+        shape=[M],
+        dtype="int64",
+        norm_share=scalar,
+        delta_share=scalar,
+        content_sha256=sha256_hex(data),
+        model_hash=h,
+    )
     stub.Register(client_pb2.RegisterRequest(), metadata=_md(dep, cid))
-    stub.UploadShares(iter([common_pb2.UploadChunk(header=header), common_pb2.UploadChunk(data=data)]),
-                      metadata=_md(dep, cid))
+    stub.UploadShares(
+        iter([common_pb2.UploadChunk(header=header), common_pb2.UploadChunk(data=data)]), metadata=_md(dep, cid)
+    )
 
 
 def _to_aggregated(dep, peer, client):
@@ -58,8 +69,13 @@ def _to_aggregated(dep, peer, client):
     assert "cannot open round 1" in info.value.details()
     peer.OpenRound(peer_pb2.OpenRoundRequest(round=1, model_hash=h0, deadline_unix=1e12, lr=LR))
     with pytest.raises(grpc.RpcError) as info:  # a membership naming a client the follower holds nothing of
-        peer.AgreeMembership(peer_pb2.Membership(round=1, membership_sha256=membership_digest({"u": 3}, 1), members=[
-            common_pb2.Member(client_id="u", n_samples=3)]))
+        peer.AgreeMembership(
+            peer_pb2.Membership(
+                round=1,
+                membership_sha256=membership_digest({"u": 3}, 1),
+                members=[common_pb2.Member(client_id="u", n_samples=3)],
+            )
+        )
     assert "holds no matching upload of 'u'" in info.value.details()
     grads = {"u": np.random.default_rng(0).normal(size=M), "v": np.random.default_rng(1).normal(size=M)}
     weights = {"u": 3, "v": 5}
@@ -75,10 +91,17 @@ def _to_aggregated(dep, peer, client):
         _upload(dep, client, "u", h0, random_ring(M), 3)
     assert info.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS)
     digest = membership_digest(weights, 1)
-    peer.AgreeMembership(peer_pb2.Membership(round=1, membership_sha256=digest, members=[
-        common_pb2.Member(client_id=c, n_samples=n) for c, n in weights.items()]))
+    peer.AgreeMembership(
+        peer_pb2.Membership(
+            round=1,
+            membership_sha256=digest,
+            members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in weights.items()],
+        )
+    )
     data = to_wire(leader_agg)
-    hdr = common_pb2.ShareHeader(round=1, shape=[M], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data))
+    hdr = common_pb2.ShareHeader(
+        round=1, shape=[M], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)
+    )
     _, follower_agg = read_share_stream(iter(peer.ExchangeAggregate(share_messages(hdr, data, 64))), M)
     weighted = decode(reconstruct_encoded(leader_agg, follower_agg))
     expected = (m0 - LR * weighted / 8).astype(np.float32)

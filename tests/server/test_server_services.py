@@ -1,5 +1,6 @@
 """The party services over real TLS gRPC: every malformed or unauthorised request is refused
 with a status and message naming the problem, and nothing already stored is lost."""
+
 from __future__ import annotations
 
 import grpc
@@ -9,7 +10,15 @@ import pytest
 from client_sdk.wire import chunks, sha256_hex
 from server_fixtures import M, client_channel, metadata
 from mpc.fixedpoint import random_ring, to_wire
-from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, common_pb2, peer_pb2, peer_pb2_grpc
+from proto.starfish.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    client_pb2,
+    client_pb2_grpc,
+    common_pb2,
+    peer_pb2,
+    peer_pb2_grpc,
+)
 from server.store import Store
 
 pytestmark = pytest.mark.timeout(300)
@@ -17,26 +26,38 @@ pytestmark = pytest.mark.timeout(300)
 
 def _round(dep):
     with client_channel(dep, 0) as ch:
-        return client_pb2_grpc.ClientServiceStub(ch).GetRound(client_pb2.GetRoundRequest(), metadata=metadata(dep, "c0"))
+        return client_pb2_grpc.ClientServiceStub(ch).GetRound(
+            client_pb2.GetRoundRequest(), metadata=metadata(dep, "c0")
+        )
 
 
 def _scalar() -> common_pb2.Tensor:
     return common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(random_ring(1)))
 
 
-def raw_upload(dep, party: int, client: str, data: bytes | None = None, token: str | None = None, chunk: int = 65536,
-               **header_kw):
+def raw_upload(
+    dep, party: int, client: str, data: bytes | None = None, token: str | None = None, chunk: int = 65536, **header_kw
+):
     """Send one hand-built UploadShares stream; returns the ack or raises grpc.RpcError."""
     state = _round(dep)
     data = to_wire(random_ring(M)) if data is None else data
-    fields = dict(round=state.round, n_samples=10, shape=[M], dtype="int64", norm_share=_scalar(), delta_share=_scalar(),
-                  content_sha256=sha256_hex(data), model_hash=state.model_hash)
+    fields = dict(
+        round=state.round,
+        n_samples=10,
+        shape=[M],
+        dtype="int64",
+        norm_share=_scalar(),
+        delta_share=_scalar(),
+        content_sha256=sha256_hex(data),
+        model_hash=state.model_hash,
+    )
     fields.update(header_kw)
     msgs = [common_pb2.UploadChunk(header=common_pb2.UploadHeader(**fields))]
     msgs += [common_pb2.UploadChunk(data=p) for p in chunks(data, chunk)]
     with client_channel(dep, party) as ch:
-        return client_pb2_grpc.ClientServiceStub(ch).UploadShares(iter(msgs), metadata=metadata(dep, client, token),
-                                                                   timeout=20)
+        return client_pb2_grpc.ClientServiceStub(ch).UploadShares(
+            iter(msgs), metadata=metadata(dep, client, token), timeout=20
+        )
 
 
 def _refused(code: grpc.StatusCode, match: str, fn, *args, **kw):
@@ -52,19 +73,22 @@ def test_round_state_is_served_with_encoding(parties):
     assert state.precision_bits == 16 and len(state.model_hash) == 64
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"dtype": "float32"}, "dtype must be 'int64'"),
-    ({"shape": [M + 1]}, "does not match the model"),
-    ({"shape": [M, 1]}, "does not match the model"),
-    ({"data": to_wire(random_ring(M - 1))}, "expected"),
-    ({"data": to_wire(random_ring(M + 3))}, "longer than"),
-    ({"content_sha256": "0" * 64}, "content_sha256"),
-    ({"n_samples": 0}, "n_samples"),
-    ({"norm_share": common_pb2.Tensor(shape=[2], dtype="int64", data=b"\0" * 16)}, "norm share"),
-    ({"delta_share": common_pb2.Tensor(shape=[1], dtype="float64", data=b"\0" * 8)}, "delta share"),
-    ({"mask_seed": b"s" * 5}, "mask seed must be 32 bytes"),
-    ({"mask_seed": b"s" * 32}, "carries no share data"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"dtype": "float32"}, "dtype must be 'int64'"),
+        ({"shape": [M + 1]}, "does not match the model"),
+        ({"shape": [M, 1]}, "does not match the model"),
+        ({"data": to_wire(random_ring(M - 1))}, "expected"),
+        ({"data": to_wire(random_ring(M + 3))}, "longer than"),
+        ({"content_sha256": "0" * 64}, "content_sha256"),
+        ({"n_samples": 0}, "n_samples"),
+        ({"norm_share": common_pb2.Tensor(shape=[2], dtype="int64", data=b"\0" * 16)}, "norm share"),
+        ({"delta_share": common_pb2.Tensor(shape=[1], dtype="float64", data=b"\0" * 8)}, "delta share"),
+        ({"mask_seed": b"s" * 5}, "mask seed must be 32 bytes"),
+        ({"mask_seed": b"s" * 32}, "carries no share data"),
+    ],
+)
 def test_malformed_upload_is_invalid_argument(parties, kw, match):
     _refused(grpc.StatusCode.INVALID_ARGUMENT, match, raw_upload, parties, 1, "c2", **kw)
 
@@ -79,17 +103,30 @@ def test_unknown_client_wrong_token_and_impersonation(parties):
     _refused(grpc.StatusCode.UNAUTHENTICATED, "unknown client", raw_upload, parties, 0, "mallory", token="x")
     _refused(grpc.StatusCode.UNAUTHENTICATED, "wrong credential", raw_upload, parties, 0, "c1", token="guess")
     # c0's valid token does not let it act as c1
-    _refused(grpc.StatusCode.UNAUTHENTICATED, "wrong credential", raw_upload, parties, 1, "c1",
-             token=parties.creds["clients"]["c0"])
+    _refused(
+        grpc.StatusCode.UNAUTHENTICATED,
+        "wrong credential",
+        raw_upload,
+        parties,
+        1,
+        "c1",
+        token=parties.creds["clients"]["c0"],
+    )
     with client_channel(parties, 0) as ch:
-        _refused(grpc.StatusCode.UNAUTHENTICATED, "missing client credentials",
-                 client_pb2_grpc.ClientServiceStub(ch).GetRound, client_pb2.GetRoundRequest())
+        _refused(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "missing client credentials",
+            client_pb2_grpc.ClientServiceStub(ch).GetRound,
+            client_pb2.GetRoundRequest(),
+        )
 
 
 def test_unregistered_client_and_wrong_round_and_wrong_model(parties):
     _refused(grpc.StatusCode.FAILED_PRECONDITION, "not registered", raw_upload, parties, 0, "c5")
     _refused(grpc.StatusCode.FAILED_PRECONDITION, "round 7 is not open", raw_upload, parties, 0, "c1", round=7)
-    _refused(grpc.StatusCode.FAILED_PRECONDITION, "computed at model", raw_upload, parties, 0, "c1", model_hash="ab" * 32)
+    _refused(
+        grpc.StatusCode.FAILED_PRECONDITION, "computed at model", raw_upload, parties, 0, "c1", model_hash="ab" * 32
+    )
 
 
 def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
@@ -98,8 +135,16 @@ def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     first = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
     again = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
     assert not first.duplicate and again.duplicate and again.content_sha256 == first.content_sha256
-    _refused(grpc.StatusCode.ALREADY_EXISTS, "cannot be replaced", raw_upload, parties, 0, "c1", norm_share=norm,
-             delta_share=delta)
+    _refused(
+        grpc.StatusCode.ALREADY_EXISTS,
+        "cannot be replaced",
+        raw_upload,
+        parties,
+        0,
+        "c1",
+        norm_share=norm,
+        delta_share=delta,
+    )
     stored = Store(parties.data_dir(0), 0, readonly=True).load_share(1, "c1")
     assert to_wire(stored.gradient) == data
 
@@ -112,10 +157,19 @@ def test_oversized_message_is_refused(parties):
 def test_admin_requires_admin_credential(parties):
     with client_channel(parties, 0) as ch:
         stub = admin_pb2_grpc.AdminServiceStub(ch)
-        _refused(grpc.StatusCode.PERMISSION_DENIED, "admin credential", stub.GetTrainingStatus,
-                 admin_pb2.TrainingStatusRequest())
-        _refused(grpc.StatusCode.PERMISSION_DENIED, "admin credential", stub.Erase, admin_pb2.EraseRequest(client_id="c1"),
-                 metadata=(("x-starfish-admin-token", parties.creds["clients"]["c0"]),))
+        _refused(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "admin credential",
+            stub.GetTrainingStatus,
+            admin_pb2.TrainingStatusRequest(),
+        )
+        _refused(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "admin credential",
+            stub.Erase,
+            admin_pb2.EraseRequest(client_id="c1"),
+            metadata=(("x-starfish-admin-token", parties.creds["clients"]["c0"]),),
+        )
         status = stub.GetTrainingStatus(admin_pb2.TrainingStatusRequest(), metadata=parties.admin_metadata)
         assert status.open_round == 1 and sorted(status.registered) == [f"c{i}" for i in range(5)]
 
@@ -125,8 +179,11 @@ def _peer_channel(dep, target: int, as_party: int | None) -> grpc.Channel:
     if as_party is None:
         creds = grpc.ssl_channel_credentials(root_certificates=(certs / "ca.pem").read_bytes())
     else:
-        creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes(), (certs / f"party{as_party}.key").read_bytes(),
-                                             (certs / f"party{as_party}.pem").read_bytes())
+        creds = grpc.ssl_channel_credentials(
+            (certs / "ca.pem").read_bytes(),
+            (certs / f"party{as_party}.key").read_bytes(),
+            (certs / f"party{as_party}.pem").read_bytes(),
+        )
     return grpc.secure_channel(f"127.0.0.1:{dep.creds['ports'][f'peer{target}']}", creds)
 
 
@@ -136,8 +193,13 @@ def test_peer_port_needs_the_other_partys_certificate(parties):
             peer_pb2_grpc.PeerServiceStub(ch).ListUploads(peer_pb2.RoundRef(round=1), timeout=5)
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     with _peer_channel(parties, 1, 1) as ch:  # party1's own certificate is not party0's
-        _refused(grpc.StatusCode.PERMISSION_DENIED, "must come from 'party0'",
-                 peer_pb2_grpc.PeerServiceStub(ch).ListUploads, peer_pb2.RoundRef(round=1), timeout=5)
+        _refused(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "must come from 'party0'",
+            peer_pb2_grpc.PeerServiceStub(ch).ListUploads,
+            peer_pb2.RoundRef(round=1),
+            timeout=5,
+        )
 
 
 def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
@@ -146,8 +208,16 @@ def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
 
     state = _round(parties)
     deadline = __import__("time").time() + 60
-    spec = peer_pb2.TaskSpec(task_id="t-1", client_id="c3", job_id="job-1", kind=client_pb2.TASK_KIND_CORRECTION,
-                             unlearning_round=4, original_round=1, model_hash=state.model_hash, deadline_unix=deadline)
+    spec = peer_pb2.TaskSpec(
+        task_id="t-1",
+        client_id="c3",
+        job_id="job-1",
+        kind=client_pb2.TASK_KIND_CORRECTION,
+        unlearning_round=4,
+        original_round=1,
+        model_hash=state.model_hash,
+        deadline_unix=deadline,
+    )
     for target in (0, 1):
         with _peer_channel(parties, target, 1 - target) as ch:
             peer_pb2_grpc.PeerServiceStub(ch).PostTask(spec, timeout=5)

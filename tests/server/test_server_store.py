@@ -1,4 +1,5 @@
 """Durable store: atomic blobs, idempotent uploads, conflicts, closed rounds, reopen, erase."""
+
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,9 @@ def test_conflicting_second_upload_is_rejected_and_loses_nothing(tmp_path: Path,
     st, h = _store(tmp_path)
     g, n, d = _one()
     st.put_upload(1, "alice", 5, g, n, d, h)
-    g2, n2, k = (random_ring(M), n, 5) if change == "gradient" else (g, random_ring(1), 5) if change == "norm" else (g, n, 6)
+    g2, n2, k = (
+        (random_ring(M), n, 5) if change == "gradient" else (g, random_ring(1), 5) if change == "norm" else (g, n, 6)
+    )
     with pytest.raises(ConflictError, match="cannot be replaced"):
         st.put_upload(1, "alice", k, g2, n2, d, h)
     assert np.array_equal(st.load_share(1, "alice").gradient, g)

@@ -1,4 +1,5 @@
 """Shared fixtures for the unlearning tests (helpers live in synthetic_fl.py)."""
+
 from __future__ import annotations
 
 import pytest

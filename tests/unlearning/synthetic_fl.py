@@ -6,6 +6,7 @@ FedAvg to produce an `InMemoryHistory` exactly as Stage I would store it, and pr
 `GradientOracle` (`LogRegOracle`) and a `ModelProbe` (`LogRegProbe`) over the same data.
 Client "c0" has flipped labels, so forgetting it visibly changes the model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -59,10 +60,13 @@ class LogRegFL:
     def loss(self, client: str, model: torch.Tensor) -> float:
         x, y = self.data[client]
         z = x @ model.to(torch.float64)
-        return float(torch.nn.functional.binary_cross_entropy_with_logits(z, y)) + L2 / 2 * float(model.double().norm() ** 2)
+        return float(torch.nn.functional.binary_cross_entropy_with_logits(z, y)) + L2 / 2 * float(
+            model.double().norm() ** 2
+        )
 
-    def fedavg(self, rounds: int, lr: float, clients: Sequence[str] | None = None,
-               start: torch.Tensor | None = None) -> list[torch.Tensor]:
+    def fedavg(
+        self, rounds: int, lr: float, clients: Sequence[str] | None = None, start: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
         """Independent reference FedAvg (float32 models, as stored); returns M_0..M_rounds."""
         members = list(clients) if clients is not None else self.clients
         model = start.clone() if start is not None else torch.zeros(self.probe_x.shape[1], dtype=torch.float32)
@@ -79,8 +83,9 @@ class LogRegFL:
         models = self.fedavg(rounds, lr)
         infos, grads, norms, deltas = [], {}, {}, {}
         for i in range(1, rounds + 1):
-            infos.append(RoundInfo(index=i, clients=tuple(self.clients),
-                                   n_samples={c: self.n(c) for c in self.clients}, lr=lr))
+            infos.append(
+                RoundInfo(index=i, clients=tuple(self.clients), n_samples={c: self.n(c) for c in self.clients}, lr=lr)
+            )
             for c in self.clients:
                 g = self.gradient(c, models[i - 1])
                 grads[(i, c)] = backend.share(g)
@@ -99,8 +104,10 @@ class LogRegOracle(GradientOracle):
 
     def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
         self.requests.append(request)
-        return {c: None if c in self.silent else backend.share(self.problem.gradient(c, request.model))
-                for c in request.clients}
+        return {
+            c: None if c in self.silent else backend.share(self.problem.gradient(c, request.model))
+            for c in request.clients
+        }
 
 
 @dataclass
@@ -128,11 +135,17 @@ class LogRegSetup:
     oracle: LogRegOracle
     probe: LogRegProbe
 
-    def context(self, targets: Sequence[str] = ("c0",), params: Mapping[str, Any] | None = None,
-                with_probe: bool = True) -> UnlearnContext:
-        return UnlearnContext(backend=self.backend, history=self.history, oracle=self.oracle,
-                              targets=tuple(targets), params=dict(params or {}),
-                              probe=self.probe if with_probe else None)
+    def context(
+        self, targets: Sequence[str] = ("c0",), params: Mapping[str, Any] | None = None, with_probe: bool = True
+    ) -> UnlearnContext:
+        return UnlearnContext(
+            backend=self.backend,
+            history=self.history,
+            oracle=self.oracle,
+            targets=tuple(targets),
+            params=dict(params or {}),
+            probe=self.probe if with_probe else None,
+        )
 
 
 def make_logreg_setup(rounds: int = 8, lr: float = 0.5, seed: int = 0, n_clients: int = 5) -> LogRegSetup:
@@ -142,8 +155,13 @@ def make_logreg_setup(rounds: int = 8, lr: float = 0.5, seed: int = 0, n_clients
     return LogRegSetup(problem, backend, history, LogRegOracle(problem), LogRegProbe(problem))
 
 
-def history_from_gradients(backend: Backend, start: torch.Tensor, table: Sequence[Mapping[str, torch.Tensor]],
-                           n_samples: Mapping[str, int], lr: float) -> InMemoryHistory:
+def history_from_gradients(
+    backend: Backend,
+    start: torch.Tensor,
+    table: Sequence[Mapping[str, torch.Tensor]],
+    n_samples: Mapping[str, int],
+    lr: float,
+) -> InMemoryHistory:
     """A history built from explicit per-round client gradients: M_i = M_{i−1} − η·FedAvg(g_i)."""
     models, infos, grads, norms, deltas = [start.to(torch.float32)], [], {}, {}, {}
     for i, row in enumerate(table, start=1):

@@ -1,4 +1,5 @@
 """Crab: KL-divergence round selection, cosine client selection, adaptive rollback, calibration."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,13 @@ def constructed(target_row):
     table = []
     for i in range(1, 7):
         scale = 0.4 if i in BIG else 0.05
-        table.append({"a": torch.tensor([-scale, 0.1 * scale]), "b": torch.tensor([-scale, -0.1 * scale]),
-                      "u": target_row(scale)})
+        table.append(
+            {
+                "a": torch.tensor([-scale, 0.1 * scale]),
+                "b": torch.tensor([-scale, -0.1 * scale]),
+                "u": target_row(scale),
+            }
+        )
     backend = PlainBackend()
     history = history_from_gradients(backend, torch.tensor([0.2, 0.1]), table, {"a": 10, "b": 10, "u": 10}, lr=1.0)
     probe = LogRegProbe(LogRegFL.make(dim=2, seed=3))
@@ -93,8 +99,10 @@ def test_crab_needs_a_probe(logreg_fl):
         CrabStrategy().run(logreg_fl.context(with_probe=False))
 
 
-@pytest.mark.parametrize("params", [{"loss_reduction": 1.0}, {"round_ratio": 0}, {"client_ratio": 1.5},
-                                    {"sensitivity_ratio": -0.1}, {"lambda": 0.6}])
+@pytest.mark.parametrize(
+    "params",
+    [{"loss_reduction": 1.0}, {"round_ratio": 0}, {"client_ratio": 1.5}, {"sensitivity_ratio": -0.1}, {"lambda": 0.6}],
+)
 def test_crab_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         CrabStrategy().run(logreg_fl.context(params=params))

@@ -1,4 +1,5 @@
 """FedADP: adaptive budget, Gaussian mechanism, dual-layer selection, cosine-scaled calibration."""
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,14 @@ def constructed(fresh_rows=None):
     history = history_from_gradients(backend, torch.tensor([1.0, 0.0]), table, {"a": 10, "b": 10, "u": 10}, lr=0.5)
     oracle = TableOracle(fresh_rows or table)
     params = {"dp": False, "loss_reduction": 0.999, "model_ratio": 2 / 6, "update_ratio": 2 / 3}
-    ctx = UnlearnContext(backend=backend, history=history, oracle=oracle, targets=("u",), params=params,
-                         probe=LogRegProbe(LogRegFL.make(dim=2, seed=3)))
+    ctx = UnlearnContext(
+        backend=backend,
+        history=history,
+        oracle=oracle,
+        targets=("u",),
+        params=params,
+        probe=LogRegProbe(LogRegFL.make(dim=2, seed=3)),
+    )
     return ctx, table, oracle
 
 
@@ -58,7 +65,11 @@ def test_selects_least_aligned_models_and_most_aligned_updates_and_replays_them(
     assert report["selected_clients"] == {"2": ["a", "b"], "5": ["a", "b"]}  # u opposes the aggregate
     assert [r.original_round for r in oracle.requests] == [2, 5]
     # fresh == stored, so U^c = ḡ^c and the replay applies FedAvg(a, b) of rounds 2 and 5
-    expected = models[0] - 0.5 * (table[1]["a"] + table[1]["b"]).double() / 2 - 0.5 * (table[4]["a"] + table[4]["b"]).double() / 2
+    expected = (
+        models[0]
+        - 0.5 * (table[1]["a"] + table[1]["b"]).double() / 2
+        - 0.5 * (table[4]["a"] + table[4]["b"]).double() / 2
+    )
     torch.testing.assert_close(result.model, expected.float())
     assert report["budgets"] == []
 
@@ -88,8 +99,17 @@ def test_fedadp_needs_a_probe(logreg_fl):
         FedADPStrategy().run(logreg_fl.context(with_probe=False))
 
 
-@pytest.mark.parametrize("params", [{"epsilon_0": 5.0}, {"epsilon_min": 4.0}, {"dp_delta": 1.0},
-                                    {"dp": False, "history_privatized": True}, {"dp": 1}, {"clip_norm": 0}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"epsilon_0": 5.0},
+        {"epsilon_min": 4.0},
+        {"dp_delta": 1.0},
+        {"dp": False, "history_privatized": True},
+        {"dp": 1},
+        {"clip_norm": 0},
+    ],
+)
 def test_fedadp_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         FedADPStrategy().run(logreg_fl.context(params=params))

@@ -1,4 +1,5 @@
 """FedEraser: replay of retained rounds with norm-calibrated fresh updates."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,8 @@ from unlearning.strategy import UnlearningError
 
 
 def test_calibration_keeps_stored_length_and_fresh_direction():
-    stored_norms = {"a": 5.0}                                              # ‖g‖ of the stored update
-    fresh = {"a": torch.tensor([0.0, 2.0], dtype=torch.float64)}           # direction e_2
+    stored_norms = {"a": 5.0}  # ‖g‖ of the stored update
+    fresh = {"a": torch.tensor([0.0, 2.0], dtype=torch.float64)}  # direction e_2
     out = norm_calibrated_update(stored_norms, fresh, {"a": 1.0})
     torch.testing.assert_close(out, torch.tensor([0.0, 5.0], dtype=torch.float64))
 

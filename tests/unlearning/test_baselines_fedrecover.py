@@ -1,4 +1,5 @@
 """FedRecover: L-BFGS estimation with warm-up, periodic correction, abnormality fixing, final tuning."""
+
 from __future__ import annotations
 
 import pytest
@@ -72,9 +73,13 @@ def test_abnormality_fixing_asks_clients_whose_estimate_is_too_large(logreg_fl):
     assert set(asked) <= {str(t) for t in range(4, 9)}
     retrain = RetrainStrategy().run(logreg_fl.context()).model.double()
     assert (fixed.model.double() - retrain).norm() < (estimated - retrain).norm()
-    assert report["threshold"] == pytest.approx(min(
-        float(logreg_fl.problem.gradient(c, logreg_fl.history.model(i - 1)).abs().max())
-        for i in range(1, 9) for c in ["c1", "c2", "c3", "c4"]))
+    assert report["threshold"] == pytest.approx(
+        min(
+            float(logreg_fl.problem.gradient(c, logreg_fl.history.model(i - 1)).abs().max())
+            for i in range(1, 9)
+            for c in ["c1", "c2", "c3", "c4"]
+        )
+    )
 
 
 def test_silent_client_keeps_its_estimate(logreg_fl):
@@ -85,8 +90,17 @@ def test_silent_client_keeps_its_estimate(logreg_fl):
     assert report["client_rounds"]["c2"] == 0
 
 
-@pytest.mark.parametrize("params", [{"buffer_size": 0}, {"tolerance_rate": 1.0}, {"inverse": "dense"},
-                                    {"correction_interval": -1}, {"hv_bound": 0.0}, {"T_c": 4}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"buffer_size": 0},
+        {"tolerance_rate": 1.0},
+        {"inverse": "dense"},
+        {"correction_interval": -1},
+        {"hv_bound": 0.0},
+        {"T_c": 4},
+    ],
+)
 def test_fedrecover_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         FedRecoverStrategy().run(logreg_fl.context(params=params))

@@ -1,4 +1,5 @@
 """PUF: negated pseudo-gradients of the target (Special and Regular), then recovery."""
+
 from __future__ import annotations
 
 import pytest
@@ -53,8 +54,17 @@ def test_puf_needs_the_target_to_answer(logreg_fl):
         PUFStrategy().run(logreg_fl.context())
 
 
-@pytest.mark.parametrize("params", [{"mode": "both"}, {"eta_u": 0.0}, {"eta_u": -1}, {"regular_fraction": 0.0},
-                                    {"recovery_rounds": -1}, {"eta_u": float("nan")}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"mode": "both"},
+        {"eta_u": 0.0},
+        {"eta_u": -1},
+        {"regular_fraction": 0.0},
+        {"recovery_rounds": -1},
+        {"eta_u": float("nan")},
+    ],
+)
 def test_puf_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         PUFStrategy().run(logreg_fl.context(params=params))

@@ -1,4 +1,5 @@
 """Random round selection: Starfish over ⌈σT⌉ seeded random rounds."""
+
 from __future__ import annotations
 
 import math

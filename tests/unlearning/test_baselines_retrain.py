@@ -1,4 +1,5 @@
 """Retrain from scratch equals an independent FedAvg without the target."""
+
 from __future__ import annotations
 
 import pytest

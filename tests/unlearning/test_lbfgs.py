@@ -1,4 +1,5 @@
 """Compact L-BFGS (unlearning/lbfgs.py) against the dense BFGS recursion, and its safeguards."""
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,13 @@ def curvature_pairs(seed: int, m: int, k: int) -> tuple[torch.Tensor, torch.Tens
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), m=st.integers(3, 9), k=st.integers(1, 3), clients=st.integers(1, 3),
-       inverse=st.sampled_from(["secmi", "newton"]))
+@given(
+    seed=st.integers(0, 10_000),
+    m=st.integers(3, 9),
+    k=st.integers(1, 3),
+    clients=st.integers(1, 3),
+    inverse=st.sampled_from(["secmi", "newton"]),
+)
 def test_compact_product_equals_dense_bfgs(seed: int, m: int, k: int, clients: int, inverse: str) -> None:
     backend = PlainBackend()
     batch = [curvature_pairs(seed + j, m, k) for j in range(clients)]
@@ -113,8 +119,9 @@ def test_squared_norms_and_bounded_correction() -> None:
     backend = PlainBackend()
     g = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
     hv_unit = torch.tensor([[0.6, 0.8], [3.0, 4.0]], dtype=torch.float64)  # H·v̂ for a unit v̂
-    torch.testing.assert_close(backend.reveal(squared_norms(backend, backend.share(g))),
-                               torch.tensor([25.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(
+        backend.reveal(squared_norms(backend, backend.share(g))), torch.tensor([25.0, 1.0], dtype=torch.float64)
+    )
     for v_norm in (0.1, 8.0):  # both branches of the public rescaling
         out = backend.reveal(bounded_correction(backend, backend.share(hv_unit), backend.share(g), 2.0, v_norm))
         # ‖Hv‖ = ‖v‖·‖H v̂‖: row 0 is ‖v‖·1 vs 2·5, row 1 is ‖v‖·5 vs 2·1

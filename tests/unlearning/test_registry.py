@@ -1,4 +1,5 @@
 """The strategy registry, the plaintext/secure split and what the secure-capable strategies reveal."""
+
 from __future__ import annotations
 
 import pytest
@@ -76,8 +77,20 @@ def test_targets_are_validated(logreg_fl):
             registry.create(name).run(logreg_fl.context(targets=tuple(logreg_fl.problem.clients)))
 
 
-COMMON_REPORT_KEYS = {"strategy", "backend", "targets", "params", "stored_rounds", "rounds_used", "client_rounds",
-                      "target_rounds", "arp", "missing_answers", "timings", "start_model_round"}
+COMMON_REPORT_KEYS = {
+    "strategy",
+    "backend",
+    "targets",
+    "params",
+    "stored_rounds",
+    "rounds_used",
+    "client_rounds",
+    "target_rounds",
+    "arp",
+    "missing_answers",
+    "timings",
+    "start_model_round",
+}
 
 
 @pytest.mark.parametrize("name", sorted(PLAINTEXT_ONLY | SECURE_CAPABLE))

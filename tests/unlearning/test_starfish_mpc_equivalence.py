@@ -1,6 +1,7 @@
 """The same Starfish run on the plaintext backend and under real 2PC (dealer + two party
 processes on 127.0.0.1, CrypTen backend): identical selected rounds, correction flags and
 curvature decisions, and a relative L2 model gap ≤ 1e-3."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,7 @@ def run_case(backend: Backend, targets: tuple[str, ...], params: dict[str, Any])
     """One Starfish run on `backend`; the synthetic data are public to the test only."""
     problem = LogRegFL.make(seed=3)
     history = problem.history(backend, rounds=ROUNDS, lr=LR)
-    ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=targets,
-                         params=params)
+    ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=targets, params=params)
     result = StarfishStrategy().run(ctx)
     report = result.report
     return {

@@ -1,5 +1,6 @@
 """Starfish when clients skip rounds: thresholds over each client's own rounds, per-round
 participants, buffers of different lengths (several estimation batches)."""
+
 from __future__ import annotations
 
 import torch
@@ -52,8 +53,9 @@ def test_run_with_partial_participation() -> None:
     problem = LogRegFL.make(seed=1)
     history = partial_history(problem, backend)
     oracle = LogRegOracle(problem)
-    ctx = UnlearnContext(backend=backend, history=history, oracle=oracle, targets=("c0",),
-                         params={"sigma": 1.0, "beta": 0.2})
+    ctx = UnlearnContext(
+        backend=backend, history=history, oracle=oracle, targets=("c0",), params={"sigma": 1.0, "beta": 0.2}
+    )
     result = StarfishStrategy().run(ctx)
     report = result.report
     assert torch.isfinite(result.model).all()

@@ -1,4 +1,5 @@
 """Round selection (SecRS Method 1/2, SecRS(alt)) equals plaintext cosine-similarity top-T′."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,9 @@ from unlearning.starfish.selection import select_rounds
 CLIENTS = ("t0", "t1", "r0", "r1")
 
 
-def selection_history(backend: PlainBackend, seed: int, rounds: int, m: int = 7,
-                      absent: dict[str, set[int]] | None = None) -> InMemoryHistory:
+def selection_history(
+    backend: PlainBackend, seed: int, rounds: int, m: int = 7, absent: dict[str, set[int]] | None = None
+) -> InMemoryHistory:
     """Random FedAvg-consistent history: M_i = M_{i−1} − η·Σ_j w_j g_i^j, norms as reported."""
     gen = torch.Generator().manual_seed(seed)
     lr = 0.1
@@ -139,7 +141,9 @@ def test_sign_pitfall_selects_rounds_the_target_pushed(comparison: str, alt: boo
     assert literal_top.isdisjoint(aligned)
 
 
-@pytest.mark.parametrize("comparison,alt", [("method1", False), ("method2", False), ("method1", True), ("method2", True)])
+@pytest.mark.parametrize(
+    "comparison,alt", [("method1", False), ("method2", False), ("method1", True), ("method2", True)]
+)
 def test_null_global_step_scores_zero(comparison: str, alt: bool) -> None:
     """A round with M_i = M_{i−1} has no direction: it scores 0 on every path (no division by 0)."""
     backend = PlainBackend()
@@ -151,6 +155,6 @@ def test_null_global_step_scores_zero(comparison: str, alt: bool) -> None:
     for i in got.ranked[:position]:
         g = backend.reveal(history.gradients(backend, i, ["t0"]))[0]
         assert float(g @ (history.model(i - 1).double() - history.model(i).double())) >= 0
-    for i in got.ranked[position + 1:]:
+    for i in got.ranked[position + 1 :]:
         g = backend.reveal(history.gradients(backend, i, ["t0"]))[0]
         assert float(g @ (history.model(i - 1).double() - history.model(i).double())) <= 0

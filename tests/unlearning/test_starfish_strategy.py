@@ -1,4 +1,5 @@
 """Starfish (Algorithm 4) end to end on the plaintext backend with the synthetic LogReg problem."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,15 @@ def retrain(setup: LogRegSetup, rounds: int, targets: tuple[str, ...]) -> torch.
     return setup.problem.fedavg(rounds, LR, clients=[c for c in setup.problem.clients if c not in targets])[-1]
 
 
-@pytest.mark.parametrize("params", [
-    {"method": "method1"}, {"method": "method2"}, {"method": "alt"}, {"inverse": "newton"},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"method": "method1"},
+        {"method": "method2"},
+        {"method": "alt"},
+        {"inverse": "newton"},
+    ],
+)
 def test_unlearning_moves_model_toward_retrain(params: dict) -> None:
     setup = make_logreg_setup(rounds=20, lr=LR)
     result = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U, **params}))
@@ -200,13 +207,25 @@ def test_progress_events_cover_every_step() -> None:
     assert all(e.total_rounds == 6 for e in events)
 
 
-@pytest.mark.parametrize("params,match", [
-    ({"sigma": 0}, "sigma"), ({"sigma": 1.5}, "sigma"), ({"alpha": -0.1}, "alpha"), ({"beta": "0.1"}, "beta"),
-    ({"sigma": float("nan")}, "sigma"), ({"buffer_size": 0}, "buffer_size"), ({"buffer_size": 2.0}, "buffer_size"),
-    ({"B": True}, "buffer_size"), ({"switch_threshold": 0}, "switch_threshold"), ({"eta_u": -1.0}, "eta_u"),
-    ({"method": "fast"}, "method"), ({"inverse": "gauss"}, "inverse"), ({"gamma": 1}, "gamma"),
-    ({"hv_bound": 0}, "hv_bound"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        ({"sigma": 0}, "sigma"),
+        ({"sigma": 1.5}, "sigma"),
+        ({"alpha": -0.1}, "alpha"),
+        ({"beta": "0.1"}, "beta"),
+        ({"sigma": float("nan")}, "sigma"),
+        ({"buffer_size": 0}, "buffer_size"),
+        ({"buffer_size": 2.0}, "buffer_size"),
+        ({"B": True}, "buffer_size"),
+        ({"switch_threshold": 0}, "switch_threshold"),
+        ({"eta_u": -1.0}, "eta_u"),
+        ({"method": "fast"}, "method"),
+        ({"inverse": "gauss"}, "inverse"),
+        ({"gamma": 1}, "gamma"),
+        ({"hv_bound": 0}, "hv_bound"),
+    ],
+)
 def test_invalid_parameters_are_rejected_before_any_work(params: dict, match: str) -> None:
     setup = make_logreg_setup(rounds=6, lr=LR)
     with pytest.raises(UnlearningError, match=match):
@@ -253,7 +272,9 @@ def test_sample_first_check_gives_the_same_flags_and_model() -> None:
     sampled = StarfishStrategy().run(make_logreg_setup(rounds=12, lr=LR).context(params={**params, "check_sample": 2}))
     assert sampled.report["flags"] == plain.report["flags"] and plain.report["flags"]
     assert torch.equal(sampled.model, plain.model)
-    assert sampled.report["revealed"]["sample_decided_bits"]["count"] == sum(len(f["flags"]) for f in plain.report["flags"])
+    assert sampled.report["revealed"]["sample_decided_bits"]["count"] == sum(
+        len(f["flags"]) for f in plain.report["flags"]
+    )
     assert plain.report["revealed"]["sample_decided_bits"]["count"] == 0
 
 

@@ -10,6 +10,7 @@
 * plaintext helpers (norms, cosines, loss windows, top-fraction selection) for the
   strategies that declare `requires_plaintext = True`.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,7 +49,11 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], strategy: str) -> P:
 
 
 def _coerce(strategy: str, name: str, value: Any, hint: Any) -> Any:
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    allowed = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        else (hint,)
+    )
     if value is None and type(None) in allowed:
         return None
     for kind in allowed:
@@ -66,8 +71,15 @@ def _coerce(strategy: str, name: str, value: Any, hint: Any) -> Any:
     raise UnlearningError(f"{strategy}: parameter {name!r} must be {names}, got {value!r}")
 
 
-def check_range(strategy: str, name: str, value: float | int, low: float, high: float,
-                low_open: bool = False, high_open: bool = False) -> None:
+def check_range(
+    strategy: str,
+    name: str,
+    value: float | int,
+    low: float,
+    high: float,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
     """Raise `UnlearningError` unless `value` lies in the interval (bounds as flagged)."""
     below = value <= low if low_open else value < low
     above = value >= high if high_open else value > high
@@ -193,14 +205,16 @@ class RunLog:
             yield
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
-    def fresh_gradients(self, model: torch.Tensor, t: int, original_round: int,
-                        clients: Sequence[str], reason: str) -> dict[str, Secret]:
+    def fresh_gradients(
+        self, model: torch.Tensor, t: int, original_round: int, clients: Sequence[str], reason: str
+    ) -> dict[str, Secret]:
         """Ask `clients` for their exact gradient at `model` (unlearning round t, data order
         of stored round `original_round`); clients that do not answer are recorded."""
         if not clients:
             return {}
-        request = GradientRequest(model=model, unlearning_round=t, original_round=original_round,
-                                  clients=tuple(clients), reason=reason)
+        request = GradientRequest(
+            model=model, unlearning_round=t, original_round=original_round, clients=tuple(clients), reason=reason
+        )
         answers = self.ctx.oracle.exact_gradients(self.ctx.backend, request)
         got: dict[str, Secret] = {}
         for c in clients:
@@ -209,8 +223,10 @@ class RunLog:
                 self.missing.append({"round": t, "client": c, "reason": reason})
                 continue
             if tuple(value.shape) != (self._dim,):
-                raise UnlearningError(f"oracle returned a gradient of shape {tuple(value.shape)} for client {c!r}, "
-                                      f"expected ({self._dim},)")
+                raise UnlearningError(
+                    f"oracle returned a gradient of shape {tuple(value.shape)} for client {c!r}, "
+                    f"expected ({self._dim},)"
+                )
             (self.target_rounds if c in self.target_rounds else self.rounds_asked)[c].add(t)
             got[c] = value
         return got
@@ -248,8 +264,9 @@ def refuse_resume(ctx: UnlearnContext, strategy: str) -> None:
         raise UnlearningError(f"strategy {strategy!r} does not support resuming from a checkpoint")
 
 
-def norm_calibrated_update(stored_norms: Mapping[str, float], fresh: Mapping[str, torch.Tensor],
-                           weights: Mapping[str, float]) -> torch.Tensor:
+def norm_calibrated_update(
+    stored_norms: Mapping[str, float], fresh: Mapping[str, torch.Tensor], weights: Mapping[str, float]
+) -> torch.Tensor:
     """Σ_c w_c · ‖g_c‖/‖ĝ_c‖ · ĝ_c: the stored update's length ‖g_c‖ (`stored_norms`), the
     fresh update's direction (FedEraser's calibration; Crab eq. (8)–(10)). A zero fresh
     update contributes nothing."""

@@ -37,6 +37,7 @@ in eq. (3) is normalised by its own data size; no j satisfying eq. (6) means rol
 to M_0; recovery replays the kept rounds after t_{j*}. Per-client norms and cosines are
 plaintext: `requires_plaintext`.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,18 @@ import torch
 
 from unlearning.baselines.common import (
     BaselineStrategy,
-    RunLog, check_range, cosine, descend, fedavg_weights, loss_windows, norm_calibrated_update, parse_params, plain,
-    stored_plain, stored_round_update, top_fraction,
+    RunLog,
+    check_range,
+    cosine,
+    descend,
+    fedavg_weights,
+    loss_windows,
+    norm_calibrated_update,
+    parse_params,
+    plain,
+    stored_plain,
+    stored_round_update,
+    top_fraction,
 )
 from unlearning.probes import ModelProbe, require_probe
 from unlearning.strategy import UnlearnContext, UnlearnResult
@@ -106,8 +117,13 @@ def weighted_mean(grads: Mapping[str, torch.Tensor], n_samples: Mapping[str, int
     return sum(n_samples[c] / total * g for c, g in grads.items())
 
 
-def rollback_index(kept: Iterable[Mapping[str, torch.Tensor]], n_samples: Sequence[Mapping[str, int]],
-                   targets: set[str], beta: float, dim: int) -> tuple[int, list[float], list[float]]:
+def rollback_index(
+    kept: Iterable[Mapping[str, torch.Tensor]],
+    n_samples: Sequence[Mapping[str, int]],
+    targets: set[str],
+    beta: float,
+    dim: int,
+) -> tuple[int, list[float], list[float]]:
     """j* of eq. (6) with S (eq. (4)) and Φ (eq. (5)) for kept rounds j = 1..T′.
 
     `kept` yields, for each kept round t_j in order, its kept clients' gradients (it may
@@ -174,7 +190,8 @@ class CrabStrategy(BaselineStrategy):
         with log.step("rollback"):
             counts = [history.round_info(i).n_samples for i in rounds]
             j_star, sensitivity, threshold = rollback_index(
-                kept_gradients(), counts, targets, params.sensitivity_ratio, models[0].numel())
+                kept_gradients(), counts, targets, params.sensitivity_ratio, models[0].numel()
+            )
         rollback_round = rounds[j_star - 1] if j_star > 0 else 0
         model = history.model(rollback_round).clone()
 
@@ -185,23 +202,28 @@ class CrabStrategy(BaselineStrategy):
             benign = [c for c in kept[j - 1] if c not in targets]
             ctx.progress("recovery", r, len(replay), f"round {t}")
             with log.step("fresh_gradients"):
-                fresh = {c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, r, t, benign, "recovery").items()}
+                fresh = {
+                    c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, r, t, benign, "recovery").items()
+                }
             if not fresh:
                 continue
             update = norm_calibrated_update(kept[j - 1], fresh, fedavg_weights(info, list(fresh)))
             model = descend(model, update, info.lr)
             log.rounds_used += 1
 
-        return UnlearnResult(model=model, report=log.report(
-            params,
-            windows=[list(w) for w in windows],
-            divergences={str(i): d for i, d in divergences.items()},
-            selected_rounds=rounds,
-            selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
-            sensitivity=sensitivity,
-            sensitivity_threshold=threshold,
-            rollback_round=rollback_round,
-            recovery_rounds=[rounds[j - 1] for j in replay],
-            start_model_round=rollback_round,
-            stored_fraction=_stored_fraction(ctx, kept),
-        ))
+        return UnlearnResult(
+            model=model,
+            report=log.report(
+                params,
+                windows=[list(w) for w in windows],
+                divergences={str(i): d for i, d in divergences.items()},
+                selected_rounds=rounds,
+                selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
+                sensitivity=sensitivity,
+                sensitivity_threshold=threshold,
+                rollback_round=rollback_round,
+                recovery_rounds=[rounds[j - 1] for j in replay],
+                start_model_round=rollback_round,
+                stored_fraction=_stored_fraction(ctx, kept),
+            ),
+        )

@@ -36,6 +36,7 @@ update reproduces it (a reproducible simulation, not a CSPRNG: a deployment woul
 it on the client).
 Per-client cosines and norms are plaintext: `requires_plaintext`.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,16 @@ import torch
 
 from unlearning.baselines.common import (
     BaselineStrategy,
-    RunLog, check_range, cosine, descend, fedavg_weights, loss_windows, parse_params, plain, 
-    stored_plain, top_fraction,
+    RunLog,
+    check_range,
+    cosine,
+    descend,
+    fedavg_weights,
+    loss_windows,
+    parse_params,
+    plain,
+    stored_plain,
+    top_fraction,
 )
 from unlearning.probes import require_probe
 from unlearning.strategy import UnlearnContext, UnlearningError, UnlearnResult
@@ -126,8 +135,9 @@ def select_models(windows: Sequence[Sequence[int]], aligned: Mapping[int, float]
     return sorted(chosen)
 
 
-def direction_calibrated_update(stored: Mapping[str, torch.Tensor], fresh: Mapping[str, torch.Tensor],
-                                weights: Mapping[str, float]) -> torch.Tensor:
+def direction_calibrated_update(
+    stored: Mapping[str, torch.Tensor], fresh: Mapping[str, torch.Tensor], weights: Mapping[str, float]
+) -> torch.Tensor:
     """U = Σ_c w_c · cos(ḡ^c, ĝ^c)·‖ḡ^c‖/‖ĝ^c‖·ĝ^c (eq. (10)–(12))."""
     total = torch.zeros_like(next(iter(fresh.values())), dtype=torch.float64)
     for c, g_hat in fresh.items():
@@ -175,7 +185,10 @@ class FedADPStrategy(BaselineStrategy):
             members = [c for c in chosen if c not in targets]
             ctx.progress("calibration", t, len(rounds), f"round {i}")
             with log.step("fresh_gradients"):
-                fresh = {c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, t, i, members, "calibration").items()}
+                fresh = {
+                    c: plain(ctx.backend, g)
+                    for c, g in log.fresh_gradients(model, t, i, members, "calibration").items()
+                }
             if not fresh:
                 continue
             stored = self._stored_updates(ctx, params, stds, i, list(fresh))
@@ -183,20 +196,24 @@ class FedADPStrategy(BaselineStrategy):
             model = descend(model, update, info.lr)
             log.rounds_used += 1
 
-        return UnlearnResult(model=model, report=log.report(
-            params,
-            budgets=budgets if params.dp else [],
-            noise_std=stds if params.dp and not params.history_privatized else [],
-            windows=[list(w) for w in windows],
-            alignment={str(i): a for i, a in aligned.items()},
-            selected_rounds=rounds,
-            selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
-            start_model_round=0,
-        ))
+        return UnlearnResult(
+            model=model,
+            report=log.report(
+                params,
+                budgets=budgets if params.dp else [],
+                noise_std=stds if params.dp and not params.history_privatized else [],
+                windows=[list(w) for w in windows],
+                alignment={str(i): a for i, a in aligned.items()},
+                selected_rounds=rounds,
+                selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
+                start_model_round=0,
+            ),
+        )
 
     @staticmethod
-    def _stored_updates(ctx: UnlearnContext, params: FedADPParams, stds: Sequence[float], i: int,
-                        clients: Sequence[str]) -> dict[str, torch.Tensor]:
+    def _stored_updates(
+        ctx: UnlearnContext, params: FedADPParams, stds: Sequence[float], i: int, clients: Sequence[str]
+    ) -> dict[str, torch.Tensor]:
         """What FedADP stores for `clients` of round i: the uploads as recorded, or privatized
         here with round i's σ_i. The noise of (round, client) is drawn from its own seeded
         generator, so re-reading a stored update gives the same noised vector."""
@@ -204,5 +221,7 @@ class FedADPStrategy(BaselineStrategy):
         if not params.dp or params.history_privatized:
             return stored
         members = ctx.history.round_info(i).clients
-        return {c: privatize(g, params.clip_norm, stds[i - 1], noise_generator(params.seed, i, members.index(c)))
-                for c, g in stored.items()}
+        return {
+            c: privatize(g, params.clip_norm, stds[i - 1], noise_generator(params.seed, i, members.index(c)))
+            for c, g in stored.items()
+        }

@@ -23,13 +23,20 @@ returns the client's regular local update, so r = 1 here. The paper's code norma
 per layer; flat models carry no layer boundaries, so the norm is over the whole vector.
 Norms and directions are per-client plaintext quantities: `requires_plaintext`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from unlearning.baselines.common import (
     BaselineStrategy,
-    RunLog, check_range, descend, fedavg_weights, norm_calibrated_update, parse_params, plain, 
+    RunLog,
+    check_range,
+    descend,
+    fedavg_weights,
+    norm_calibrated_update,
+    parse_params,
+    plain,
     stored_plain,
 )
 from unlearning.strategy import UnlearnContext, UnlearnResult
@@ -72,7 +79,10 @@ class FedEraserStrategy(BaselineStrategy):
                 update = sum(w * stored[c] for c, w in fedavg_weights(info, members).items())
             else:
                 with log.step("fresh_gradients"):
-                    fresh = {c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, j, t, members, "calibration").items()}
+                    fresh = {
+                        c: plain(ctx.backend, g)
+                        for c, g in log.fresh_gradients(model, j, t, members, "calibration").items()
+                    }
                 if not fresh:
                     continue
                 norms = {c: float(stored[c].norm()) for c in fresh}

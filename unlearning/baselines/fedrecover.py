@@ -31,6 +31,7 @@ flagged. (Read per coordinate, with α = 0.4 every estimate is flagged and nothi
 saved: measured ARP 0 % on digits.) The default α = 0.1 is ours. τ needs a global
 quantile of plaintext gradients: `requires_plaintext`.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,14 @@ import torch
 from mpc.backend import Backend
 from unlearning.baselines.common import (
     BaselineStrategy,
-    RunLog, check_choice, check_range, descend, fedavg_weights, parse_params, plain, stored_plain,
+    RunLog,
+    check_choice,
+    check_range,
+    descend,
+    fedavg_weights,
+    parse_params,
+    plain,
+    stored_plain,
 )
 from unlearning.lbfgs import bounded_correction, curvature_accepted, hessian_vector_product
 from unlearning.strategy import UnlearnContext, UnlearnResult
@@ -86,7 +94,11 @@ class FedRecoverParams:
     def schedule(self, total: int) -> tuple[int, int, int]:
         """(T_w, T_c, T_f) for T = `total` stored rounds."""
         warmup = self.warmup_rounds if self.warmup_rounds is not None else self.buffer_size + 1
-        interval = self.correction_interval if self.correction_interval is not None else max(1, math.ceil(CORRECTION_RATE * total))
+        interval = (
+            self.correction_interval
+            if self.correction_interval is not None
+            else max(1, math.ceil(CORRECTION_RATE * total))
+        )
         final = self.final_tuning if self.final_tuning is not None else math.ceil(FINAL_TUNING_RATE * total)
         return warmup, interval, final
 
@@ -127,8 +139,11 @@ class FedRecoverStrategy(BaselineStrategy):
         pairs = PairBuffers(backend, params)
 
         with log.step("threshold"):
-            peaks = [float(g.abs().max()) for i in range(1, total + 1)
-                     for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()]
+            peaks = [
+                float(g.abs().max())
+                for i in range(1, total + 1)
+                for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()
+            ]
             tau = abnormality_threshold(peaks, params.tolerance_rate)
 
         model = history.model(0).to(torch.float64).clone()
@@ -150,18 +165,28 @@ class FedRecoverStrategy(BaselineStrategy):
             if ask and not kind:
                 abnormal[str(t)] = list(ask)
             with log.step("fresh_gradients"):
-                answers = {c: plain(backend, g) for c, g in
-                           log.fresh_gradients(model.to(torch.float32), t, t, ask, kind or "abnormality").items()}
+                answers = {
+                    c: plain(backend, g)
+                    for c, g in log.fresh_gradients(model.to(torch.float32), t, t, ask, kind or "abnormality").items()
+                }
             pairs.offer(v, {c: (answers[c], stored[c]) for c in answers})
             grads.update(answers)
             update = sum(w * grads[c] for c, w in fedavg_weights(info, members).items())
             model = descend(model, update, info.lr).to(torch.float64)
             log.rounds_used += 1
 
-        return UnlearnResult(model=model.to(torch.float32), report=log.report(
-            params, schedule={"warmup": warmup, "correction_interval": interval, "final_tuning": final},
-            threshold=tau, round_kinds=kinds, abnormal=abnormal, curvature=dict(pairs.counts),
-            start_model_round=0))
+        return UnlearnResult(
+            model=model.to(torch.float32),
+            report=log.report(
+                params,
+                schedule={"warmup": warmup, "correction_interval": interval, "final_tuning": final},
+                threshold=tau,
+                round_kinds=kinds,
+                abnormal=abnormal,
+                curvature=dict(pairs.counts),
+                start_model_round=0,
+            ),
+        )
 
 
 class PairBuffers:
@@ -200,6 +225,6 @@ class PairBuffers:
         for k, c in enumerate(clients):
             self.counts["offered"] += 1
             if bool(accepted[k]):
-                self.buffers[c] = (self.buffers.get(c, []) + [(s_hat, y_hat[k])])[-params.buffer_size:]
+                self.buffers[c] = (self.buffers.get(c, []) + [(s_hat, y_hat[k])])[-params.buffer_size :]
             else:
                 self.counts["rejected"] += 1

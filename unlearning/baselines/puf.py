@@ -26,6 +26,7 @@ accuracy is matched"; we run a fixed number of recovery rounds (default âŒˆT/10â
 In PUF-Regular every remaining client of round T joins S_t^+ unless
 `regular_fraction` < 1, in which case a seeded random subset is drawn.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,13 @@ from dataclasses import dataclass
 
 from unlearning.baselines.common import (
     BaselineStrategy,
-    RunLog, aggregate, check_choice, check_range, descend, fedavg_weights, parse_params, 
+    RunLog,
+    aggregate,
+    check_choice,
+    check_range,
+    descend,
+    fedavg_weights,
+    parse_params,
 )
 from unlearning.history import SharedHistory
 from unlearning.strategy import UnlearnContext, UnlearningError, UnlearnResult
@@ -118,9 +125,17 @@ class PUFStrategy(BaselineStrategy):
                 update = aggregate(ctx.backend, grads, fedavg_weights(info, list(grads)))
             model = descend(model, update, info.lr)
             log.rounds_used += 1
-        return UnlearnResult(model=model, report=log.report(
-            params, mode=params.mode, eta_u=eta_u, recovery_rounds=recovery,
-            regular_round_clients=regular, start_model_round=last))
+        return UnlearnResult(
+            model=model,
+            report=log.report(
+                params,
+                mode=params.mode,
+                eta_u=eta_u,
+                recovery_rounds=recovery,
+                regular_round_clients=regular,
+                start_model_round=last,
+            ),
+        )
 
     @staticmethod
     def _regular_set(params: PUFParams, remaining: list[str]) -> list[str]:

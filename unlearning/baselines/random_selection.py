@@ -13,6 +13,7 @@ same seed and nothing about the target is computed or revealed for the selection
 All other parameters are Starfish's (`unlearning.starfish.params`), and so are the
 backends it runs on (plaintext or 2PC) and its report ("selection.method" = "random").
 """
+
 from __future__ import annotations
 
 import random
@@ -70,6 +71,13 @@ class RandomSelectionStrategy(StarfishStrategy):
             method=NAME,
             deltas=deltas,
             model=ctx.history.model(0).to(torch.float64).clone(),
-            log={"request": {"targets": list(ctx.targets), "params": params.as_dict},
-                 "rounds": [], "flags": [], "corrections": [], "curvature": [], "asked": {}, "inverses": 0},
+            log={
+                "request": {"targets": list(ctx.targets), "params": params.as_dict},
+                "rounds": [],
+                "flags": [],
+                "corrections": [],
+                "curvature": [],
+                "asked": {},
+                "inverses": 0,
+            },
         )

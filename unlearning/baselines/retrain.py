@@ -14,13 +14,22 @@ Only backend operations are used (weighted sum of shared gradients, reveal of th
 aggregate), so it runs on the secure backend as well; nothing but the aggregate, i.e.
 the next public model, is revealed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from unlearning.baselines.common import BaselineStrategy, RunLog, aggregate, check_range, descend, fedavg_weights, parse_params
+from unlearning.baselines.common import (
+    BaselineStrategy,
+    RunLog,
+    aggregate,
+    check_range,
+    descend,
+    fedavg_weights,
+    parse_params,
+)
 from unlearning.strategy import UnlearnContext, UnlearnResult
 
 NAME = "retrain"
@@ -72,4 +81,3 @@ class RetrainStrategy(BaselineStrategy):
         log = RunLog(ctx, NAME)
         model = fedavg_from_scratch(ctx, log, rounds)
         return UnlearnResult(model=model, report=log.report(params, start_model_round=0))
-

@@ -9,6 +9,7 @@
 * `report`     — ARP, Theorem 1 inputs, revealed values;
 * `strategy`   — Algorithm 4 as `StarfishStrategy`.
 """
+
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.strategy import StarfishStrategy

@@ -6,6 +6,7 @@ rule; `Backend.threshold_flags`). Flagged clients are asked for their exact grad
 M̂_t (Algorithm 4 lines 17–18); an answer replaces the estimate, a client that does not
 answer keeps its estimate and is recorded as missing.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence

@@ -12,6 +12,7 @@ v by the public ‖v‖ (the product is linear in v), and the safeguards of `unl
 apply. The FedAvg aggregate Ĝ_t = Σ_j n_j ĝ_t^j / Σ_j n_j is the only value revealed, and
 M̂_{t+1} = M̂_t − η_u·Ĝ_t (Equation 2).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -91,7 +92,9 @@ def estimate_gradients(
             y = backend.stack([backend.stack([p.y for p in ps], dim=1) for ps in pairs])
             state.log["inverses"] = state.log.get("inverses", 0) + len(members)
             hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
-            g_norms = None if norms is None else backend.cat([backend.index(norms, slice(i, i + 1)) for i in members], dim=0)
+            g_norms = (
+                None if norms is None else backend.cat([backend.index(norms, slice(i, i + 1)) for i in members], dim=0)
+            )
             kept = bounded_correction(backend, hv_unit, g_group, params.hv_bound, v_norm, g_norms)
             estimate = backend.add(g_group, backend.mul(kept, v_norm))
         for pos, i in enumerate(members):

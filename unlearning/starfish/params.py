@@ -4,6 +4,7 @@ Paper defaults (§VI-A): selection rate σ = 0.6, tolerance rate α = 0.4, inter
 β = 0.1, buffer size B = 2. T′ = ⌈σT⌉ unlearning rounds (Algorithm 4 input) and the
 correction interval T_c = ⌈βT⌉ (Algorithm 4 input; T is the number of stored rounds).
 """
+
 from __future__ import annotations
 
 import math

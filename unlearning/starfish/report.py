@@ -9,6 +9,7 @@ Theorem 1 (§V-C, Equation 5): ‖M̂_{t_i} − M_t‖ ≤ 2·sqrt(η_u·[1/μ +
 σ and t_i = T′ are public facts of a run; μ and F(M_0) − F(M*) depend on the data, so the
 report lists the inputs and `theorem1_bound` evaluates the bound once they are known.
 """
+
 from __future__ import annotations
 
 import math

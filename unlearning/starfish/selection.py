@@ -26,6 +26,7 @@ target took part, or whose global step is null (M_i = M_{i−1}), scores 0.
 The round index travels as an obliviously swapped payload; only the top T′ = ⌈σT⌉ indices
 are revealed (Algorithm 1 lines 19–22).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

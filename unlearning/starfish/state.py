@@ -8,6 +8,7 @@ The state splits into three parts so a party can persist it without pickle:
 
 `StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it.
 """
+
 from __future__ import annotations
 
 import copy

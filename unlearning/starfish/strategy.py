@@ -10,6 +10,7 @@
    * Ĝ_t = FedAvg(ĝ) is revealed and M̂_{t+1} = M̂_t − η_u·Ĝ_t.
    After each round the state is checkpointed through `ctx.on_checkpoint`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -174,7 +175,9 @@ class StarfishStrategy(Strategy):
             answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
         with backend.step("UE"):
             if len(answers) < len(step.participants):  # a silent client keeps its estimate
-                gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
+                gradients = estimate_gradients(
+                    backend, state, step.participants, step.stored, step.v, params, step.norms
+                )
             else:
                 gradients = step.stored
             gradients = self._apply_answers(backend, state, params, step, gradients, answers)
@@ -277,7 +280,9 @@ class StarfishStrategy(Strategy):
             raise UnlearningError("the checkpoint's model does not match the history's model size")
         request = {"targets": list(ctx.targets), "params": self.params(ctx).as_dict}
         if state.log.get("request") != request:
-            raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
+            raise UnlearningError(
+                "the checkpoint was taken for other targets or parameters; resume with the same request"
+            )
 
     def _report(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState) -> dict:
         total = ctx.history.num_rounds
@@ -310,9 +315,7 @@ class StarfishStrategy(Strategy):
                 "rejected": sum(1 for c in log["curvature"] if not c["accepted"]),
             },
             "asked_rounds": dict(log["asked"]),
-            "answered_rounds": {
-                c: sum(c in e["answered"] for e in log["corrections"]) for c in state.clients
-            },
+            "answered_rounds": {c: sum(c in e["answered"] for e in log["corrections"]) for c in state.clients},
             "arp_percent": average_round_saving(log["asked"], state.clients, total),
             "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
             "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),

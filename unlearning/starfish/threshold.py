@@ -5,6 +5,7 @@ a fraction α (tolerance rate) of its |g_i^j| coordinates exceed it. Its checkin
 the maximum over the stored rounds it took part in, computed with SecMax (a tree of SecGE +
 SecSel) so no δ_i^j is revealed. Clients with the same number of rounds are batched.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
