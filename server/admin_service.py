@@ -12,6 +12,7 @@ import grpc
 
 from client_sdk.wire import collect_model
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2, peer_pb2
+from server import metrics
 from server.auth import require_admin
 from server.client_service import round_state
 from server.peer_client import PeerClient, PeerRefused
@@ -86,5 +87,6 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         except PeerRefused as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"party1 did not erase {client!r}: {exc}")
         mine = receipt_message(self.state.store.erase_client(client))
+        metrics.client_erased()
         log.info("client %s erased on both parties", client)
         return admin_pb2.EraseReply(receipts=[mine, theirs])

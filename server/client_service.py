@@ -10,6 +10,7 @@ import grpc
 from client_sdk.masks import expand_mask
 from client_sdk.wire import model_messages
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+from server import metrics
 from server.auth import authenticate_client
 from server.state import PartyState
 from server.store import ConflictError, RoundClosedError, StoreError
@@ -93,29 +94,45 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             return
         yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
 
+    def _refuse(self, context, kind: str, reason: str, code: grpc.StatusCode, message: str) -> None:
+        """Count and log a refused upload, then abort the call (`reason` labels the metric)."""
+        metrics.upload_refused(kind, reason)
+        log.warning("upload refused (%s): %s", reason, message)
+        context.abort(code, message)
+
     def UploadShares(self, request_iterator, context):
-        client = authenticate_client(self.cfg, context)
+        try:
+            client = authenticate_client(self.cfg, context)
+        except Exception:  # context.abort raised: count it, let gRPC answer
+            metrics.upload_refused("unknown", "unauthenticated")
+            raise
+        kind = "unknown"
         try:
             header, rest = read_header(request_iterator)
             target = header.WhichOneof("target")
             if target == "round":
+                kind = "round"
                 return self._round_upload(client, header, rest, context)
             if target == "task_id":
+                kind = "task"
                 return self._task_upload(client, header, rest, context)
             raise UploadError("upload header names neither a round nor a task")
         except UploadError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            self._refuse(context, kind, "invalid", grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except ConflictError as exc:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+            self._refuse(context, kind, "conflict", grpc.StatusCode.ALREADY_EXISTS, str(exc))
         except RoundClosedError as exc:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            self._refuse(context, kind, "round_closed", grpc.StatusCode.FAILED_PRECONDITION, str(exc))
 
     def _round_upload(self, client: str, header, rest, context):
         store = self.state.store
         if store.is_erased(client):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
+            self._refuse(context, "round", "erased", grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
         if client not in store.registered():
-            context.abort(
+            self._refuse(
+                context,
+                "round",
+                "not_registered",
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"client {client!r} is not registered on party{self.cfg.role}; call Register first",
             )
@@ -123,12 +140,18 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         current = store.current_round()
         if rec is None or rec.state != "open":
             open_now = current.round if current is not None and current.state == "open" else None
-            context.abort(
+            self._refuse(
+                context,
+                "round",
+                "round_closed",
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"round {header.round} is not open for uploads (open round: {open_now or 'none'})",
             )
         if header.model_hash != rec.model_in_hash:
-            context.abort(
+            self._refuse(
+                context,
+                "round",
+                "wrong_model",
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
                 f"starts from {rec.model_in_hash[:12]}…",
@@ -149,6 +172,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if not duplicate:
             share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
             self.state.running_sums.add(header.round, client, int(header.n_samples), share)
+        metrics.upload_accepted("round", duplicate)
         log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
         return client_pb2.UploadAck(
             party=self.cfg.role, client_id=client, round=header.round, content_sha256=digest, duplicate=duplicate
@@ -158,12 +182,19 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         store = self.state.store
         task = store.task(header.task_id)
         if task is None or task.client != client:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no task {header.task_id!r} for client {client!r}")
+            message = f"no task {header.task_id!r} for client {client!r}"
+            self._refuse(context, "task", "unknown_task", grpc.StatusCode.NOT_FOUND, message)
         if task.deadline < time.time():
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline")
+            self._refuse(
+                context, "task", "late", grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline"
+            )
         if header.model_hash != task.model_hash:
-            context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION, f"task {task.task_id} asks for model {task.model_hash[:12]}…"
+            self._refuse(
+                context,
+                "task",
+                "wrong_model",
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"task {task.task_id} asks for model {task.model_hash[:12]}…",
             )
         num_params = store.model_size(task.model_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
@@ -177,6 +208,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             parsed.mask_seed,
             num_params,
         )
+        metrics.upload_accepted("task", duplicate)
         log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
         self.state.notify_tasks()
         return client_pb2.UploadAck(

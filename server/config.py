@@ -40,6 +40,37 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class SigningConfig:
+    """This party's erasure-signing certificate and key (`[signing]`; both or neither)."""
+
+    cert: Path | None = None
+    key: Path | None = None
+
+
+LOG_FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True)
+class ObservabilityConfig:
+    """Metrics endpoint and log format (`[observability]`)."""
+
+    #: host:port of the Prometheus endpoint (plain HTTP, GET /metrics); "" = no endpoint
+    metrics_listen: str = ""
+    #: serve the metrics over HTTPS with this party's TLS certificate and key
+    metrics_tls: bool = False
+    #: "text" (one line per record) or "json" (one JSON object per line)
+    log_format: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"observability.log_format must be one of {LOG_FORMATS}, got {self.log_format!r}")
+        if self.metrics_listen:
+            host, sep, port = self.metrics_listen.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"observability.metrics_listen must be host:port, got {self.metrics_listen!r}")
+
+
+@dataclass(frozen=True)
 class RoundConfig:
     """Stage I round timing (party0 decides; party1 follows)."""
 
@@ -76,6 +107,8 @@ class PartyConfig:
     rounds: RoundConfig = field(default_factory=RoundConfig)
     limits: LimitConfig = field(default_factory=LimitConfig)
     jobs: JobConfig = field(default_factory=JobConfig)  #: Stage II job runner ([jobs])
+    signing: SigningConfig = field(default_factory=SigningConfig)  #: erasure-signing identity ([signing])
+    observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
 
     @property
     def name(self) -> str:
@@ -141,6 +174,11 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         jobs = _sub(JobConfig, data.get("jobs", {}), "jobs")
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    signing = _signing(data.get("signing", {}), base)
+    try:
+        observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if limits.chunk_bytes <= 0 or limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
         raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
     return PartyConfig(
@@ -157,7 +195,20 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         rounds=rounds,
         limits=limits,
         jobs=jobs,
+        signing=signing,
+        observability=observability,
     )
+
+
+def _signing(table: dict, base: Path) -> SigningConfig:
+    unknown = set(table) - {"cert", "key"}
+    if unknown:
+        raise ConfigError(f"unknown key(s) {sorted(unknown)} in [signing]")
+    if not table:
+        return SigningConfig()
+    if set(table) != {"cert", "key"}:
+        raise ConfigError("[signing] needs both 'cert' and 'key' (or neither)")
+    return SigningConfig(_path(base, table["cert"], "signing.cert"), _path(base, table["key"], "signing.key"))
 
 
 def load_config(path: str | Path) -> PartyConfig:

@@ -21,6 +21,7 @@ import time
 from client_sdk.wire import model_messages, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2
+from server import metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
 from server.exchange import read_share_stream, share_messages
 from server.peer_client import PeerClient, PeerRefused, Stopped
@@ -49,7 +50,9 @@ class RoundCoordinator:
         stop = self.state.stopping
         while not stop.is_set():
             try:
-                if not self.step():
+                with request_context.scope(f"round-{self.store.latest_committed() + 1}"):
+                    busy = self.step()
+                if not busy:
                     stop.wait(self.cfg.rounds.poll_s)
             except Stopped:
                 return
@@ -58,6 +61,7 @@ class RoundCoordinator:
                 if rec is not None and rec.state != "committed":
                     error = f"round {rec.round} stopped: {exc}"
                     self.store.set_round_state(rec.round, "failed", error)
+                    metrics.round_failed()
                     log.error(error)
                 else:
                     log.error("peer refused: %s", exc)
@@ -176,4 +180,5 @@ class RoundCoordinator:
         new_hash = self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)
+        metrics.round_committed(i, len(members))
         log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])

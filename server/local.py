@@ -3,7 +3,7 @@ processes on loopback with free ports (used by `starfish up`, the tests and the 
 
 Layout under `root`::
 
-    certs/            CA and party certificates (server.certs)
+    certs/            CA, party TLS and erasure-signing certificates (server.certs)
     credentials.json  admin token and client tokens (mode 0600; tokens never logged)
     party0.toml, party1.toml
     party0/, party1/  data dirs
@@ -68,6 +68,7 @@ class LocalDeployment:
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
     jobs: dict = field(default_factory=dict)  #: overrides of [jobs]
+    observability: dict = field(default_factory=dict)  #: overrides of [observability]
     precision_bits: int = 16
     same_identity_as: "LocalDeployment | None" = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -93,6 +94,8 @@ class LocalDeployment:
                 "peer0": free_port(),
                 "peer1": free_port(),
                 "dealer": free_port(),
+                "metrics0": free_port(),
+                "metrics1": free_port(),
             },
         }
         fd = os.open(self.cred_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -115,6 +118,8 @@ class LocalDeployment:
                 "key": f"certs/party{role}.key",
                 "peer_name": f"party{1 - role}",
             },
+            "signing": {"cert": f"certs/party{role}-signing.pem", "key": f"certs/party{role}-signing.key"},
+            "observability": {"metrics_listen": f"127.0.0.1:{ports[f'metrics{role}']}", **self.observability},
             "fixed_point": {"precision_bits": self.precision_bits},
             "rounds": dict(self.rounds),
             "limits": dict(self.limits),
@@ -134,6 +139,9 @@ class LocalDeployment:
 
     def address(self, role: int) -> str:
         return f"127.0.0.1:{self.creds['ports'][f'client{role}']}"
+
+    def metrics_url(self, role: int) -> str:
+        return f"http://127.0.0.1:{self.creds['ports'][f'metrics{role}']}/metrics"
 
     @property
     def ca_cert(self) -> Path:

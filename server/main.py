@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
+from server import logs
 from server.config import ConfigError, load_config
-
-LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 
 def run_party(config_path: str | Path, role: int | None = None, log_level: str = "INFO") -> int:
     """Load the config (checking its role when given), then serve until SIGINT/SIGTERM."""
-    logging.basicConfig(level=log_level, format=LOG_FORMAT)
     try:
         cfg = load_config(config_path)
     except ConfigError as exc:
@@ -23,11 +20,13 @@ def run_party(config_path: str | Path, role: int | None = None, log_level: str =
     if role is not None and cfg.role != role:
         print(f"error: config {config_path} is for party{cfg.role}, not party{role}", file=sys.stderr)
         return 2
+    logs.configure(cfg.name, cfg.observability.log_format, log_level)
+    from server.evidence.signing import SigningError
     from server.runtime import PartyServer  # heavy imports after argument checks
 
     try:
         server = PartyServer(cfg)
-    except (OSError, FileNotFoundError) as exc:
+    except (OSError, SigningError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     server.run_until_signal()

@@ -14,6 +14,7 @@ from typing import Callable, TypeVar
 import grpc
 
 from proto.starfish.v1 import peer_pb2_grpc
+from server import metrics, request_context
 from server.config import PartyConfig
 from server.tls import channel_options, peer_channel_credentials
 
@@ -54,11 +55,14 @@ class PeerClient:
             if self.stop.is_set():
                 raise Stopped(f"stopping during peer call {what}")
             try:
-                return fn(self.cfg.rounds.peer_timeout_s)
+                reply = fn(self.cfg.rounds.peer_timeout_s)
+                metrics.peer_call(what, None)
+                return reply
             except grpc.RpcError as exc:
                 if self.stop.is_set():
                     raise Stopped(f"stopping during peer call {what}") from None
                 code = exc.code()
+                metrics.peer_call(what, code.name)
                 if code not in TRANSIENT:
                     raise PeerRefused(code, exc.details() or "") from None
                 log.warning("peer call %s failed (%s); retrying in %.1f s", what, code.name, delay)
@@ -66,13 +70,13 @@ class PeerClient:
             delay = min(2 * delay, MAX_BACKOFF_S)
 
     def unary(self, method: str, request):
-        rpc = getattr(self.stub, method)
-        return self.call(method, lambda timeout: rpc(request, timeout=timeout))
+        rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()
+        return self.call(method, lambda timeout: rpc(request, timeout=timeout, metadata=md))
 
     def stream_unary(self, method: str, make_requests: Callable[[], object]):
-        rpc = getattr(self.stub, method)
-        return self.call(method, lambda timeout: rpc(make_requests(), timeout=timeout))
+        rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()
+        return self.call(method, lambda timeout: rpc(make_requests(), timeout=timeout, metadata=md))
 
     def stream_stream(self, method: str, make_requests: Callable[[], object]) -> list:
-        rpc = getattr(self.stub, method)
-        return self.call(method, lambda timeout: list(rpc(make_requests(), timeout=timeout)))
+        rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()
+        return self.call(method, lambda timeout: list(rpc(make_requests(), timeout=timeout, metadata=md)))

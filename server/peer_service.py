@@ -16,6 +16,7 @@ import grpc
 from client_sdk.wire import collect_model, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
+from server import metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.exchange import read_share_stream, share_messages
@@ -161,9 +162,12 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 "training stopped"
             )
             store.set_round_state(request.round, "failed", error)
+            metrics.round_failed()
             log.error(error)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
-        store.commit_round(request.round)
+        if rec.state != "committed":
+            store.commit_round(request.round)
+            metrics.round_committed(request.round, len(store.round_members(request.round)))
         log.info("round %d committed, model %s", request.round, rec.model_out_hash[:12])
         return self._ack(rec.model_out_hash)
 
@@ -185,7 +189,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def EraseClient(self, request, context):
         require_peer(self.cfg, context)
-        return receipt_message(self.state.store.erase_client(request.client_id))
+        first = not self.state.store.is_erased(request.client_id)
+        receipt = self.state.store.erase_client(request.client_id)
+        if first:
+            metrics.client_erased()
+        return receipt_message(receipt)
 
     def StartJob(self, request, context):
         require_peer(self.cfg, context)

@@ -21,10 +21,11 @@ client's shares and returns a receipt.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   task_id TEXT PRIMARY KEY, client TEXT NOT NULL, job_id TEXT NOT NULL, kind INTEGER NOT NULL,
   unlearning_round INTEGER NOT NULL, original_round INTEGER NOT NULL, model_hash TEXT NOT NULL,
   deadline REAL NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS erasures (
+  client TEXT PRIMARY KEY, receipt TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS task_uploads (
   task_id TEXT PRIMARY KEY, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
@@ -540,11 +543,30 @@ class Store:
     def is_erased(self, client: str) -> bool:
         return bool(self._query("SELECT 1 FROM clients WHERE client=? AND erased IS NOT NULL", (client,)))
 
+    def shares_held(self, client: str) -> int:
+        """How many uploads and task answers of `client` this store still holds (0 after erasure)."""
+        rows = self._query(
+            "SELECT (SELECT COUNT(*) FROM uploads WHERE client=?) + (SELECT COUNT(*) FROM task_uploads WHERE client=?)",
+            (client, client),
+        )
+        return int(rows[0][0])
+
+    def erasure_receipt(self, client: str) -> EraseReceiptData | None:
+        """The receipt of `client`'s erasure on this party, kept since it happened (None if never erased)."""
+        rows = self._query("SELECT receipt FROM erasures WHERE client=?", (client,))
+        return EraseReceiptData(**json.loads(rows[0][0])) if rows else None
+
     def erase_client(self, client: str) -> EraseReceiptData:
         """Delete every stored share of `client` (round uploads and task answers: files and
-        rows) and mark it erased; public membership rows stay. Returns what was deleted."""
-        receipt = EraseReceiptData(party=self.party, client=client, erased_at=time.time())
+        rows) and mark it erased; public membership rows stay. Returns what was deleted.
+
+        The receipt is committed with the deletion; erasing an erased client again returns
+        that receipt (a retry after a lost reply tells the same story)."""
         with self._lock:
+            kept = self.erasure_receipt(client)
+            if kept is not None:
+                return kept
+            receipt = EraseReceiptData(party=self.party, client=client, erased_at=time.time())
             rows = self._query("SELECT round, grad_sha256 FROM uploads WHERE client=? ORDER BY round", (client,))
             for round_index, digest in rows:
                 path = self._share_path(round_index, client)
@@ -571,6 +593,7 @@ class Store:
                         "INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
                         (client, receipt.erased_at),
                     ),
+                    ("INSERT INTO erasures VALUES (?,?)", (client, json.dumps(asdict(receipt), sort_keys=True))),
                 ]
             )
             # copy the zeroed pages into the database file and empty the write-ahead log,

@@ -19,6 +19,7 @@ COMMANDS = (
     "up",
     "certs",
     "admin",
+    "verify",
     "simulate",
     "bench",
 )

@@ -17,6 +17,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from server import metrics
 from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobStore
 from server.jobs.process import WorkerProcess
@@ -79,6 +80,7 @@ class JobFollower(JobRunnerBase):
             job = self.jobs.get(job.job_id)
             worker = self.start_worker(job, attempt, url.hostname, url.port)
             self._workers[job.job_id] = (spec.rendezvous, worker)
+            metrics.job_attempt_started()
         threading.Thread(
             target=self._await_worker, args=(job.job_id, spec.rendezvous, worker), name=f"job-{job.job_id}", daemon=True
         ).start()
@@ -101,8 +103,10 @@ class JobFollower(JobRunnerBase):
                 self.jobs.update(job_id, state="failed", error=f"party1 could not install the result: {exc}")
                 return
             self.jobs.finish(job_id, "succeeded", model_hash=digest)
+            metrics.job_finished("succeeded", job.seconds)
             return
         self.jobs.update(job_id, state="failed", error=f"party1 worker exited with code {code}")
+        metrics.job_attempt_failed()
 
     def cancel(self, job_id: str) -> None:
         """Stop the job's worker and drop its checkpoints; a running job becomes cancelled."""

@@ -159,6 +159,9 @@ class JobStore:
     def all(self) -> list[JobRecord]:
         return self._rows("ORDER BY seq")
 
+    def queued(self) -> list[JobRecord]:
+        return self._rows("WHERE state='queued' ORDER BY seq")
+
     def next_job(self) -> JobRecord | None:
         """The job to work on: a running one (after a restart), else the oldest queued one."""
         rows = self._rows("WHERE state='running' ORDER BY seq LIMIT 1") or self._rows(

@@ -11,8 +11,10 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    and attempt k+1 resumes from the newest checkpoint both parties hold, in a fresh
    session (new port, new dealer), up to `jobs.max_attempts`;
 3. on success: install M̂ as global model T+1, wait until party1 has installed the same
-   model (hash compared), erase every target's shares on both parties, write the report
-   with both parties' erasure receipts, drop the checkpoints, resume training.
+   model (hash compared), erase every target's shares on both parties, have both parties
+   sign the erasure certificate (`server.evidence.certifier`), write the report with both
+   parties' erasure receipts and the certificate's status, drop the checkpoints, resume
+   training.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import asdict
 from typing import Any
 
 from proto.starfish.v1 import peer_pb2
+from server import metrics, request_context
+from server.evidence.certifier import Certifier
 from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
 from server.jobs.process import Standby, spawn_dealer, start_dealer_session, stop_process
@@ -53,9 +57,10 @@ def _receipt_dict(msg) -> dict[str, Any]:
 
 
 class JobManager(JobRunnerBase):
-    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient):
+    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient, certifier: Certifier):
         super().__init__(state, jobs)
         self.peer = peer
+        self.certifier = certifier
         self.dealers = Standby(spawn_dealer, jobs.root / "logs", "dealer", self.cfg.jobs.standby != "off")
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
@@ -93,7 +98,8 @@ class JobManager(JobRunnerBase):
                 self.wake.clear()
                 continue
             try:
-                self._run(job)
+                with request_context.scope(f"job-{job.job_id}"):
+                    self._run(job)
             except Stopped:
                 return
             except (JobFailed, RequestError, PeerRefused) as exc:
@@ -109,6 +115,7 @@ class JobManager(JobRunnerBase):
         except (PeerRefused, Stopped):
             pass
         self.jobs.finish(job.job_id, "failed", error=error)
+        metrics.job_finished("failed", 0.0)
         CheckpointDir(self.jobs.job_dir(job.job_id) / "checkpoints").remove_all()
         self.state.training_paused.clear()
 
@@ -126,8 +133,11 @@ class JobManager(JobRunnerBase):
         digest = self._await_peer(job, digest)
         self.jobs.update(job.job_id, step="erasing")
         receipts = self._erase(job)
+        self.jobs.update(job.job_id, step="signing the erasure certificate")
+        certificate = self.certifier.certify(self.jobs.get(job.job_id), receipts)  # type: ignore[arg-type]
         finished = time.time()
         report = build_report(self.jobs.job_dir(job.job_id), job, digest, receipts, finished)
+        report["certificate"] = certificate
         folder = self.jobs.job_dir(job.job_id)
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))
@@ -135,6 +145,7 @@ class JobManager(JobRunnerBase):
         self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id))  # party1 drops its checkpoints
         self.jobs.update(job.job_id, step="done")
         self.jobs.finish(job.job_id, "succeeded", model_hash=digest)
+        metrics.job_finished("succeeded", report["job"]["seconds"])
         self.state.training_paused.clear()
         log.info("job %s succeeded: model %s", job.job_id, digest[:12])
 
@@ -173,6 +184,7 @@ class JobManager(JobRunnerBase):
             self.jobs.update(job.job_id, attempts=attempt, rendezvous=rendezvous, step="starting session")
             dealer = worker = None
             outcome: str | None = "the session could not start"
+            metrics.job_attempt_started()
             try:
                 dealer = self._start_dealer(job.job_id, attempt, port)
                 self.peer.unary(
@@ -198,6 +210,7 @@ class JobManager(JobRunnerBase):
             if outcome is None and worker is not None and worker.result is not None:
                 return self.install_result(job, str(worker.result["model_hash"]))
             last_error = outcome or "worker ended without a result"
+            metrics.job_attempt_failed()
             log.warning(
                 "job %s attempt %d failed: %s; resuming from the last common checkpoint",
                 job.job_id,
@@ -265,6 +278,7 @@ class JobManager(JobRunnerBase):
                 continue
             theirs = self.peer.unary("EraseClient", peer_pb2.EraseClientRequest(client_id=target))
             mine = asdict(self.store.erase_client(target))
+            metrics.client_erased()
             receipts[target] = [mine, _receipt_dict(theirs)]
             path.write_text(json.dumps(receipts, indent=1, sort_keys=True))
             log.info("job %s: client %s erased on both parties", job.job_id, target)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from client_sdk.wire import model_hash
+from server import metrics
 from server.jobs.jobstore import JobRecord, JobStore
 from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 from server.state import PartyState
@@ -30,6 +32,7 @@ class JobRunnerBase:
         self.cfg = state.config
         self.jobs = jobs
         self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby != "off")
+        self._costs_recorded: set[str] = set()
 
     def close(self) -> None:
         """Stop the processes kept in standby."""
@@ -121,5 +124,14 @@ class JobRunnerBase:
             raise JobFailed("the worker's result file does not match the hash it reported")
         digest = self.store.install_global_model(job.base_round + 1, m0.arch, params, m0.lr)
         self.jobs.update(job.job_id, model_hash=digest)
+        self._record_costs(job.job_id)
         log.info("job %s: unlearned model %s installed as global model %d", job.job_id, digest[:12], job.base_round + 1)
         return digest
+
+    def _record_costs(self, job_id: str) -> None:
+        """Per-step time and bytes of the finished run, once per job (`server.metrics.job_costs`)."""
+        if job_id in self._costs_recorded:
+            return
+        self._costs_recorded.add(job_id)
+        report = json.loads((self.jobs.job_dir(job_id) / "worker-report.json").read_text())
+        metrics.job_costs(report.get("costs", {}))

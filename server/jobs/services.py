@@ -1,14 +1,15 @@
 """RPC handlers of unlearning jobs: the admin side (party0) and the peer side (party1).
 
 They extend the Stage I services: `JobAdminService` answers Unlearn, GetJobStatus,
-WatchJob, GetJobModel, GetJobReport and ListJobs; `JobPeerService` answers StartJob,
-GetPeerJob and CancelJob. Every admin call needs the admin credential, except Unlearn
+WatchJob, GetJobModel, GetJobReport, GetJobCertificate and ListJobs; `JobPeerService`
+answers StartJob, GetPeerJob, CancelJob and SignCertificate. Every admin call needs the admin credential, except Unlearn
 filed by a client for itself alone with its client credential (DESIGN §8).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import grpc
@@ -17,6 +18,9 @@ from client_sdk.wire import model_messages
 from proto.starfish.v1 import admin_pb2, common_pb2, peer_pb2
 from server.admin_service import AdminService
 from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, require_admin, require_peer
+from server.evidence.attestation import AttestationRefused
+from server.evidence.certifier import CERTIFICATE_FILE, Attestor, NoSigningKey
+from server.evidence.statement import ViewError
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
 from server.jobs.manager import JobManager
@@ -39,6 +43,7 @@ CODES = {
     "conflict": grpc.StatusCode.ALREADY_EXISTS,
 }
 WATCH_POLL_S = 0.2
+log = logging.getLogger(__name__)
 
 
 def job_status(job: JobRecord) -> admin_pb2.JobStatus:
@@ -152,15 +157,30 @@ class JobAdminService(AdminService):
             model_hash=job.model_hash,
         )
 
+    def GetJobCertificate(self, request, context):
+        require_admin(self.cfg, context)
+        job = self._finished(request, context)
+        folder = self.jobs.job_dir(job.job_id)
+        path = folder / CERTIFICATE_FILE
+        if path.exists():
+            return admin_pb2.JobCertificate(job_id=job.job_id, certificate_json=path.read_text(), status="signed")
+        status = json.loads((folder / "report.json").read_text()).get("certificate") or {}
+        return admin_pb2.JobCertificate(
+            job_id=job.job_id,
+            status=status.get("status", "unsigned"),
+            detail=status.get("detail", "this job finished before erasure certificates were signed"),
+        )
+
     def ListJobs(self, request, context):
         require_admin(self.cfg, context)
         return admin_pb2.ListJobsReply(jobs=[job_status(j) for j in self.jobs.all()])
 
 
 class JobPeerService(PeerService):
-    def __init__(self, state: PartyState, follower: JobFollower):
+    def __init__(self, state: PartyState, follower: JobFollower, attestor: Attestor):
         super().__init__(state)
         self.follower = follower
+        self.attestor = attestor
 
     def StartJob(self, request, context):
         require_peer(self.cfg, context)
@@ -187,3 +207,20 @@ class JobPeerService(PeerService):
         require_peer(self.cfg, context)
         self.follower.cancel(request.job_id)
         return self._ack(detail=request.job_id)
+
+    def SignCertificate(self, request, context):
+        """Check party0's statement against this party's own records; sign it or say why not."""
+        require_peer(self.cfg, context)
+        try:
+            statement = json.loads(request.statement_json)
+        except json.JSONDecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the statement is not JSON: {exc}")
+        if not isinstance(statement, dict):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the statement must be a JSON object")
+        try:
+            entry = self.attestor.sign(request.job_id, statement)
+        except (NoSigningKey, ViewError, AttestationRefused) as exc:
+            log.error("job %s: erasure certificate not signed: %s", request.job_id, exc)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party{self.cfg.role} will not sign: {exc}")
+        log.info("job %s: erasure certificate checked and signed", request.job_id)
+        return peer_pb2.CertificateSignature(**entry)

@@ -119,6 +119,19 @@ def test_erase_returns_receipt_and_deletes_files(tmp_path: Path):
         st.load_share(1, "alice")
 
 
+def test_erasure_receipt_is_kept_and_a_repeated_erase_returns_it(tmp_path: Path):
+    """A retry of an erasure (e.g. the reply was lost) returns the receipt of what was
+    deleted, also after the store was reopened: the receipt is durable with the deletion."""
+    st, h = _store(tmp_path)
+    st.put_upload(1, "alice", 3, *_one(), h)
+    assert st.erasure_receipt("alice") is None
+    first = st.erase_client("alice")
+    st.close()
+    again = Store(tmp_path / "p0", 0)
+    assert again.erasure_receipt("alice") == first
+    assert again.erase_client("alice") == first and first.rows_deleted == 1 and first.rounds == [1]
+
+
 def test_seed_compressed_share_is_expanded_on_load(tmp_path: Path):
     from client_sdk.masks import expand_mask, new_seed
 

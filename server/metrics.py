@@ -1,0 +1,223 @@
+"""Operator metrics of a party process, served for Prometheus (`[observability] metrics_listen`).
+
+The service records what it does through the hook functions below (one per event); the
+metrics live in this module's registry and are exported at ``GET /metrics`` on the
+configured address only. Nothing secret is a label or a value: client ids never appear
+(a label per client would also grow without bound), only counts, sizes and durations.
+
+| metric | type | meaning |
+| --- | --- | --- |
+| starfish_party_info{party} | gauge | 1; names the party |
+| starfish_rounds_committed_total | counter | training rounds committed here |
+| starfish_last_committed_round | gauge | index of the newest committed round |
+| starfish_round_members | histogram | agreed members per committed round |
+| starfish_rounds_failed_total | counter | rounds failed (model hash mismatch, peer refused) |
+| starfish_training_halted | gauge | 1 while the newest round is failed (training stopped) |
+| starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
+| starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
+| starfish_share_pair_mismatches_total{reason} | counter | clients excluded because their two shares do not form a pair |
+| starfish_peer_up | gauge | party0: 1 after a successful peer call, 0 after a transient failure |
+| starfish_peer_call_failures_total{method,code} | counter | party0: failed peer calls |
+| starfish_peer_last_contact_timestamp_seconds | gauge | party1: when party0 last called |
+| starfish_rpc_requests_total{method} | counter | RPCs received, by method |
+| starfish_job_attempts_total | counter | 2PC session attempts started |
+| starfish_job_attempt_failures_total | counter | session attempts that failed (each is retried) |
+| starfish_jobs_finished_total{state} | counter | jobs ended: succeeded, failed |
+| starfish_job_running | gauge | 1 while a job's session runs here |
+| starfish_jobs_queued | gauge | jobs waiting (party0) |
+| starfish_job_duration_seconds | histogram | wall time of finished jobs |
+| starfish_mpc_step_seconds{step} | histogram | wall time of each protocol step of a finished job |
+| starfish_mpc_step_bytes_total{step,phase} | counter | bytes of each protocol step: online (party↔party), offline (dealer) |
+| starfish_clients_erased_total | counter | client erasures carried out here |
+| starfish_certificates_total{outcome} | counter | erasure certificates: signed, unsigned, refused, invalid |
+| starfish_store_bytes{kind} | gauge | bytes on disk: shares, tasks, models, database |
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+log = logging.getLogger(__name__)
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+STORE_SIZE_CACHE_S = 15.0  #: the store is walked at most this often (scrapes in between reuse the sizes)
+_SECONDS = (0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+_kw: dict[str, Any] = {"registry": REGISTRY}
+
+PARTY = Gauge("starfish_party_info", "1, labelled with this party's name", ["party"], **_kw)
+ROUNDS_COMMITTED = Counter("starfish_rounds_committed", "training rounds committed", **_kw)
+LAST_ROUND = Gauge("starfish_last_committed_round", "index of the newest committed round", **_kw)
+ROUND_MEMBERS = Histogram(
+    "starfish_round_members", "agreed members per committed round", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500), **_kw
+)
+ROUNDS_FAILED = Counter("starfish_rounds_failed", "training rounds failed (training halts)", **_kw)
+HALTED = Gauge("starfish_training_halted", "1 while the newest round is failed", **_kw)
+UPLOADS = Counter("starfish_uploads_accepted", "uploads stored", ["kind", "duplicate"], **_kw)
+REFUSED = Counter("starfish_uploads_refused", "uploads refused", ["kind", "reason"], **_kw)
+MISMATCHES = Counter(
+    "starfish_share_pair_mismatches", "clients excluded: their two shares do not form a pair", ["reason"], **_kw
+)
+PEER_UP = Gauge("starfish_peer_up", "1 after a successful call to the other party, 0 after a failed one", **_kw)
+PEER_FAILURES = Counter("starfish_peer_call_failures", "failed calls to the other party", ["method", "code"], **_kw)
+PEER_CONTACT = Gauge("starfish_peer_last_contact_timestamp_seconds", "unix time of the last call from party0", **_kw)
+RPCS = Counter("starfish_rpc_requests", "RPCs received", ["method"], **_kw)
+ATTEMPTS = Counter("starfish_job_attempts", "2PC session attempts started", **_kw)
+ATTEMPT_FAILURES = Counter("starfish_job_attempt_failures", "2PC session attempts that failed", **_kw)
+JOBS_FINISHED = Counter("starfish_jobs_finished", "unlearning jobs ended", ["state"], **_kw)
+JOB_RUNNING = Gauge("starfish_job_running", "1 while an unlearning job's session runs here", **_kw)
+JOBS_QUEUED = Gauge("starfish_jobs_queued", "unlearning jobs waiting to start", **_kw)
+JOB_SECONDS = Histogram("starfish_job_duration_seconds", "wall time of finished jobs", buckets=_SECONDS, **_kw)
+STEP_SECONDS = Histogram(
+    "starfish_mpc_step_seconds", "protocol step wall time per job", ["step"], buckets=_SECONDS, **_kw
+)
+STEP_BYTES = Counter("starfish_mpc_step_bytes", "protocol step bytes", ["step", "phase"], **_kw)
+ERASED = Counter("starfish_clients_erased", "client erasures carried out", **_kw)
+CERTIFICATES = Counter("starfish_certificates", "erasure certificates by outcome", ["outcome"], **_kw)
+STORE_BYTES = Gauge("starfish_store_bytes", "bytes of the store on disk", ["kind"], **_kw)
+
+
+# -- hooks (called by the service) ---------------------------------------------------------
+def round_committed(round_index: int, members: int) -> None:
+    ROUNDS_COMMITTED.inc()
+    LAST_ROUND.set(round_index)
+    ROUND_MEMBERS.observe(members)
+
+
+def round_failed() -> None:
+    ROUNDS_FAILED.inc()
+
+
+def upload_accepted(kind: str, duplicate: bool) -> None:
+    UPLOADS.labels(kind, str(duplicate).lower()).inc()
+
+
+def upload_refused(kind: str, reason: str) -> None:
+    REFUSED.labels(kind, reason).inc()
+
+
+def share_pair_mismatch(round_index: int, client: str, reason: str) -> None:
+    """A client left out of round `round_index` because its two shares are not two halves
+    of one sharing (`reason`: e.g. "digest", "one-sided"). Counted and logged at WARNING."""
+    MISMATCHES.labels(reason).inc()
+    log.warning("round %d: client %s excluded, share pair mismatch (%s)", round_index, client, reason)
+
+
+def peer_call(method: str, code: str | None) -> None:
+    """party0's call to party1 ended: `code` None on success, else the status name."""
+    if code is None:
+        PEER_UP.set(1)
+        return
+    PEER_FAILURES.labels(method, code).inc()
+    if code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        PEER_UP.set(0)
+
+
+def rpc_received(method: str, from_peer: bool) -> None:
+    RPCS.labels(method).inc()
+    if from_peer:
+        PEER_CONTACT.set(time.time())
+
+
+def job_attempt_started() -> None:
+    ATTEMPTS.inc()
+    JOB_RUNNING.set(1)
+
+
+def job_attempt_failed() -> None:
+    ATTEMPT_FAILURES.inc()
+
+
+def job_finished(state: str, seconds: float) -> None:
+    JOBS_FINISHED.labels(state).inc()
+    JOB_RUNNING.set(0)
+    if state == "succeeded":
+        JOB_SECONDS.observe(seconds)
+
+
+def job_costs(costs: Mapping[str, Mapping[str, float]]) -> None:
+    """Per-step time and bytes of a finished job (the job report's `costs`)."""
+    for step, cost in costs.items():
+        STEP_SECONDS.labels(step).observe(float(cost.get("seconds", 0.0)))
+        for phase in ("online", "offline"):
+            STEP_BYTES.labels(step, phase).inc(int(cost.get(f"{phase}_bytes", 0)))
+
+
+def client_erased() -> None:
+    ERASED.inc()
+
+
+def certificate_outcome(outcome: str) -> None:
+    CERTIFICATES.labels(outcome).inc()
+
+
+# -- values read at scrape time ------------------------------------------------------------
+class _StoreSizes:
+    """Bytes per kind of file under a data dir, walked at most every STORE_SIZE_CACHE_S."""
+
+    KINDS = ("shares", "tasks", "models")  #: sub-directories of the data dir, one gauge label each
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.lock = threading.Lock()
+        self.at = 0.0
+        self.sizes: dict[str, int] = {}
+
+    @staticmethod
+    def _walk(path: Path) -> int:
+        total = 0
+        stack = [str(path)]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+        return total
+
+    def get(self, kind: str) -> float:
+        with self.lock:
+            if time.monotonic() - self.at > STORE_SIZE_CACHE_S:
+                self.sizes = {kind: self._walk(self.root / kind) for kind in self.KINDS}
+                self.sizes["database"] = sum(p.stat().st_size for p in self.root.glob("meta.sqlite*"))
+                self.at = time.monotonic()
+            return float(self.sizes.get(kind, 0))
+
+
+def bind(party: str, data_dir: Path, halted: Callable[[], bool], queued: Callable[[], int]) -> None:
+    """Attach this party's name and its scrape-time values (store sizes, halted, queue)."""
+    PARTY.labels(party).set(1)
+    sizes = _StoreSizes(data_dir)
+    for kind in (*_StoreSizes.KINDS, "database"):
+        STORE_BYTES.labels(kind).set_function(lambda k=kind: sizes.get(k))
+    HALTED.set_function(lambda: float(halted()))
+    JOBS_QUEUED.set_function(lambda: float(queued()))
+
+
+def serve(listen: str, certfile: Path | None = None, keyfile: Path | None = None):
+    """Serve GET /metrics on `listen` (host:port; TLS with the given certificate and key)."""
+    host, _, port = listen.rpartition(":")
+    server, _thread = start_http_server(
+        int(port),
+        addr=host.strip("[]"),
+        registry=REGISTRY,
+        certfile=str(certfile) if certfile else None,
+        keyfile=str(keyfile) if keyfile else None,
+    )
+    log.info("metrics on %s://%s/metrics", "https" if certfile else "http", listen)
+    return server
