@@ -120,6 +120,15 @@ class AdminClient:
             )
         )
 
+    def job_certificate(self, job_id: str) -> admin_pb2.JobCertificate:
+        """The erasure certificate of a finished job (`certificate_json`, empty with `status`
+        and `detail` when the job has none); verify it with `client_sdk.evidence`."""
+        return self._call(
+            lambda: self.stub.GetJobCertificate(
+                admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s
+            )
+        )
+
     def job_model(self, job_id: str) -> tuple[common_pb2.ModelHeader, np.ndarray]:
         """The unlearned model of a finished job (header, flat float32), hash-checked."""
         return self._call(

@@ -1,7 +1,9 @@
-"""`starfish admin`: operator commands against party0 (training status, start, erase, unlearn).
+"""`starfish admin`: operator commands against party0 (training status, start, erase, unlearn,
+a job's result, its signed erasure certificate and its HTML report page).
 
 Connection settings come from the deployment directory written by `starfish up`
-(`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN.
+(`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN. The CA
+certificate also verifies the erasure certificate before anything is written.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("admin", help="operator commands (status, start-training, unlearn, result, erase)")
+    p = subparsers.add_parser(
+        "admin", help="operator commands (status, start-training, unlearn, result, certificate, report, erase)"
+    )
     p.add_argument("--dir", default="run", help="deployment directory of `starfish up`")
     p.add_argument("--address", help="party0 address (overrides --dir)")
     p.add_argument("--ca", help="CA certificate (overrides --dir)")
@@ -26,9 +30,18 @@ def register(subparsers) -> None:
     un.add_argument("--strategy", default="starfish")
     un.add_argument("--params", default="{}", help='strategy parameters as JSON, e.g. \'{"sigma": 0.6, "B": 2}\'')
     un.add_argument("--wait", action="store_true", help="follow the job until it ends")
-    rs = sub.add_parser("result", help="a finished job's report summary; --out writes report.json and model.npy")
+    rs = sub.add_parser(
+        "result", help="a finished job's report summary; --out writes report.json, certificate.json and model.npy"
+    )
     rs.add_argument("job")
-    rs.add_argument("--out", help="directory for report.json and model.npy")
+    rs.add_argument("--out", help="directory for report.json, certificate.json and model.npy")
+    ce = sub.add_parser("certificate", help="fetch a job's signed erasure certificate, verify it and save it")
+    ce.add_argument("job")
+    ce.add_argument("--out", default="certificate.json", help="file to write (default certificate.json)")
+    rp = sub.add_parser("report", help="a job's report as a self-contained HTML page (with its verified certificate)")
+    rp.add_argument("job")
+    rp.add_argument("--html", required=True, help="HTML file to write")
+    rp.add_argument("--certificate-out", help="also save the certificate to this file")
     st = sub.add_parser("start-training", help="install the initial model M_0 (.npy, float) and start rounds")
     st.add_argument("--model", required=True, help=".npy file with the flat initial parameters")
     st.add_argument("--arch", required=True, help="architecture name")
@@ -64,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.admin_command in ("unlearn", "result"):
             return _jobs(admin, args)
+        if args.admin_command in ("certificate", "report"):
+            return _evidence(admin, args)
         if args.admin_command == "status":
             reply = admin.job_status(args.job) if args.job else admin.status()
         elif args.admin_command == "start-training":
@@ -109,5 +124,39 @@ def _jobs(admin, args: argparse.Namespace) -> int:
         (out / "report.json").write_text(report.report_json)
         _, params = admin.job_model(args.job)
         np.save(out / "model.npy", params, allow_pickle=False)
-        print(f"wrote {out / 'report.json'} and {out / 'model.npy'}")
+        certificate = admin.job_certificate(args.job)
+        if certificate.certificate_json:
+            (out / "certificate.json").write_text(certificate.certificate_json)
+        print(
+            f"wrote {out / 'report.json'}, {out / 'model.npy'}"
+            + (" and certificate.json" if certificate.certificate_json else "")
+        )
+    return 0
+
+
+def _ca_path(args: argparse.Namespace) -> Path:
+    return Path(args.ca) if args.ca else Path(args.dir) / "certs" / "ca.pem"
+
+
+def _evidence(admin, args: argparse.Namespace) -> int:
+    """`certificate` (verify and save) and `report --html` (the page, with the verification status)."""
+    from client_sdk.evidence import check_certificate
+    from starfish.report_page import render_page
+
+    reply = admin.job_certificate(args.job)
+    check = check_certificate(reply.certificate_json, [_ca_path(args)]) if reply.certificate_json else None
+    target = args.out if args.admin_command == "certificate" else args.certificate_out
+    if target and reply.certificate_json:
+        Path(target).write_text(reply.certificate_json)
+        print(f"wrote {target}")
+    if args.admin_command == "certificate":
+        if check is None:
+            print(f"error: job {args.job} has no erasure certificate ({reply.status}): {reply.detail}", file=sys.stderr)
+            return 1
+        print("\n".join(check.explain()))
+        return 0 if check.valid else 1
+    report = json.loads(admin.job_report(args.job).report_json)
+    Path(args.html).write_text(render_page(report, check, certificate_file=Path(target or "certificate.json").name))
+    state = "no certificate" if check is None else ("certificate verified" if check.valid else "certificate REFUSED")
+    print(f"wrote {args.html} ({state})")
     return 0

@@ -12,7 +12,10 @@ from server_fixtures import CLIENTS, M
 @pytest.fixture(scope="session")
 def parties(tmp_path_factory):
     dep = LocalDeployment(
-        tmp_path_factory.mktemp("svc"), clients=CLIENTS, rounds={"deadline_s": 3600.0, "poll_s": 0.05}
+        tmp_path_factory.mktemp("svc"),
+        clients=CLIENTS,
+        rounds={"deadline_s": 3600.0, "poll_s": 0.05},
+        observability={"log_format": "json"},  # the observability tests read these logs
     )
     dep.start()
     try:

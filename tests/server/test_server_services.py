@@ -7,8 +7,7 @@ import grpc
 import numpy as np
 import pytest
 
-from client_sdk.wire import chunks, sha256_hex
-from server_fixtures import M, client_channel, metadata
+from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import (
     admin_pb2,
@@ -24,42 +23,6 @@ from server.store import Store
 pytestmark = pytest.mark.timeout(300)
 
 
-def _round(dep):
-    with client_channel(dep, 0) as ch:
-        return client_pb2_grpc.ClientServiceStub(ch).GetRound(
-            client_pb2.GetRoundRequest(), metadata=metadata(dep, "c0")
-        )
-
-
-def _scalar() -> common_pb2.Tensor:
-    return common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(random_ring(1)))
-
-
-def raw_upload(
-    dep, party: int, client: str, data: bytes | None = None, token: str | None = None, chunk: int = 65536, **header_kw
-):
-    """Send one hand-built UploadShares stream; returns the ack or raises grpc.RpcError."""
-    state = _round(dep)
-    data = to_wire(random_ring(M)) if data is None else data
-    fields = dict(
-        round=state.round,
-        n_samples=10,
-        shape=[M],
-        dtype="int64",
-        norm_share=_scalar(),
-        delta_share=_scalar(),
-        content_sha256=sha256_hex(data),
-        model_hash=state.model_hash,
-    )
-    fields.update(header_kw)
-    msgs = [common_pb2.UploadChunk(header=common_pb2.UploadHeader(**fields))]
-    msgs += [common_pb2.UploadChunk(data=p) for p in chunks(data, chunk)]
-    with client_channel(dep, party) as ch:
-        return client_pb2_grpc.ClientServiceStub(ch).UploadShares(
-            iter(msgs), metadata=metadata(dep, client, token), timeout=20
-        )
-
-
 def _refused(code: grpc.StatusCode, match: str, fn, *args, **kw):
     with pytest.raises(grpc.RpcError) as info:
         fn(*args, **kw)
@@ -68,7 +31,7 @@ def _refused(code: grpc.StatusCode, match: str, fn, *args, **kw):
 
 
 def test_round_state_is_served_with_encoding(parties):
-    state = _round(parties)
+    state = round_view(parties)
     assert state.phase == common_pb2.ROUND_PHASE_OPEN and state.round == 1
     assert state.precision_bits == 16 and len(state.model_hash) == 64
 
@@ -96,7 +59,7 @@ def test_malformed_upload_is_invalid_argument(parties, kw, match):
 def test_malformed_uploads_store_nothing(parties):
     with pytest.raises(grpc.RpcError):
         raw_upload(parties, 0, "c2", dtype="float32")
-    assert "c2" not in _round(parties).uploaded
+    assert "c2" not in round_view(parties).uploaded
 
 
 def test_unknown_client_wrong_token_and_impersonation(parties):
@@ -131,7 +94,7 @@ def test_unregistered_client_and_wrong_round_and_wrong_model(parties):
 
 def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     data = to_wire(random_ring(M))
-    norm, delta = _scalar(), _scalar()
+    norm, delta = ring_scalar(), ring_scalar()
     first = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
     again = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
     assert not first.duplicate and again.duplicate and again.content_sha256 == first.content_sha256
@@ -206,7 +169,7 @@ def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
     """A task posted on both parties (as the job runner will) is answered through serve_tasks."""
     from mpc.fixedpoint import reconstruct
 
-    state = _round(parties)
+    state = round_view(parties)
     deadline = __import__("time").time() + 60
     spec = peer_pb2.TaskSpec(
         task_id="t-1",
