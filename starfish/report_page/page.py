@@ -99,7 +99,7 @@ def render_page(
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp, quote=False)}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
         f"<header><h1>{escape(title)}</h1><p>Forgetting {escape(', '.join(job.get('targets', [])))} "

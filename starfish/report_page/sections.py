@@ -29,7 +29,11 @@ MODELS = (("before", "before unlearning"), ("starfish", "after unlearning"), ("r
 
 
 def mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    """A byte count in the unit that suits it (B, kB, MB, GB; decimal)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def when(ts: float | None) -> str:

@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
-from proto.starfish.v1 import client_pb2, client_pb2_grpc
+from metrics_scrape import scrape, value
 from server_fixtures import client_channel, metadata, raw_upload
 
+from proto.starfish.v1 import client_pb2, client_pb2_grpc
+
 pytestmark = pytest.mark.timeout(120)
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    """All samples of a /metrics page: (name, sorted labels) → value."""
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def _refused(call) -> grpc.StatusCode:
