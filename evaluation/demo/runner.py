@@ -8,7 +8,9 @@
 4. file the unlearn request with the admin RPC and follow the job (`unlearn.via_admin`),
    the remaining clients answering warm-up/correction tasks through the SDK;
 5. stop every process; wait for the retrain reference (plaintext, in a background thread since step 1);
-6. evaluate the three models, print the tables, write report.json and the plots.
+6. evaluate the three models; verify the job's erasure certificate offline with the deployment's
+   CA certificate (kept as ca.pem beside it); print the tables; write report.json, the plots,
+   certificate.json and the job's HTML report page (report.html).
 
 Errors surface as `DemoError` with a message that names the step that failed; the
 processes are stopped in every case.
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 import torch
 
+from client_sdk.evidence import CertificateCheck, check_certificate
 from evaluation.demo import report as rep
 from evaluation.demo.config import DemoConfig
 from evaluation.demo.fleet import Fleet
@@ -35,11 +38,15 @@ from evaluation.experiment import json_ready
 from evaluation.metrics import model_gap
 from evaluation.models import build_model, initial_model, num_parameters
 from evaluation.simulator import build_federation
+from starfish.report_page import render_page
 
 Say = Callable[[str], None]
 REPORT_FILE = "report.json"
 METRICS_PLOT = "metrics.png"
 COSTS_PLOT = "unlearning-costs.png"
+CERTIFICATE_FILE = "certificate.json"
+CA_FILE = "ca.pem"
+REPORT_PAGE = "report.html"
 
 
 class DemoError(RuntimeError):
@@ -130,6 +137,7 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
             f"Stage II: unlearn {', '.join(targets)} with Starfish under 2PC (admin RPC → job)",
             lambda: via_admin(services.deployment, targets, cfg.unlearning_params, say, cfg.job_timeout_s),
         )
+        shutil.copyfile(services.deployment.ca_cert, out_dir / CA_FILE)  # verifies the certificate later
         job_pids = services.job_pids()
         say(
             "  2PC session processes: "
@@ -159,7 +167,26 @@ def _run(cfg: DemoConfig, out_dir: Path, steps: _Steps, say: Say, keep: bool, st
         lambda: {"before": before, "starfish": ev.evaluate(outcome.model), "retrain": ev.evaluate(m_retrain)},
     )
     gaps = {"before": model_gap(stage1.models[-1], m_retrain), "starfish": model_gap(outcome.model, m_retrain)}
+    facts["certificate"] = steps.run(
+        "verify the erasure certificate (offline, with the deployment's CA certificate)",
+        lambda: _verify_certificate(outcome, out_dir, say),
+    )
     return _finish(cfg, out_dir, steps, say, started, fed, stage1, outcome, metrics, gaps, facts)
+
+
+def _verify_certificate(outcome: UnlearnOutcome, out_dir: Path, say: Say) -> CertificateCheck:
+    """Write certificate.json and check both signatures as a compliance officer would."""
+    if not outcome.certificate_json:
+        raise DemoError(f"job {outcome.job_id} has no signed erasure certificate (see its report's 'certificate')")
+    (out_dir / CERTIFICATE_FILE).write_text(outcome.certificate_json)
+    check = check_certificate(outcome.certificate_json, [out_dir / CA_FILE])
+    for line in check.explain():
+        say("  " + line)
+    if not check.valid:
+        raise DemoError("the erasure certificate does not verify: " + "; ".join(check.problems))
+    if check.statement["models"]["unlearned"]["hash"] != outcome.model_hash:
+        raise DemoError("the erasure certificate names another model than the one the job produced")
+    return check
 
 
 def _check_installed(fleet: Fleet, outcome: UnlearnOutcome, rounds: int, say: Say) -> None:
@@ -197,7 +224,15 @@ def _finish(
             row["bytes_text"] = f"{rep.mb(online)} online + {rep.mb(offline)} offline"
             rows.extend(job_steps)
     total = time.perf_counter() - started
-    files = [out_dir / REPORT_FILE, out_dir / METRICS_PLOT, out_dir / COSTS_PLOT, out_dir / "logs"]
+    files = [
+        out_dir / REPORT_FILE,
+        out_dir / REPORT_PAGE,
+        out_dir / CERTIFICATE_FILE,
+        out_dir / CA_FILE,
+        out_dir / METRICS_PLOT,
+        out_dir / COSTS_PLOT,
+        out_dir / "logs",
+    ]
     report = json_ready(
         {
             "config": cfg.as_dict(),
@@ -205,6 +240,12 @@ def _finish(
             "targets": list(fed.targets),
             "processes": facts["processes"],
             "job_id": outcome.job_id,
+            "certificate": {
+                "file": CERTIFICATE_FILE,
+                "valid": facts["certificate"].valid,
+                "statement_sha256": facts["certificate"].verification.statement_sha256,
+                "signers": [s.signer for s in facts["certificate"].signers],
+            },
             "metrics": metrics,
             "gap_to_retrain": gaps,
             "stage1": {
@@ -229,6 +270,7 @@ def _finish(
         }
     )
     rep.write_json(out_dir / REPORT_FILE, report)
+    (out_dir / REPORT_PAGE).write_text(render_page(job, facts["certificate"], metrics, CERTIFICATE_FILE))
     title = f"{cfg.architecture} on {cfg.dataset}, {cfg.num_clients} clients, T={cfg.rounds}, target {fed.targets[0]}"
     rep.plot_metrics(out_dir / METRICS_PLOT, metrics, title)
     rep.plot_costs(out_dir / COSTS_PLOT, job_steps, f"Starfish under 2PC: {title}")

@@ -3,8 +3,8 @@ admin RPC, follow the job's status stream, then download the unlearned model and
 
 While the job runs, the remaining clients answer warm-up and correction tasks through the
 SDK (`Fleet.serve_tasks`); the job pauses training, runs Starfish under 2PC in per-job
-workers of both parties with the dealer, installs M̂ as the next global model and erases the
-targets' shares.
+workers of both parties with the dealer, installs M̂ as the next global model, erases the
+targets' shares and has both parties sign the erasure certificate, which is fetched here too.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class UnlearnOutcome:
     summary: str
     seconds: float
     job_id: str
+    certificate_json: str  #: the signed erasure certificate (empty when the job has none)
     statuses: list[dict[str, Any]] = field(default_factory=list)  #: the job status stream as received
 
 
@@ -92,6 +93,7 @@ def via_admin(
             )
         header, params_out = admin.job_model(job_id)
         rep = admin.job_report(job_id)
+        certificate = admin.job_certificate(job_id)
     except StarfishError as exc:
         raise UnlearnFailed(str(exc)) from None
     finally:
@@ -104,5 +106,6 @@ def via_admin(
         rep.summary,
         time.perf_counter() - start,
         job_id,
+        certificate.certificate_json,
         statuses,
     )

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from client_sdk.evidence import verify_certificate
+
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = ["--dataset", "digits", "--clients", "4", "--rounds", "4", "--param", "beta=0.5", "--param", "buffer_size=1"]
 
@@ -71,6 +73,7 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
     assert report["metrics"]["starfish"]["ba_asr"] < report["metrics"]["before"]["ba_asr"]
     job = report["unlearning"]["job_report"]
     assert job["job"]["targets"] == report["targets"] == ["client-00"]
+    assert report["certificate"]["valid"] and job["certificate"]["status"] == "signed"
     assert job["job"]["model_hash"] == report["unlearning"]["model_hash"]
     assert {r["party"] for r in job["erasure"]["client-00"]} == {0, 1}
     # warm-up/correction answers went through the SDK: what the clients sent is what the job counted
@@ -88,6 +91,13 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("metrics.png", "unlearning-costs.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the signed erasure certificate verifies after the demo, with the CA certificate kept beside it
+    check = verify_certificate(out / "certificate.json", [out / "ca.pem"])
+    assert [s.signer for s in check.signers] == ["party0", "party1"]
+    assert check.statement["job"]["targets"] == ["client-00"]
+    assert "VALID: erasure certificate of job" in proc.stdout
+    page = (out / "report.html").read_text()
+    assert 'data-verification="valid"' in page and 'data-chart="quality"' in page
     assert (out / "logs" / "party0.log").stat().st_size > 0
     report = json.loads((out / "report.json").read_text())
     procs = report["processes"]
