@@ -35,7 +35,9 @@ FORMAT = "starfish-erasure-certificate/1"
 SIGNERS = ("party0", "party1")  #: every certificate carries one signature of each
 #: id-kp-documentSigning (RFC 9336): the extended key usage of an erasure-signing certificate
 DOCUMENT_SIGNING_OID = "1.3.6.1.5.5.7.3.36"
-MAX_SAFE_INTEGER = 2**53 - 1  #: RFC 8785 numbers are IEEE doubles: larger integers are not exact
+#: RFC 8785 numbers are IEEE doubles: integers up to this are written as they are, larger ones as
+#: the nearest double (the statement's counts stay far below)
+MAX_SAFE_INTEGER = 2**53 - 1
 
 
 class CanonicalError(ValueError):
@@ -85,9 +87,12 @@ def _encode(value: Any, out: list[str]) -> None:
     if value is None or isinstance(value, bool):
         out.append({None: "null", True: "true", False: "false"}[value])
     elif isinstance(value, int):
-        if abs(value) > MAX_SAFE_INTEGER:
-            raise CanonicalError(f"integer {value} is beyond ±2^53 and has no exact JSON number form")
-        out.append(str(value))
+        if abs(value) <= MAX_SAFE_INTEGER:
+            out.append(str(value))
+        elif abs(value) < 2**1024:  # a JSON number is a double (RFC 8785 §3.2.2.3): the nearest one
+            out.append(_number(float(value)))
+        else:
+            raise CanonicalError(f"integer {value} is beyond the range of an IEEE double")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise CanonicalError(f"{value} has no JSON form")
