@@ -139,3 +139,34 @@ def test_first_difference_compares_canonically():
     assert first_difference({"a": {"b": 1}}, {"a": {"b": 1, "c": None}}) is None  # absent and null match
     assert first_difference({"a": [1, 2]}, {"a": [1, 2, 3]})[0] == "a"
     assert first_difference({"a": "x"}, {"a": "y"}) == ("a", "x", "y")
+
+
+def test_a_party_refuses_to_start_with_a_signing_key_it_cannot_use(tmp_path):
+    """`load_identity` checks what a verifier will: the right party, the signing usage, a matching key."""
+    from server.certs import make_certs
+    from server.config import parse_config
+    from server.evidence.signing import SigningError, load_identity
+
+    make_certs(tmp_path)
+    base = {
+        "role": 0,
+        "listen": "127.0.0.1:1",
+        "peer_listen": "127.0.0.1:2",
+        "peer_address": "127.0.0.1:3",
+        "data_dir": "d",
+        "tls": {"ca": "ca.pem", "cert": "party0.pem", "key": "party0.key"},
+    }
+
+    def identity(cert: str, key: str):
+        return load_identity(parse_config({**base, "signing": {"cert": cert, "key": key}}, tmp_path))
+
+    assert identity("party0-signing.pem", "party0-signing.key").name == "party0"
+    with pytest.raises(SigningError, match="not an erasure-signing certificate"):
+        identity("party0.pem", "party0.key")  # the TLS pair
+    with pytest.raises(SigningError, match="names \\['party1'\\]"):
+        identity("party1-signing.pem", "party1-signing.key")
+    with pytest.raises(SigningError, match="does not belong"):
+        identity("party0-signing.pem", "party1-signing.key")
+    with pytest.raises(SigningError, match="does not exist"):
+        identity("missing.pem", "party0-signing.key")
+    assert load_identity(parse_config(base, tmp_path)) is None

@@ -23,6 +23,9 @@ def test_defaults_and_relative_paths(tmp_path: Path):
     assert cfg.precision_bits == 16
     assert cfg.clients == {"alice": token_digest("t")}
     assert cfg.limits.chunk_bytes < cfg.limits.max_message_bytes
+    assert cfg.signing.cert is None and cfg.observability.metrics_listen == ""  # no signing key, no endpoint
+    signed = parse_config(dict(BASE, signing={"cert": "s.pem", "key": "s.key"}), tmp_path)
+    assert signed.signing.cert == tmp_path / "s.pem" and signed.signing.key == tmp_path / "s.key"
 
 
 @pytest.mark.parametrize(
@@ -35,6 +38,11 @@ def test_defaults_and_relative_paths(tmp_path: Path):
         ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
         ({"rounds": {"deadline": 3}}, "unknown key"),
         ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),
+        ({"signing": {"cert": "s.pem"}}, r"\[signing\] needs both 'cert' and 'key'"),
+        ({"signing": {"cert": "s.pem", "key": "s.key", "pin": "x"}}, "unknown key"),
+        ({"observability": {"log_format": "xml"}}, "log_format must be one of"),
+        ({"observability": {"metrics_listen": "9464"}}, "metrics_listen must be host:port"),
+        ({"observability": {"metrics": "x"}}, "unknown key"),
     ],
 )
 def test_bad_values_are_refused(tmp_path: Path, patch: dict, message: str):
