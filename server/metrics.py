@@ -16,7 +16,7 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
 | starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
 | starfish_share_pair_mismatches_total{reason} | counter | clients excluded because their two shares do not form a pair |
-| starfish_peer_up | gauge | party0: 1 after a successful peer call, 0 after a transient failure |
+| starfish_peer_up | gauge | party0: 1 after a successful peer call, 0 after a transient failure (NaN before the first) |
 | starfish_peer_call_failures_total{method,code} | counter | party0: failed peer calls |
 | starfish_peer_last_contact_timestamp_seconds | gauge | party1: when party0 last called |
 | starfish_rpc_requests_total{method} | counter | RPCs received, by method |
@@ -201,8 +201,14 @@ class _StoreSizes:
 
 
 def bind(party: str, data_dir: Path, halted: Callable[[], bool], queued: Callable[[], int]) -> None:
-    """Attach this party's name and its scrape-time values (store sizes, halted, queue)."""
+    """Attach this party's name and its scrape-time values (store sizes, halted, queue).
+
+    Each party exports only its side of the peer link: party0 `starfish_peer_up` (NaN until
+    its first call to party1, so no alert fires before there is anything to say), party1
+    `starfish_peer_last_contact_timestamp_seconds`."""
     PARTY.labels(party).set(1)
+    REGISTRY.unregister(PEER_CONTACT if party == "party0" else PEER_UP)
+    PEER_UP.set(float("nan"))
     sizes = _StoreSizes(data_dir)
     for kind in (*_StoreSizes.KINDS, "database"):
         STORE_BYTES.labels(kind).set_function(lambda k=kind: sizes.get(k))

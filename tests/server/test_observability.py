@@ -93,3 +93,10 @@ def test_log_lines_are_json_with_the_callers_request_id(parties):
     text = log.read_text() + (parties.root / "logs" / "party1.log").read_text()
     credentials = [parties.creds["admin_token"], *parties.creds["clients"].values()]
     assert not [c for c in credentials if c in text]
+
+
+def test_each_party_exports_its_own_side_of_the_peer_link(parties):
+    p0, p1 = scrape(parties.metrics_url(0)), scrape(parties.metrics_url(1))
+    assert value(p0, "starfish_peer_up") == 1  # party0 has called party1 (the round is open)
+    assert ("starfish_peer_up", ()) not in p1 and ("starfish_peer_last_contact_timestamp_seconds", ()) not in p0
+    assert value(p1, "starfish_peer_last_contact_timestamp_seconds") > 0
