@@ -13,20 +13,15 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from starfish.report_page.sections import STEPS
+
 #: (key in a metrics dict, column title)
 METRICS = (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"))
 #: the three rows of the comparison, in display order: (key, label)
 ROWS = (("before", "before unlearning (M_T)"), ("starfish", "after Starfish-2PC"), ("retrain", "retrain (plaintext)"))
-#: protocol steps of the Starfish job in the order they run (unlearning.starfish.strategy)
-STEP_ORDER = ("TD", "RS", "warmup", "UE", "TC", "correction")
-STEP_NAMES = {
-    "TD": "threshold determination (SecMax)",
-    "RS": "round selection (SecRS)",
-    "warmup": "warm-up (exact gradients)",
-    "UE": "update estimation (SecUE)",
-    "TC": "threshold checking (SecTC)",
-    "correction": "correction (exact gradients)",
-}
+#: protocol steps of the Starfish job in the order they run, with their names (the report page's)
+STEP_NAMES = STEPS
+STEP_ORDER = tuple(STEPS)
 
 
 def mb(n: float) -> str:
