@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"dealer: {'rendezvous port ' + str(dep.creds['ports']['dealer']) if dealer else 'not part of this build'}"
         )
+        if "metrics0" in dep.creds["ports"]:  # deployments made before metrics existed have none
+            print(f"metrics: {dep.metrics_url(0)} and {dep.metrics_url(1)}")
         print(f"CA certificate: {dep.ca_cert}")
         print(f"credentials (admin and client tokens, keep private): {dep.cred_path}")
         print(f"logs: {dep.root / 'logs'}; Ctrl-C stops everything")
