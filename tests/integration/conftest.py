@@ -17,16 +17,16 @@ def stage2(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def certified_job(stage2):
-    """One finished job (target c5) on the shared service, with its report and certificate."""
+    """One finished job (target c6, which no other test uses) on the shared service, with its report and certificate."""
     import json
 
     from proto.starfish.v1 import admin_pb2
 
     with stage2.dep.admin() as admin:
-        job_id = admin.unlearn(["c5"], parameters={"beta": 0.25})
+        job_id = admin.unlearn(["c6"], parameters={"beta": 0.25})
         done = admin.wait_job(job_id, 180)
         assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
-        stage2.erased.append("c5")
+        stage2.erased.append("c6")
         report = json.loads(admin.job_report(job_id).report_json)
         certificate = admin.job_certificate(job_id)
     return job_id, report, certificate

@@ -35,7 +35,7 @@ from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory,
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
-STAGE2_CLIENTS = [f"c{i}" for i in range(6)]
+STAGE2_CLIENTS = [f"c{i}" for i in range(7)]  #: c6 is the evidence tests' own target
 STAGE2_ROUNDS = 8
 TASK_TIMEOUT_S = 2.5  #: short, so a client that never answers costs little time
 L2 = 1e-2

@@ -1,4 +1,4 @@
-"""Evidence from a real job (shared Stage II service, fixture `certified_job`, target c5):
+"""Evidence from a real job (shared Stage II service, fixture `certified_job`, target c6):
 
 * both parties signed the job's erasure certificate; it verifies offline with the
   deployment's CA, names the models the job replaced and installed and both parties'
@@ -42,17 +42,17 @@ def test_the_job_certificate_is_signed_by_both_parties_and_verifies(stage2, cert
     check = verify_certificate(reply.certificate_json, [stage2.dep.ca_cert])
     st = check.statement
     assert [s.signer for s in check.signers] == ["party0", "party1"]
-    assert st["job"]["id"] == job_id and st["job"]["targets"] == ["c5"]
+    assert st["job"]["id"] == job_id and st["job"]["targets"] == ["c6"]
     assert st["models"]["replaced"] == {
         "global_round": report["job"]["base_round"],
         "hash": report["job"]["base_model_hash"],
     }
     assert st["models"]["unlearned"]["hash"] == report["job"]["model_hash"]
     assert st["models"]["unlearned"]["global_round"] == report["job"]["base_round"] + 1
-    erasure = st["erasure"]["c5"]
+    erasure = st["erasure"]["c6"]
     assert erasure["member_rounds"] == list(range(1, ROUNDS + 1))
-    assert [erasure["receipts"][f"party{r['party']}"] for r in report["erasure"]["c5"]] == [
-        receipt_entry(r) for r in report["erasure"]["c5"]
+    assert [erasure["receipts"][f"party{r['party']}"] for r in report["erasure"]["c6"]] == [
+        receipt_entry(r) for r in report["erasure"]["c6"]
     ]
     assert st["history"]["selected_rounds"] == report["selection"]["selected_rounds"]
     assert st["revealed"] == report["revealed"]
@@ -103,10 +103,10 @@ def _ask(stub, job_id: str, statement: dict):
     "path,value,message",
     [
         (("models", "unlearned", "hash"), "0" * 64, "models.unlearned.hash: the statement says"),
-        (("erasure", "c5", "receipts", "party1", "bytes_deleted"), 1, "erasure.c5.receipts.party1.bytes_deleted"),
-        (("erasure", "c5", "receipts", "party0", "rounds"), [1, 2], "omits rounds [3, 4, 5, 6, 7, 8]"),
+        (("erasure", "c6", "receipts", "party1", "bytes_deleted"), 1, "erasure.c6.receipts.party1.bytes_deleted"),
+        (("erasure", "c6", "receipts", "party0", "rounds"), [1, 2], "omits rounds [3, 4, 5, 6, 7, 8]"),
         (("history", "selected_rounds"), [1], "history.selected_rounds"),
-        (("job", "targets"), ["c4"], "job.targets"),
+        (("job", "targets"), ["c5"], "job.targets"),
     ],
 )
 def test_party1_refuses_what_its_records_do_not_confirm(stage2, certified_job, path, value, message):
