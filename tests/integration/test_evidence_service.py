@@ -32,7 +32,12 @@ pytestmark = pytest.mark.timeout(400)
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "starfish.cli", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "starfish.cli", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -53,7 +54,7 @@ def listening_addresses(port: int) -> list[str]:
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            lines = open(table).read().splitlines()[1:]
+            lines = Path(table).read_text().splitlines()[1:]
         except FileNotFoundError:
             continue
         for line in lines:
