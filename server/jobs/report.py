@@ -58,6 +58,13 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append(
             f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
         )
+    cert = report.get("certificate") or {}
+    if cert.get("status") == "signed":
+        lines.append(
+            f"erasure certificate signed by party0 and party1 (statement sha256 {cert['statement_sha256'][:16]})"
+        )
+    elif cert:
+        lines.append(f"erasure certificate {cert.get('status')}: {cert.get('detail', '')}")
     for target, parts in sorted(report["erasure"].items()):
         for r in parts:
             lines.append(

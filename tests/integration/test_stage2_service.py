@@ -180,5 +180,6 @@ def test_cli_fetches_report_and_model(service, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "selected rounds" in out.stdout and f"erased {target} on party1" in out.stdout
+    assert "erasure certificate signed by party0 and party1" in out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "model.npy", allow_pickle=False), model)
     assert json.loads((tmp_path / "report.json").read_text())["job"]["job_id"] == done[-1]
