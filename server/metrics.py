@@ -108,11 +108,17 @@ def upload_refused(kind: str, reason: str) -> None:
     REFUSED.labels(kind, reason).inc()
 
 
-def share_pair_mismatch(round_index: int, client: str, reason: str) -> None:
-    """A client left out of round `round_index` because its two shares are not two halves
-    of one sharing (`reason`: e.g. "digest", "one-sided"). Counted and logged at WARNING."""
-    MISMATCHES.labels(reason).inc()
-    log.warning("round %d: client %s excluded, share pair mismatch (%s)", round_index, client, reason)
+#: label values of `starfish_share_pair_mismatches_total` (anything else is counted as "other")
+MISMATCH_REASONS = ("one_sided", "n_samples", "unbound", "binding")
+
+
+def share_pair_mismatch(round_index: int, client: str, reason: str, detail: str = "") -> None:
+    """A client left out of round `round_index` because its two shares are not two halves of
+    one sharing. `reason` is one of MISMATCH_REASONS (upload at one party only, different
+    n_j, no binding to check, bindings differ) — a short code, so the label stays bounded;
+    `detail` goes to the log line (WARNING) with the client and round."""
+    MISMATCHES.labels(reason if reason in MISMATCH_REASONS else "other").inc()
+    log.warning("round %d: client %s excluded, share pair mismatch (%s) %s", round_index, client, reason, detail)
 
 
 def peer_call(method: str, code: str | None) -> None:

@@ -101,3 +101,16 @@ def test_each_party_exports_its_own_side_of_the_peer_link(parties):
     assert value(p0, "starfish_peer_up") == 1  # party0 has called party1 (the round is open)
     assert ("starfish_peer_up", ()) not in p1 and ("starfish_peer_last_contact_timestamp_seconds", ()) not in p0
     assert value(p1, "starfish_peer_last_contact_timestamp_seconds") > 0
+
+
+def test_share_pair_mismatch_hook_counts_by_a_bounded_reason(caplog):
+    from server import metrics
+
+    def count(reason: str) -> float:
+        return metrics.REGISTRY.get_sample_value("starfish_share_pair_mismatches_total", {"reason": reason}) or 0.0
+
+    before = {r: count(r) for r in ("binding", "other")}
+    metrics.share_pair_mismatch(7, "c9", "binding", "the parties hold halves of different sharings")
+    metrics.share_pair_mismatch(7, "c8", "the parties hold different n_j (party0: 3, party1: 4)")
+    assert count("binding") - before["binding"] == 1 and count("other") - before["other"] == 1
+    assert "round 7: client c9 excluded, share pair mismatch (binding)" in caplog.text
