@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 from cryptography import x509
 
 from proto.certificate import FORMAT, canonical_json
@@ -96,17 +97,17 @@ class Certifier:
         path = self.attestor.jobs.job_dir(job.job_id) / CERTIFICATE_FILE
         if path.exists():
             return self._done(json.loads(path.read_text()), path)
+        if self.attestor.identity is None:
+            return self._status("unsigned", "party0 has no erasure-signing key configured ([signing] cert and key)")
         try:
             statement = with_peer_receipts(self.attestor.view(job), receipts, peer=1)
             mine = self.attestor.sign(job.job_id, statement)
             request = peer_pb2.CertificateRequest(job_id=job.job_id, statement_json=canonical_json(statement).decode())
             theirs = _entry(self.peer.unary("SignCertificate", request))
-        except NoSigningKey as exc:
-            return self._status("unsigned", str(exc))
         except (ViewError, AttestationRefused) as exc:
             return self._status("refused", f"party0 will not sign: {exc}")
-        except PeerRefused as exc:
-            return self._status("refused", str(exc))
+        except PeerRefused as exc:  # UNIMPLEMENTED: party1 has no signing key
+            return self._status("unsigned" if exc.code == grpc.StatusCode.UNIMPLEMENTED else "refused", str(exc))
         doc = {"format": FORMAT, "statement": statement, "signatures": [mine, theirs]}
         check = verify_document(doc, self.trusted)
         if not check.valid:

@@ -219,7 +219,10 @@ class JobPeerService(PeerService):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the statement must be a JSON object")
         try:
             entry = self.attestor.sign(request.job_id, statement)
-        except (NoSigningKey, ViewError, AttestationRefused) as exc:
+        except NoSigningKey as exc:
+            log.error("job %s: erasure certificate not signed: %s", request.job_id, exc)
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, str(exc))
+        except (ViewError, AttestationRefused) as exc:
             log.error("job %s: erasure certificate not signed: %s", request.job_id, exc)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party{self.cfg.role} will not sign: {exc}")
         log.info("job %s: erasure certificate checked and signed", request.job_id)
