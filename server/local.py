@@ -8,6 +8,7 @@ Layout under `root`::
     party0.toml, party1.toml
     party0/, party1/  data dirs
     logs/partyN.log
+    outbox/<client>/  the SDK outbox of each client made by `client()`
 """
 
 from __future__ import annotations
@@ -197,6 +198,7 @@ class LocalDeployment:
     def client(self, client_id: str, **kwargs):
         from client_sdk import Client
 
+        kwargs.setdefault("outbox_dir", self.root / "outbox" / client_id)
         return Client(
             client_id, self.creds["clients"][client_id], self.address(0), self.address(1), self.ca_cert, **kwargs
         )

@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 
 import grpc
 
+from proto.channels import reconnect_options
 from proto.starfish.v1 import peer_pb2_grpc
 from server.config import PartyConfig
 from server.tls import channel_options, peer_channel_credentials
@@ -39,9 +40,8 @@ class PeerClient:
     def __init__(self, cfg: PartyConfig, stop: threading.Event):
         self.cfg = cfg
         self.stop = stop
-        self.channel = grpc.secure_channel(
-            cfg.peer_address, peer_channel_credentials(cfg), options=channel_options(cfg.limits.max_message_bytes)
-        )
+        options = channel_options(cfg.limits.max_message_bytes) + reconnect_options(MAX_BACKOFF_S)
+        self.channel = grpc.secure_channel(cfg.peer_address, peer_channel_credentials(cfg), options=options)
         self.stub = peer_pb2_grpc.PeerServiceStub(self.channel)
 
     def close(self) -> None:

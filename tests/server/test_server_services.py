@@ -7,8 +7,8 @@ import grpc
 import numpy as np
 import pytest
 
-from client_sdk.wire import chunks, sha256_hex
-from server_fixtures import M, client_channel, metadata
+from client_sdk.wire import chunks
+from server_fixtures import M, bound_header, client_channel, metadata
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import (
     admin_pb2,
@@ -36,28 +36,41 @@ def _scalar() -> common_pb2.Tensor:
 
 
 def raw_upload(
-    dep, party: int, client: str, data: bytes | None = None, token: str | None = None, chunk: int = 65536, **header_kw
+    dep,
+    party: int,
+    client: str,
+    data: bytes | None = None,
+    token: str | None = None,
+    chunk: int = 65536,
+    header: common_pb2.UploadHeader | None = None,
+    **header_kw,
 ):
-    """Send one hand-built UploadShares stream; returns the ack or raises grpc.RpcError."""
-    state = _round(dep)
+    """Send one hand-built UploadShares stream (a bound header made for `data`, then changed by
+    `header_kw`, or `header` as given); returns the ack or raises grpc.RpcError."""
     data = to_wire(random_ring(M)) if data is None else data
-    fields = dict(
-        round=state.round,
-        n_samples=10,
-        shape=[M],
-        dtype="int64",
-        norm_share=_scalar(),
-        delta_share=_scalar(),
-        content_sha256=sha256_hex(data),
-        model_hash=state.model_hash,
-    )
-    fields.update(header_kw)
-    msgs = [common_pb2.UploadChunk(header=common_pb2.UploadHeader(**fields))]
+    if header is None:
+        header = _header(dep, party, data, **header_kw)
+    msgs = [common_pb2.UploadChunk(header=header)]
     msgs += [common_pb2.UploadChunk(data=p) for p in chunks(data, chunk)]
     with client_channel(dep, party) as ch:
         return client_pb2_grpc.ClientServiceStub(ch).UploadShares(
             iter(msgs), metadata=metadata(dep, client, token), timeout=20
         )
+
+
+def _header(dep, party: int, data: bytes, **header_kw) -> common_pb2.UploadHeader:
+    state = _round(dep)
+    norm, delta = header_kw.pop("norm_share", _scalar()), header_kw.pop("delta_share", _scalar())
+    header = bound_header(party, state.round, data, 10, state.model_hash, norm.data, delta.data)
+    header.norm_share.CopyFrom(norm)
+    header.delta_share.CopyFrom(delta)
+    for key, value in header_kw.items():  # changes made after binding: each is refused
+        if isinstance(value, list):
+            header.ClearField(key)
+            getattr(header, key).extend(value)
+        else:
+            setattr(header, key, value)
+    return header
 
 
 def _refused(code: grpc.StatusCode, match: str, fn, *args, **kw):
@@ -91,6 +104,38 @@ def test_round_state_is_served_with_encoding(parties):
 )
 def test_malformed_upload_is_invalid_argument(parties, kw, match):
     _refused(grpc.StatusCode.INVALID_ARGUMENT, match, raw_upload, parties, 1, "c2", **kw)
+
+
+def test_upload_without_or_against_its_binding_is_refused(parties):
+    data = to_wire(random_ring(M))
+    unbound = _header(parties, 0, data)
+    unbound.ClearField("binding")
+    _refused(grpc.StatusCode.INVALID_ARGUMENT, "no share binding", raw_upload, parties, 0, "c2", data, header=unbound)
+    for field in ("sharing_id", "nonce"):  # any change to the binding breaks party0's commitment
+        header = _header(parties, 0, data)
+        setattr(header.binding, field, bytes(len(getattr(header.binding, field))))
+        _refused(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "does not match its commitment",
+            raw_upload,
+            parties,
+            0,
+            "c2",
+            data,
+            header=header,
+        )
+    header = _header(parties, 0, data)  # a half sent to the party the commitment was not made for
+    _refused(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "does not match its commitment",
+        raw_upload,
+        parties,
+        1,
+        "c2",
+        data,
+        header=header,
+    )
+    assert "c2" not in _round(parties).uploaded
 
 
 def test_malformed_uploads_store_nothing(parties):
@@ -132,9 +177,13 @@ def test_unregistered_client_and_wrong_round_and_wrong_model(parties):
 def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     data = to_wire(random_ring(M))
     norm, delta = _scalar(), _scalar()
-    first = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
-    again = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
+    header = _header(parties, 0, data, norm_share=norm, delta_share=delta)
+    first = raw_upload(parties, 0, "c1", data=data, header=header)
+    again = raw_upload(parties, 0, "c1", data=data, header=header)
     assert not first.duplicate and again.duplicate and again.content_sha256 == first.content_sha256
+    # the same bytes as the half of another sharing (another binding): a different upload
+    rebound = _header(parties, 0, data, norm_share=norm, delta_share=delta)
+    _refused(grpc.StatusCode.ALREADY_EXISTS, "cannot be replaced", raw_upload, parties, 0, "c1", data, header=rebound)
     _refused(
         grpc.StatusCode.ALREADY_EXISTS,
         "cannot be replaced",
