@@ -239,16 +239,17 @@ class Client:
                 "the parties serve different fixed-point settings: "
                 f"party0 f={r0.precision_bits}, party1 f={r1.precision_bits}"
             )
-        if r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN and (r0.round, r0.model_hash) != (
-            r1.round,
-            r1.model_hash,
-        ):
+        both_open = r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN
+        if both_open and r0.round == r1.round and r0.model_hash != r1.model_hash:
             raise errors.ModelMismatchError(
                 f"party0 has round {r0.round} open from {r0.model_hash[:12]}, "
-                f"party1 round {r1.round} from {r1.model_hash[:12]}"
+                f"party1 the same round from {r1.model_hash[:12]}"
             )
-        # a round counts as open only when both parties accept uploads for it
+        # a round counts as open only when both parties accept uploads for it; two different open
+        # rounds are replies from different moments (one answered after a retry): not open yet
         phase = r0.phase if r0.phase == r1.phase or r0.phase != common_pb2.ROUND_PHASE_OPEN else r1.phase
+        if both_open and r0.round != r1.round:
+            phase = common_pb2.ROUND_PHASE_CLOSING
         view = RoundView(
             r0.round,
             phase,

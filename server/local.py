@@ -69,6 +69,7 @@ class LocalDeployment:
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
     jobs: dict = field(default_factory=dict)  #: overrides of [jobs]
+    admission: dict = field(default_factory=dict)  #: overrides of [admission]
     precision_bits: int = 16
     same_identity_as: "LocalDeployment | None" = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -120,6 +121,7 @@ class LocalDeployment:
             "rounds": dict(self.rounds),
             "limits": dict(self.limits),
             "jobs": dict(self.jobs),
+            "admission": dict(self.admission),
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},

@@ -1,7 +1,7 @@
 """A running pair of party processes (TLS, real gRPC) shared by the service tests.
 
 Clients c0..c4 are registered, c5 is known but never registers; the initial model has
-M parameters and round 1 stays open (long deadline, c3/c4 never upload in these tests).
+M parameters and round 1 stays open (long deadline; c0 and c3 never upload in these tests).
 """
 
 from __future__ import annotations

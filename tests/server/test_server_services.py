@@ -19,6 +19,7 @@ from proto.starfish.v1 import (
     peer_pb2,
     peer_pb2_grpc,
 )
+from client_sdk import StarfishError, UploadRejectedError
 from server.store import Store
 
 pytestmark = pytest.mark.timeout(300)
@@ -285,3 +286,41 @@ def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
     assert b0.n_samples == b1.n_samples == 17
     assert np.allclose(reconstruct(b0.gradient, b1.gradient), expected, atol=2.0**-16)
     assert not np.allclose(b0.gradient.astype(np.float64) / 2**16, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "lr, bad_value, match",
+    [
+        (float("inf"), None, "learning rate must be a finite number in (0, 10]"),
+        (float("nan"), None, "learning rate"),
+        (0.0, None, "learning rate"),
+        (-0.5, None, "learning rate"),
+        (100.0, None, "limits.max_lr"),
+        (0.1, float("nan"), "1 non-finite parameter(s)"),
+        (0.1, float("-inf"), "1 non-finite parameter(s)"),
+    ],
+)
+def test_start_training_refuses_non_finite_or_out_of_range_inputs(parties, lr, bad_value, match):
+    params = np.zeros(M, dtype=np.float32)
+    if bad_value is not None:
+        params[3] = bad_value
+    with parties.admin() as admin:
+        with pytest.raises(StarfishError, match="INVALID_ARGUMENT") as info:
+            admin.start_training("toy", params, lr)
+    assert match in str(info.value)
+
+
+def test_sample_count_that_could_wrap_the_aggregate_is_refused_and_a_corrected_one_counts(parties):
+    """n_j = 10^9 with |g| up to 2^20 at f = 16 could wrap the int64 aggregate: both parties refuse it
+    (n_j ≤ limits.max_samples = 10^6 ≤ the round's sample budget), and the SDK forgets the refused
+    sharing so that the corrected call goes through."""
+    g = np.zeros(M)
+    g[0] = 2.0e5  # |g| = 2e5 (and ‖g‖ within the encodable range)
+    with parties.client("c4") as c:
+        with pytest.raises(UploadRejectedError, match=r"n_samples must be in \[1, 1000000\], got 1000000000"):
+            c.submit(1, g, 10**9)
+        assert c.pending_uploads() == []
+        receipt = c.submit(1, g, 7)
+    assert receipt.round == 1 and not receipt.resumed
+    for party in (0, 1):
+        assert Store(parties.data_dir(party), party, readonly=True).upload(1, "c4").n_samples == 7
