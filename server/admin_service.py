@@ -37,6 +37,7 @@ def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
     )
     if rs.phase in (common_pb2.ROUND_PHASE_OPEN, common_pb2.ROUND_PHASE_CLOSING):
         msg.open_round = rs.round
+    committed = store.commit_times()
     for rec in store.all_round_records():
         members = store.round_members(rec.round)
         msg.rounds.append(
@@ -45,6 +46,7 @@ def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
                 state=rec.state,
                 model_hash=rec.model_out_hash or "",
                 opened_unix=rec.opened,
+                committed_unix=committed.get(rec.round, 0.0) if rec.state == "committed" else 0.0,
                 peer_bytes=rec.peer_bytes,
                 error=rec.error,
                 members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in members.items()],

@@ -266,6 +266,10 @@ class Store:
         rows = self._query("SELECT hash FROM global_models WHERE round=?", (round_index,))
         return rows[0][0] if rows else None
 
+    def commit_times(self) -> dict[int, float]:
+        """When each global model M_i was committed (unix time), by i."""
+        return {int(r): float(t) for r, t in self._query("SELECT round, committed FROM global_models")}
+
     def latest_committed(self) -> int:
         """T: index of the newest committed global model; −1 before M_0 is installed."""
         rows = self._query("SELECT MAX(round) FROM global_models")
