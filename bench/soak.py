@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from bench.env import load_average, stamp, write_result
-from bench.soak_client import gradient, samples
+from bench.soak_client import gradient
 from server.local import REPO_ROOT, LocalDeployment
 from server.store import Store
 
@@ -185,7 +185,9 @@ def _verify(dep: LocalDeployment, records: list[dict], params: int) -> dict[str,
         for (client, r), rec in sorted(acks.items()):
             held = [s.upload(r, client) for s in stores]
             ok = all(
-                h is not None and h.grad_sha256 == rec["content_sha256"][p] and h.binding_sha256 == rec["binding_sha256"]
+                h is not None
+                and h.grad_sha256 == rec["content_sha256"][p]
+                and h.binding_sha256 == rec["binding_sha256"]
                 for p, h in enumerate(held)
             )
             if not ok or client not in stores[0].round_members(r):
@@ -253,7 +255,7 @@ def soak(root: Path, clients: int, rounds: int, params: int, processes: int, wat
     )
     dep.start()
     groups = [ids[k::processes] for k in range(processes)]
-    fleet = ClientProcesses(dep, groups, params, rounds, watchers // processes)
+    fleet = ClientProcesses(dep, groups, params, rounds, watchers // processes)  #: watchers: streams per party
     chaos, probe = Chaos(dep, fleet, seed), AdminProbe(dep)
     try:
         with dep.admin() as admin:
@@ -285,25 +287,21 @@ def soak(root: Path, clients: int, rounds: int, params: int, processes: int, wat
         fleet.finish()
         dep.stop()
     children = _children_cpu_s() - cpu_children  # parties and client processes, killed ones included
+    cpu = {"parties": party_cpu, "client_processes": children - party_cpu, "harness": sum(os.times()[:2]) - cpu_self}
+    setting = {"clients": clients, "rounds": rounds, "params": params, "client_processes": processes}
+    setting["watch_streams_per_party"] = watchers
+    return {**figures, **setting, **_run_figures(chaos, probe, records, loads), "wall_s": wall, "cpu_s": cpu}
+
+
+def _run_figures(chaos: Chaos, probe: AdminProbe, records: list[dict], loads: list[float]) -> dict[str, Any]:
+    """What the faults were and how the clients and the admin fared."""
     return {
-        **figures,
-        "clients": clients,
-        "rounds": rounds,
-        "params": params,
-        "client_processes": processes,
-        "watch_streams_per_party": watchers,
         "restarts": dict(chaos.restarts),
         "party_outage_s": _percentiles(chaos.outages),
         "missed_rounds": sum(1 for r in records if "missed" in r),
         "sdk_errors": Counter(r["error"].split(":")[0] for r in records if "error" in r),
         "resumed_uploads": sum(1 for r in records if r.get("resumed")),
         "admin_latency_s": {**_percentiles(probe.latencies), "unanswered": probe.unanswered},
-        "wall_s": wall,
-        "cpu_s": {
-            "parties": party_cpu,
-            "client_processes": children - party_cpu,
-            "harness": sum(os.times()[:2]) - cpu_self,
-        },
         "load_average_1min": _percentiles(loads),
     }
 

@@ -4,7 +4,6 @@ what became of an upload, answer warm-up/correction tasks. Needs numpy and grpc 
 `client_sdk.torch_helper` (optional) turns an nn.Module + DataLoader into a gradient function."""
 
 from client_sdk.client import Client, GlobalModel, RoundView, SubmitReceipt, TaskInfo
-from client_sdk.status import UploadStatus
 from client_sdk.errors import (
     AuthenticationError,
     BadRoundError,
@@ -18,6 +17,7 @@ from client_sdk.errors import (
     UploadRejectedError,
 )
 from client_sdk.stats import l2_norm, tolerance_threshold
+from client_sdk.status import UploadStatus
 
 __all__ = [
     "AuthenticationError",

@@ -15,13 +15,15 @@ limit over all clients (`max_streams`, `max_requests`). The worker pool has
 limits `admin_threads` threads are still free for the admin API and health checks. A call
 past a limit ends at once with RESOURCE_EXHAUSTED, a message naming the limit, and the
 trailing metadata `x-starfish-busy: admission` (the SDK retries it with back-off).
-`Admission.refusal` is where a call is refused.
+`Admission.refusal` is where a call is refused. Refusals are logged at most once per
+`LOG_EVERY_S` per class, with the number refused since the last line.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -36,6 +38,7 @@ CLIENT_PREFIX = "/starfish.v1.ClientService/"
 ADMIN_PREFIX = "/starfish.v1.AdminService/"
 STREAM_METHODS = frozenset({CLIENT_PREFIX + "WatchTasks"})
 WHAT = {"stream": "WatchTasks streams", "request": "requests"}
+LOG_EVERY_S = 5.0
 
 
 class Admission:
@@ -129,6 +132,9 @@ class AdmissionInterceptor(grpc.ServerInterceptor):
     def __init__(self, cfg: PartyConfig):
         self.cfg = cfg
         self.admission = Admission(cfg.admission, cfg.role)
+        self._log_lock = threading.Lock()
+        self._unlogged: Counter[str] = Counter()  #: refusals per class since the last log line
+        self._logged_at: dict[str, float] = {}
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
@@ -142,7 +148,7 @@ class AdmissionInterceptor(grpc.ServerInterceptor):
     def _enter(self, kind: str, client: str, context: grpc.ServicerContext) -> Callable[[], None]:
         refusal = self.admission.refusal(kind, client)
         if refusal is not None:
-            log.warning("admission refused a call: %s", refusal)
+            self._log_refusal(kind, refusal)
             context.set_trailing_metadata(((BUSY_KEY, "admission"),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         released = threading.Event()
@@ -157,3 +163,12 @@ class AdmissionInterceptor(grpc.ServerInterceptor):
 
         context.add_callback(leave)  # also when the call is cancelled before its generator finishes
         return leave
+
+    def _log_refusal(self, kind: str, refusal: str) -> None:
+        with self._log_lock:
+            self._unlogged[kind] += 1
+            now = time.monotonic()
+            if now - self._logged_at.get(kind, -LOG_EVERY_S) < LOG_EVERY_S:
+                return
+            count, self._unlogged[kind], self._logged_at[kind] = self._unlogged[kind], 0, now
+        log.warning("admission refused %d call(s) since the last report; latest: %s", count, refusal)

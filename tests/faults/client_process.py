@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from client_sdk import RoundClosedError, StarfishError
 from fault_helpers import gradient, samples
+
+from client_sdk import RoundClosedError, StarfishError
 from server.local import LocalDeployment
 
 

@@ -146,6 +146,7 @@ def test_upload_to_only_one_party_excludes_that_client(tmp_path):
         _upload_to_party0_only(dep, "c", view.round, view.model_hash, grads["c"], 5)
         status = wait_committed(dep, 1, timeout_s=120)
         assert {mb.client_id for mb in status.rounds[0].members} == {"a", "b"}
+        assert status.rounds[0].committed_unix >= status.rounds[0].opened_unix > 0
         model = clients["a"].fetch_model(1).params
         expected = fedavg_step(np.zeros(m), [(grads["a"], 4), (grads["b"], 6)], LR)
         assert np.all(np.abs(model - expected) <= tolerance(LR, expected))

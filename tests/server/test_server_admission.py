@@ -15,12 +15,12 @@ import time
 import grpc
 import numpy as np
 import pytest
+from server_fixtures import bound_header, client_channel, metadata
 
 from client_sdk.wire import chunks
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, common_pb2
 from server.local import LocalDeployment
-from server_fixtures import bound_header, client_channel, metadata
 
 pytestmark = pytest.mark.timeout(300)
 WATCH = client_pb2.WatchTasksRequest()
@@ -79,6 +79,8 @@ def test_one_client_cannot_exhaust_the_party_and_the_admin_stays_responsive(tmp_
         assert {c.code() for c in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
         assert "already has 4 concurrent WatchTasks streams" in refused[0].details()
         assert "max_streams_per_client" in refused[0].details()
+        log = (dep.root / "logs" / "party0.log").read_text()
+        assert "admission refused 1 call(s) since the last report; latest: party0: client 'c0'" in log
         others = [s for i in range(1, 11) for s in _streams(dep, channels[i], f"c{i}", 4)]
         assert len(_settle(others, 1.0)[0]) == 40  # 44 streams open on party0
         sent: list = []

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from client_sdk import UploadRejectedError
 from mpc.fixedpoint import decode, encode, reconstruct_encoded, share_encoded
 from server import membership
-from client_sdk import UploadRejectedError
 from server.headroom import RING_MAX, coordinate_bound, fits, round_sample_budget, trim_to_budget
 from server.local import LocalDeployment
 
