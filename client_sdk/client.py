@@ -43,6 +43,7 @@ from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 log = logging.getLogger(__name__)
 #: definite refusals: the party did not store the half (a retry of the same bytes cannot help)
 REFUSED = (errors.BadRoundError, errors.UploadRejectedError, errors.NotRegisteredError)
+SETTLE_WAIT_S = 1.0  #: how long forgetting decided outbox entries may retry a party after an upload
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Client:
         opts = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
-            *reconnect_options(max_backoff_s),
+            *reconnect_options(),
         ]
         self.addresses = (party0, party1)
         self._channels = [
@@ -302,12 +303,13 @@ class Client:
             )
         return GlobalModel(h0.round, h0.arch, params, h0.model_hash, h0.lr)
 
-    def upload_status(self, round_index: int) -> UploadStatus:
-        """What became of this client's upload for round i, from both parties (client_sdk.status)."""
+    def upload_status(self, round_index: int, until: float | None = None) -> UploadStatus:
+        """What became of this client's upload for round i, from both parties (client_sdk.status);
+        `until` (unix time) bounds the retries (default: the call budget)."""
         request = client_pb2.UploadStatusRequest(round=int(round_index))
         s0, s1 = self._both(
             lambda p: self._call(
-                p, lambda s: s.GetUploadStatus(request, metadata=self._metadata, timeout=self.timeout_s)
+                p, lambda s: s.GetUploadStatus(request, metadata=self._metadata, timeout=self.timeout_s), until
             )
         )
         return combine(int(round_index), s0, s1)
@@ -408,8 +410,8 @@ class Client:
             kind, _, value = target.partition(":")
             if kind != "round" or int(value) >= before_round:
                 continue
-            try:
-                status = self.upload_status(int(value))
+            try:  # a short try: a party that is down only postpones this to the next submit
+                status = self.upload_status(int(value), until=time.time() + SETTLE_WAIT_S)
             except errors.StarfishError as exc:
                 log.info("outcome of %s not known yet: %s", target, exc)
                 continue

@@ -25,13 +25,14 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from client_sdk.errors import StarfishError
 from client_sdk.sharing import Half, Sharing
 
 FORMAT = 1
 HALF_FIELDS = ("data", "seed", "norm", "delta", "nonce")
 
 
-class OutboxError(RuntimeError):
+class OutboxError(StarfishError):
     """An outbox file is unreadable or does not match its record."""
 
 

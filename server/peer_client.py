@@ -40,7 +40,7 @@ class PeerClient:
     def __init__(self, cfg: PartyConfig, stop: threading.Event):
         self.cfg = cfg
         self.stop = stop
-        options = channel_options(cfg.limits.max_message_bytes) + reconnect_options(MAX_BACKOFF_S)
+        options = channel_options(cfg.limits.max_message_bytes) + reconnect_options()
         self.channel = grpc.secure_channel(cfg.peer_address, peer_channel_credentials(cfg), options=options)
         self.stub = peer_pb2_grpc.PeerServiceStub(self.channel)
 

@@ -28,7 +28,7 @@ M = 64
 def test_retry_after_an_upload_reached_one_party_resends_the_same_sharing(tmp_path):
     dep = deployment(tmp_path / "dep", ["a", "b"], M, deadline_s=120.0)
     try:
-        a, b = dep.client("a", upload_retry_s=1.0), dep.client("b")
+        a, b = dep.client("a", upload_retry_s=3.0), dep.client("b")
         for c in (a, b):
             c.register()
         view = a.wait_for_round(0, timeout_s=90)

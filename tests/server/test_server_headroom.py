@@ -50,7 +50,7 @@ def test_aggregate_at_the_budget_is_exact_and_one_sample_more_wraps():
     assert _aggregate([*weights, 1], max_abs, precision) < 0  # Σ n_j = B + 1: the sum wrapped
 
 
-def test_issue_case_wraps_without_the_bound():
+def test_a_billion_samples_at_the_documented_magnitude_cannot_fit():
     """n_j = 1e9 with |g| = 2e5 at f = 16 does not fit: such an upload must be refused."""
     assert not fits(10**9, 16, 2.0e5) and not fits(10**9, 16, 2.0**20)
 
