@@ -197,6 +197,8 @@ def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     )
     stored = Store(parties.data_dir(0), 0, readonly=True).load_share(1, "c1")
     assert to_wire(stored.gradient) == data
+    log = (parties.root / "logs" / "party0.log").read_text()  # the operator sees each refusal and why
+    assert "party0 refused the upload of c1 for round 1 (ALREADY_EXISTS): a different upload for round 1" in log
 
 
 def test_oversized_message_is_refused(parties):
