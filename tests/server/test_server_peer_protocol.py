@@ -6,6 +6,7 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
+from server_fixtures import bound_header
 
 from client_sdk.wire import model_hash, model_messages, sha256_hex
 from mpc.fixedpoint import decode, random_ring, reconstruct_encoded, share, to_wire
@@ -13,7 +14,6 @@ from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2,
 from server.exchange import read_share_stream, share_messages
 from server.local import LocalDeployment
 from server.store import membership_digest
-from server_fixtures import bound_header
 
 pytestmark = pytest.mark.timeout(300)
 M = 16
