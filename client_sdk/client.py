@@ -1,6 +1,6 @@
 """The FL client: talks to both parties over TLS with its per-client credential.
 
-Typical round (DESIGN §4, §5)::
+Typical round (docs/SERVICE.md, "Client SDK")::
 
     client = Client("alice", token, party0="127.0.0.1:50051", party1="127.0.0.1:50052", ca_cert="ca.pem")
     client.register()
@@ -9,9 +9,12 @@ Typical round (DESIGN §4, §5)::
     client.submit(state.round, gradient, n_samples)   # ‖g‖, δ, shares → both parties
 
 `submit` encodes with the parties' fixed-point setting, splits each value into two
-additive shares with a CSPRNG mask (mpc.fixedpoint; for g, by default, the mask of one
-party travels as a 32-byte seed, client_sdk.masks), and uploads share b to party b,
-retrying transient failures with the *same* shares (uploads are idempotent).
+additive shares with a CSPRNG mask and binds the two halves (client_sdk.sharing), writes
+the sharing to the client's outbox (client_sdk.outbox) before sending anything, and
+uploads half p to party p, retrying transient failures with capped exponential back-off
+until the round's deadline (client_sdk.retry). Every retry — also by a restarted process
+with the same outbox — resends the same sharing, so the two parties always hold two
+halves of one sharing. `upload_status(i)` tells whether the upload counted.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,15 +31,19 @@ import grpc
 import numpy as np
 
 from client_sdk import errors
-from client_sdk.masks import seeded_share
-from client_sdk.stats import l2_norm, tolerance_threshold
-from client_sdk.wire import chunks, collect_model, sha256_hex
-from mpc.fixedpoint import encode, share, to_wire
+from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
+from client_sdk.retry import RetryPolicy, is_transient
+from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
+from client_sdk.status import UploadStatus, combine
+from client_sdk.wire import chunks, collect_model
+from proto.binding import round_target, task_target
+from proto.channels import reconnect_options
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 
 log = logging.getLogger(__name__)
-TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-GradFn = Callable[[np.ndarray, "TaskInfo"], tuple[np.ndarray, int]]
+#: definite refusals: the party did not store the half (a retry of the same bytes cannot help)
+REFUSED = (errors.BadRoundError, errors.UploadRejectedError, errors.NotRegisteredError)
+SETTLE_WAIT_S = 1.0  #: how long forgetting decided outbox entries may retry a party after an upload
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class SubmitReceipt:
     content_sha256: tuple[str, str]  #: per party (the two shares differ)
     duplicate: tuple[bool, bool]
     bytes_sent: int
+    binding_sha256: str = ""  #: binding of the two halves (equal on both parties)
+    resumed: bool = False  #: the sharing was made earlier (by this or a previous process) and resent
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,17 @@ class TaskInfo:
     deadline: float
 
 
+GradFn = Callable[[np.ndarray, TaskInfo], tuple[np.ndarray, int]]
+
+
 class Client:
-    """One FL client connected to party0 and party1."""
+    """One FL client connected to party0 and party1.
+
+    Retries: `backoff_s` (first back-off), `max_backoff_s` (cap), `retry_s` (budget of a call
+    other than an upload), `retries` (optional cap on its attempts), `upload_retry_s` (None:
+    an upload retries until the round's deadline + `deadline_grace_s`). Outbox: `outbox_dir`
+    (default: `default_outbox_root()/<deployment id>/<client id>`, see client_sdk.outbox).
+    """
 
     def __init__(
         self,
@@ -96,28 +113,35 @@ class Client:
         party1: str,
         ca_cert: str | Path | bytes,
         alpha: float = 0.4,
-        retries: int = 6,
+        retries: int | None = None,
         backoff_s: float = 0.2,
         timeout_s: float = 60.0,
         chunk_bytes: int = 1024 * 1024,
         max_message_bytes: int = 4 * 1024 * 1024,
         compress_mask: bool = True,
+        *,
+        max_backoff_s: float = 5.0,
+        retry_s: float = 30.0,
+        upload_retry_s: float | None = None,
+        deadline_grace_s: float = 10.0,
+        outbox_dir: str | Path | None = None,
     ):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
         self.client_id = client_id
         self.alpha = alpha
-        self.retries = retries
-        self.backoff_s = backoff_s
+        self.retry = RetryPolicy(backoff_s, max_backoff_s, retry_s, retries, upload_retry_s, deadline_grace_s)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
         self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (client_sdk.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
-        self._checked_encoding: tuple[int, int, float] | None = None  #: (open round, f, max |x|) both parties served
+        #: (open round, f, max |x|, deadline) both parties served
+        self._checked_encoding: tuple[int, int, float, float] | None = None
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
         opts = [
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
+            *reconnect_options(),
         ]
         self.addresses = (party0, party1)
         self._channels = [
@@ -126,6 +150,10 @@ class Client:
         ]
         self._stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in self._channels]
         self._pool = ThreadPoolExecutor(2, thread_name_prefix=f"sdk-{client_id}")
+        where = (
+            Path(outbox_dir) if outbox_dir is not None else default_outbox_root() / federation_id(root, *self.addresses)
+        )
+        self.outbox = Outbox(where / client_id if outbox_dir is None else where)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
@@ -148,29 +176,38 @@ class Client:
             return errors.NotRegisteredError(f"{where}: {detail}")
         if code == grpc.StatusCode.FAILED_PRECONDITION and "not registered" in detail:
             return errors.NotRegisteredError(f"{where}: {detail}")
+        if code == grpc.StatusCode.FAILED_PRECONDITION and "sample budget" in detail:
+            return errors.UploadRejectedError(f"{where} refused the upload: {detail}")
         if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
             return errors.BadRoundError(f"{where}: {detail}")
         if code == grpc.StatusCode.ALREADY_EXISTS:
             return errors.ConflictingUploadError(f"{where}: {detail}")
         if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
             return errors.UploadRejectedError(f"{where} refused the request ({code.name}): {detail}")
-        if code in TRANSIENT:
-            return errors.PartyUnreachableError(f"{where} unreachable after {self.retries} attempts: {detail}")
         return errors.StarfishError(f"{where} failed ({code.name}): {detail}")
 
-    def _call(self, party: int, fn: Callable[[client_pb2_grpc.ClientServiceStub], object]):
-        """Run `fn(stub)` against one party, retrying transient failures with doubling back-off."""
-        delay = self.backoff_s
-        for attempt in range(self.retries):
+    def _call(self, party: int, fn: Callable[[client_pb2_grpc.ClientServiceStub], object], until: float | None = None):
+        """Run `fn(stub)` against one party, retrying transient failures (client_sdk.retry) until
+        `until` (unix time; default: the call budget and attempt cap of the retry policy)."""
+        start = time.time()
+        end = start + self.retry.budget_s if until is None else until
+        cap = self.retry.max_attempts if until is None else None
+        attempt = 0
+        while True:
             try:
                 return fn(self._stubs[party])
             except grpc.RpcError as exc:
-                if exc.code() not in TRANSIENT or attempt == self.retries - 1:
+                if not is_transient(exc):
                     raise self._translate(party, exc) from None
-                log.info("party%d unavailable (%s); retry %d in %.2f s", party, exc.code().name, attempt + 1, delay)
+                attempt += 1
+                delay = self.retry.delay(attempt)
+                if (cap is not None and attempt >= cap) or time.time() + delay > end:
+                    raise errors.PartyUnreachableError(
+                        f"party{party} ({self.addresses[party]}) unreachable after {attempt} attempt(s) over "
+                        f"{time.time() - start:.1f} s ({exc.code().name}: {exc.details()})"
+                    ) from None
+                log.info("party%d: %s; retry %d in %.2f s", party, exc.code().name, attempt, delay)
             time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")
 
     def _both(self, fn: Callable[[int], object]) -> list:
         """Run `fn(party)` for both parties concurrently; re-raise the first error."""
@@ -203,16 +240,17 @@ class Client:
                 "the parties serve different fixed-point settings: "
                 f"party0 f={r0.precision_bits}, party1 f={r1.precision_bits}"
             )
-        if r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN and (r0.round, r0.model_hash) != (
-            r1.round,
-            r1.model_hash,
-        ):
+        both_open = r0.phase == r1.phase == common_pb2.ROUND_PHASE_OPEN
+        if both_open and r0.round == r1.round and r0.model_hash != r1.model_hash:
             raise errors.ModelMismatchError(
                 f"party0 has round {r0.round} open from {r0.model_hash[:12]}, "
-                f"party1 round {r1.round} from {r1.model_hash[:12]}"
+                f"party1 the same round from {r1.model_hash[:12]}"
             )
-        # a round counts as open only when both parties accept uploads for it
+        # a round counts as open only when both parties accept uploads for it; two different open
+        # rounds are replies from different moments (one answered after a retry): not open yet
         phase = r0.phase if r0.phase == r1.phase or r0.phase != common_pb2.ROUND_PHASE_OPEN else r1.phase
+        if both_open and r0.round != r1.round:
+            phase = common_pb2.ROUND_PHASE_CLOSING
         view = RoundView(
             r0.round,
             phase,
@@ -224,7 +262,7 @@ class Client:
             r0.error or r1.error,
         )
         if view.is_open:
-            self._checked_encoding = (view.round, view.precision_bits, view.max_abs)
+            self._checked_encoding = (view.round, view.precision_bits, view.max_abs, view.deadline)
         return view
 
     def wait_for_round(self, after: int = 0, timeout_s: float = 300.0, poll_s: float = 0.1) -> RoundView:
@@ -265,81 +303,152 @@ class Client:
             )
         return GlobalModel(h0.round, h0.arch, params, h0.model_hash, h0.lr)
 
-    def _encoding(self, round_index: int | None) -> tuple[int, float]:
-        """The fixed-point setting both parties serve; reused when both were asked while
-        round `round_index` was open, asked again otherwise."""
+    def upload_status(self, round_index: int, until: float | None = None) -> UploadStatus:
+        """What became of this client's upload for round i, from both parties (client_sdk.status);
+        `until` (unix time) bounds the retries (default: the call budget)."""
+        request = client_pb2.UploadStatusRequest(round=int(round_index))
+        s0, s1 = self._both(
+            lambda p: self._call(
+                p, lambda s: s.GetUploadStatus(request, metadata=self._metadata, timeout=self.timeout_s), until
+            )
+        )
+        return combine(int(round_index), s0, s1)
+
+    # -- uploads ----------------------------------------------------------------------------
+    def _encoding(self, round_index: int | None) -> tuple[tuple[int, float], float]:
+        """((f, max |x|), deadline) both parties serve; reused when both were asked while round
+        `round_index` was open, asked again otherwise."""
         cached = self._checked_encoding
         if round_index is None or cached is None or cached[0] != round_index:
             view = self.round_state()
-            return view.precision_bits, view.max_abs
-        return cached[1], cached[2]
+            return (view.precision_bits, view.max_abs), view.deadline
+        return (cached[1], cached[2]), cached[3]
 
-    def _upload(self, header_for: Callable[[int], common_pb2.UploadHeader], data: tuple[bytes, bytes]) -> list:
-        def send(p: int):
-            header = header_for(p)
-
-            def messages() -> Iterator[common_pb2.UploadChunk]:
-                yield common_pb2.UploadChunk(header=header)
-                for piece in chunks(data[p], self.chunk_bytes):
-                    yield common_pb2.UploadChunk(data=piece)
-
-            return self._call(p, lambda s: s.UploadShares(messages(), metadata=self._metadata, timeout=self.timeout_s))
-
-        return self._both(send)
-
-    def _payloads(self, gradient: np.ndarray, precision: int, max_abs: float, key: str):
-        """Per party: (share bytes, mask seed) of g, and the shares of ‖g‖ and δ.
-
-        With `compress_mask` one party gets x̄ − r in full and the other only the seed of r;
-        which party gets the seed is spread over clients and rounds (crc32 of `key`), so both
-        parties carry half of the full shares."""
-        g = np.asarray(gradient)
-        if g.dtype.kind != "f":
-            raise errors.EncodingError(f"gradient must be a floating-point array, got dtype {g.dtype}")
-        g = g.astype(np.float64).reshape(-1)
-        if not np.all(np.isfinite(g)):
-            raise errors.EncodingError(f"gradient has {int(np.sum(~np.isfinite(g)))} non-finite value(s); nothing sent")
-        norms = share(np.array([l2_norm(g)]), precision, max_abs)
-        deltas = share(np.array([tolerance_threshold(g, self.alpha)]), precision, max_abs)
-        if self.compress_mask:
-            full, seed = seeded_share(encode(g, precision, max_abs))
-            seed_party = zlib.crc32(key.encode("utf-8")) % 2
-            grads = [(b"", seed), (b"", seed)]
-            grads[1 - seed_party] = (to_wire(full), b"")
-        else:
-            g0, g1 = share(g, precision, max_abs)
-            grads = [(to_wire(g0), b""), (to_wire(g1), b"")]
-        return g.size, grads, norms, deltas
-
-    def _submit(self, gradient: np.ndarray, n_samples: int, model_hash: str, target: dict) -> SubmitReceipt:
-        if int(n_samples) != n_samples or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
-        precision, max_abs = self._encoding(target.get("round"))
-        key = f"{self.client_id}/{target.get('round', '')}/{target.get('task_id', '')}"
-        size, grads, norms, deltas = self._payloads(gradient, precision, max_abs, key)
-
-        def header_for(p: int) -> common_pb2.UploadHeader:
-            data, seed = grads[p]
-            return common_pb2.UploadHeader(
-                n_samples=int(n_samples),
-                shape=[size],
-                dtype="int64",
-                model_hash=model_hash,
-                norm_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(norms[p])),
-                delta_share=common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(deltas[p])),
-                mask_seed=seed,
-                content_sha256=sha256_hex(seed or data),
-                **target,
+    def _check_same(self, entry: Entry, gradient: np.ndarray, n_samples: int, model_hash: str | None) -> None:
+        """A second submission for a target must carry the values of the sharing already made."""
+        g = checked_gradient(gradient)
+        if fingerprint(bytes.fromhex(entry.sharing_id), g, n_samples, model_hash or entry.model_hash) != (
+            entry.fingerprint
+        ):
+            raise errors.ConflictingUploadError(
+                f"client {self.client_id!r} already made a different upload for {entry.target} "
+                f"(outbox {self.outbox.dir}); uploads cannot be replaced"
             )
 
-        acks = self._upload(header_for, (grads[0][0], grads[1][0]))
-        sent = sum(len(grads[p][0]) + header_for(p).ByteSize() for p in (0, 1))
+    def _send_half(self, sharing: Sharing, party: int, until: float):
+        header = sharing.header(party)
+        data = sharing.halves[party].data
+
+        def messages() -> Iterator[common_pb2.UploadChunk]:
+            yield common_pb2.UploadChunk(header=header)
+            for piece in chunks(data, self.chunk_bytes):
+                yield common_pb2.UploadChunk(data=piece)
+
+        ack = self._call(
+            party, lambda s: s.UploadShares(messages(), metadata=self._metadata, timeout=self.timeout_s), until
+        )
+        if ack.content_sha256 != sharing.halves[party].content_sha256:
+            raise errors.StarfishError(f"party{party} acknowledged content {ack.content_sha256[:12]}, not ours")
+        self.outbox.record_ack(sharing.target, party, ack.duplicate)
+        return len(data) + header.ByteSize()
+
+    def _deliver(self, entry: Entry, until: float) -> int:
+        """Send the halves not yet acknowledged; returns the bytes sent. When both parties refused
+        definitely (neither stored anything), the entry is dropped so that a corrected call can
+        make a new sharing."""
+        sharing = entry.sharing
+        if sharing is None:
+            return 0
+        futures = {p: self._pool.submit(self._send_half, sharing, p, until) for p in (0, 1) if not entry.acked[p]}
+        failures = {p: f.exception() for p, f in futures.items() if f.exception() is not None}
+        if not failures:
+            return sum(f.result() for f in futures.values())
+        acked_somewhere = any(self.outbox.load(entry.target).acked)
+        if not acked_somewhere and len(failures) == 2 and all(isinstance(e, REFUSED) for e in failures.values()):
+            self.outbox.remove(entry.target)
+        raise failures[min(failures)]
+
+    def _send_entry(self, entry: Entry, resumed: bool) -> SubmitReceipt:
+        """Deliver an outbox entry (round or task) and report; a round that closed without it
+        raises RoundClosedError with the parties' reason."""
+        kind, _, value = entry.target.partition(":")
+        sent = 0
+        if not all(entry.acked):
+            until = self.retry.upload_until(entry.deadline, time.time())
+            try:
+                sent = self._deliver(entry, until)
+            except errors.BadRoundError:
+                if kind == "round":
+                    self._raise_if_closed(int(value))
+                raise
+            entry = self.outbox.load(entry.target)
+        if kind == "task":
+            self.outbox.remove(entry.target)  # both halves acknowledged: nothing left to resend
         return SubmitReceipt(
-            target.get("round"),
-            target.get("task_id"),
-            (acks[0].content_sha256, acks[1].content_sha256),
-            (acks[0].duplicate, acks[1].duplicate),
+            int(value) if kind == "round" else None,
+            value if kind == "task" else None,
+            entry.content_sha256,
+            entry.duplicate,
             sent,
+            entry.binding_sha256,
+            resumed,
+        )
+
+    def _raise_if_closed(self, round_index: int) -> None:
+        """After a party refused a round upload: if round i has an outcome without this upload,
+        forget the entry and raise RoundClosedError naming the reason."""
+        status = self.upload_status(round_index)
+        if status.final and status.outcome != "counted":
+            self.outbox.remove(round_target(round_index))
+            raise errors.RoundClosedError(
+                f"round {round_index} closed without this client's upload ({status.outcome}): {status.reason}", status
+            )
+
+    def _settle(self, before_round: int) -> None:
+        """Forget outbox entries of rounds before `before_round` whose outcome both parties report."""
+        for target in self.outbox.targets():
+            kind, _, value = target.partition(":")
+            if kind != "round" or int(value) >= before_round:
+                continue
+            try:  # a short try: a party that is down only postpones this to the next submit
+                status = self.upload_status(int(value), until=time.time() + SETTLE_WAIT_S)
+            except errors.StarfishError as exc:
+                log.info("outcome of %s not known yet: %s", target, exc)
+                continue
+            if status.final:
+                log.info("%s of %s: %s %s", target, self.client_id, status.outcome, status.reason)
+                self.outbox.remove(target)
+
+    def _make_and_send(
+        self,
+        target: str,
+        gradient: np.ndarray,
+        n_samples: int,
+        model_hash: str,
+        encoding: tuple[int, float],
+        deadline: float,
+    ) -> SubmitReceipt:
+        """Make the target's sharing once, write it to the outbox (durably), then deliver it."""
+        sharing = make_sharing(
+            self.client_id, target, gradient, n_samples, model_hash, encoding, self.alpha, self.compress_mask
+        )
+        return self._send_entry(self.outbox.save(sharing, deadline), resumed=False)
+
+    def _submit_round(self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str) -> SubmitReceipt:
+        encoding, deadline = self._encoding(round_index)
+        receipt = self._make_and_send(round_target(round_index), gradient, n_samples, model_hash, encoding, deadline)
+        self._settle(round_index)
+        return receipt
+
+    def _submit_task(self, task: TaskInfo, gradient: np.ndarray, n_samples: int) -> SubmitReceipt:
+        _check_samples(n_samples)
+        entry = self.outbox.load(task_target(task.task_id))
+        if entry is not None:
+            self._check_same(entry, gradient, n_samples, task.model_hash)
+            return self._send_entry(entry, resumed=True)
+        encoding, _ = self._encoding(None)
+        return self._make_and_send(
+            task_target(task.task_id), gradient, n_samples, task.model_hash, encoding, task.deadline
         )
 
     def submit(
@@ -347,9 +456,19 @@ class Client:
     ) -> SubmitReceipt:
         """Share (g, ‖g‖, δ) and upload to both parties for round i (g computed at M_{i−1}).
 
-        Raises EncodingError (non-finite / out of range) before anything is sent,
-        BadRoundError when the round is not open, PartyUnreachableError after retries.
+        A second call for round i (also from a restarted process with the same outbox) resends
+        the sharing made by the first; it must carry the same values (else
+        ConflictingUploadError, nothing sent). Raises EncodingError (non-finite / out of range)
+        before anything is written or sent, BadRoundError when the round is not open,
+        RoundClosedError when it closed without this upload, PartyUnreachableError when a
+        party stayed unreachable until the round's deadline (the outbox keeps the sharing:
+        call again to resume).
         """
+        _check_samples(n_samples)
+        entry = self.outbox.load(round_target(round_index))
+        if entry is not None:
+            self._check_same(entry, gradient, n_samples, model_hash)
+            return self._send_entry(entry, resumed=True)
         if model_hash is None:
             view = self.round_state()
             if not view.is_open or view.round != round_index:
@@ -357,20 +476,49 @@ class Client:
                     f"round {round_index} is not open (open round: {view.round if view.is_open else 'none'})"
                 )
             model_hash = view.model_hash
-        return self._submit(gradient, n_samples, model_hash, {"round": int(round_index)})
+        return self._submit_round(int(round_index), gradient, n_samples, model_hash)
 
     def run_round(
         self, grad_fn: Callable[[np.ndarray], tuple[np.ndarray, int]], after: int = 0, timeout_s: float = 300.0
     ) -> SubmitReceipt:
-        """Wait for a round > `after`, fetch M_{i−1}, compute (g, n) = grad_fn(params), submit."""
+        """Wait for a round > `after`, fetch M_{i−1}, compute (g, n) = grad_fn(params), submit.
+        When the outbox already holds this client's sharing for the round (made before a
+        restart), that sharing is resent and `grad_fn` is not called."""
         view = self.wait_for_round(after, timeout_s)
+        entry = self.outbox.load(round_target(view.round))
+        if entry is not None:
+            return self._send_entry(entry, resumed=True)
         model = self.fetch_model(view.round - 1)
         if model.hash != view.model_hash:
             raise errors.ModelMismatchError(
                 f"round {view.round} opens from {view.model_hash[:12]}, fetched {model.hash[:12]}"
             )
         gradient, n = grad_fn(model.params)
-        return self._submit(gradient, n, model.hash, {"round": view.round})
+        _check_samples(n)
+        return self._submit_round(view.round, gradient, n, model.hash)
+
+    def pending_uploads(self) -> list[str]:
+        """Targets ("round:<i>", "task:<id>") the outbox still holds, oldest first."""
+        return self.outbox.targets()
+
+    def resume_pending(self) -> dict[str, SubmitReceipt | UploadStatus | errors.StarfishError]:
+        """Resend every unacknowledged sharing in the outbox, and report the outcome of acknowledged
+        ones (forgetting those that are final). Returns what happened per target."""
+        results: dict[str, SubmitReceipt | UploadStatus | errors.StarfishError] = {}
+        for target in self.outbox.targets():
+            entry = self.outbox.load(target)
+            try:
+                if entry is None or not all(entry.acked) or not target.startswith("round:"):
+                    if entry is not None:
+                        results[target] = self._send_entry(entry, resumed=True)
+                    continue
+                status = self.upload_status(int(target.partition(":")[2]))
+                if status.final:
+                    self.outbox.remove(target)
+                results[target] = status
+            except errors.StarfishError as exc:
+                results[target] = exc
+        return results
 
     # -- tasks (warm-up / correction) --------------------------------------------------------
     def _task_model(self, task: TaskInfo) -> np.ndarray:
@@ -429,7 +577,7 @@ class Client:
                 except grpc.RpcError as exc:
                     if stop.is_set() or exc.code() == grpc.StatusCode.CANCELLED:
                         return
-                    stop.wait(self.backoff_s)
+                    stop.wait(self.retry.backoff_s)
 
         watchers = [threading.Thread(target=watch, args=(p,), daemon=True) for p in (0, 1)]
         for w in watchers:
@@ -446,10 +594,15 @@ class Client:
                     continue
                 params = self._task_model(task)
                 gradient, n = grad_fn(params, task)
-                self._submit(gradient, n, task.model_hash, {"task_id": task.task_id})
+                self._submit_task(task, gradient, n)
                 answered += 1
         finally:
             stop.set()
             for call in calls:
                 call.cancel()
         return answered
+
+
+def _check_samples(n_samples: int) -> None:
+    if int(n_samples) != n_samples or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")

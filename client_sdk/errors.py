@@ -21,6 +21,15 @@ class BadRoundError(StarfishError):
     """The round is not open for uploads (closed, not yet open, or unknown)."""
 
 
+class RoundClosedError(BadRoundError):
+    """The round closed without this client's upload; `status` (client_sdk.status.UploadStatus)
+    holds both parties' view and the reason (e.g. only one party received it in time)."""
+
+    def __init__(self, message: str, status=None):
+        super().__init__(message)
+        self.status = status
+
+
 class ModelMismatchError(StarfishError):
     """The two parties serve different models (or encodings): one of them equivocates."""
 
@@ -45,6 +54,7 @@ __all__ = [
     "ModelMismatchError",
     "NotRegisteredError",
     "PartyUnreachableError",
+    "RoundClosedError",
     "StarfishError",
     "UploadRejectedError",
 ]

@@ -7,8 +7,10 @@ which extends this class.
 from __future__ import annotations
 
 import logging
+import math
 
 import grpc
+import numpy as np
 
 from client_sdk.wire import collect_model
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2, peer_pb2
@@ -36,6 +38,7 @@ def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
     )
     if rs.phase in (common_pb2.ROUND_PHASE_OPEN, common_pb2.ROUND_PHASE_CLOSING):
         msg.open_round = rs.round
+    committed = store.commit_times()
     for rec in store.all_round_records():
         members = store.round_members(rec.round)
         msg.rounds.append(
@@ -44,12 +47,26 @@ def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
                 state=rec.state,
                 model_hash=rec.model_out_hash or "",
                 opened_unix=rec.opened,
+                committed_unix=committed.get(rec.round, 0.0) if rec.state == "committed" else 0.0,
                 peer_bytes=rec.peer_bytes,
                 error=rec.error,
                 members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in members.items()],
+                excluded=[common_pb2.Exclusion(client_id=c, reason=r) for c, r in store.exclusions(rec.round).items()],
             )
         )
     return msg
+
+
+def initial_model_refusal(header, params: np.ndarray, max_lr: float) -> str | None:
+    """Why StartTraining must refuse M_0 and η_l (INVALID_ARGUMENT), or None."""
+    if not (math.isfinite(header.lr) and 0 < header.lr <= max_lr):
+        return f"learning rate must be a finite number in (0, {max_lr:g}] (limits.max_lr), got {header.lr!r}"
+    bad = int(params.size - np.count_nonzero(np.isfinite(params)))
+    if bad:
+        return f"initial model has {bad} non-finite parameter(s) (NaN or inf)"
+    if not header.arch or len(header.arch) > 128:
+        return "architecture name must be 1 to 128 characters"
+    return None
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
@@ -64,8 +81,10 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
             header, params = collect_model(request_iterator, self.cfg.limits.max_model_params)
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"initial model refused: {exc}")
-        if not header.lr > 0:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"learning rate must be positive, got {header.lr}")
+        refusal = initial_model_refusal(header, params, self.cfg.limits.max_lr)
+        if refusal is not None:
+            log.warning("StartTraining refused: %s", refusal)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"initial model refused: {refusal}")
         try:
             digest = self.state.store.install_initial_model(header.arch, params, header.lr)
         except ConflictError as exc:

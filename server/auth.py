@@ -24,6 +24,23 @@ def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
+def verified_client(cfg: PartyConfig, metadata) -> str | None:
+    """The client id whose token `metadata` carries correctly, else None (no abort: admission
+    control uses it to count a call against the right client before the handler runs)."""
+    md = {k: v for k, v in (metadata or ()) if isinstance(v, str)}
+    client, token = md.get(CLIENT_ID_KEY), md.get(CLIENT_TOKEN_KEY)
+    expected = cfg.clients.get(client or "")
+    if expected is None or not token or not hmac.compare_digest(expected, token_digest(token)):
+        return None
+    return client
+
+
+def has_admin_token(cfg: PartyConfig, metadata) -> bool:
+    """Whether `metadata` carries the configured admin token."""
+    token = {k: v for k, v in (metadata or ()) if isinstance(v, str)}.get(ADMIN_TOKEN_KEY)
+    return bool(cfg.admin_token_sha256 and token and hmac.compare_digest(cfg.admin_token_sha256, token_digest(token)))
+
+
 def authenticate_client(cfg: PartyConfig, context: grpc.ServicerContext) -> str:
     """Return the authenticated client id, or abort the call."""
     md = _metadata(context)

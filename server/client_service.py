@@ -1,4 +1,6 @@
-"""Client-facing gRPC service (both parties): register, round state, models, uploads, tasks."""
+"""Client-facing gRPC service (both parties): register, round state, models, uploads, upload
+status, tasks. Every refusal of an upload goes through `ClientService._refuse`, which logs the
+client, the target and the reason (never share bytes) before aborting the call."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from client_sdk.wire import model_messages
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from server import metrics
 from server.auth import authenticate_client
+from server.headroom import round_sample_budget
 from server.state import PartyState
-from server.store import ConflictError, RoundClosedError, StoreError
-from server.uploads import UploadError, read_body, read_header
+from server.store import ConflictError, RoundClosedError, SampleBudgetError, StoreError
+from server.upload_status import upload_status
+from server.uploads import UploadError, check_binding, read_body, read_header
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +98,12 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             return
         yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
 
-    def _refuse(self, context, kind: str, reason: str, code: grpc.StatusCode, message: str) -> None:
-        """Count and log a refused upload, then abort the call (`reason` labels the metric)."""
-        metrics.upload_refused(kind, reason)
-        log.warning("upload refused (%s): %s", reason, message)
-        context.abort(code, message)
+    def _refuse(self, context, code: grpc.StatusCode, client: str, what: str, reason: str, label: str):
+        """Log, count and abort: the one place where an upload is refused (client, target, reason;
+        `label` is the reason's short code in `starfish_uploads_refused_total`)."""
+        log.warning("party%d refused the upload of %s for %s (%s): %s", self.cfg.role, client, what, code.name, reason)
+        metrics.upload_refused(what.split(" ")[0] if what.startswith(("round", "task")) else "unknown", label)
+        context.abort(code, reason)
 
     def UploadShares(self, request_iterator, context):
         try:
@@ -106,56 +111,48 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         except Exception:  # context.abort raised: count it, let gRPC answer
             metrics.upload_refused("unknown", "unauthenticated")
             raise
-        kind = "unknown"
+        what = "an unnamed target"
         try:
             header, rest = read_header(request_iterator)
             target = header.WhichOneof("target")
             if target == "round":
-                kind = "round"
+                what = f"round {header.round}"
                 return self._round_upload(client, header, rest, context)
             if target == "task_id":
-                kind = "task"
+                what = f"task {header.task_id}"
                 return self._task_upload(client, header, rest, context)
             raise UploadError("upload header names neither a round nor a task")
         except UploadError as exc:
-            self._refuse(context, kind, "invalid", grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, client, what, str(exc), "invalid")
         except ConflictError as exc:
-            self._refuse(context, kind, "conflict", grpc.StatusCode.ALREADY_EXISTS, str(exc))
+            self._refuse(context, grpc.StatusCode.ALREADY_EXISTS, client, what, str(exc), "conflict")
         except RoundClosedError as exc:
-            self._refuse(context, kind, "round_closed", grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, str(exc), "round_closed")
+        except SampleBudgetError as exc:
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, str(exc), "over_budget")
 
     def _round_upload(self, client: str, header, rest, context):
         store = self.state.store
+        what = f"round {header.round}"
         if store.is_erased(client):
-            self._refuse(context, "round", "erased", grpc.StatusCode.PERMISSION_DENIED, f"client {client!r} was erased")
+            reason = f"client {client!r} was erased"
+            self._refuse(context, grpc.StatusCode.PERMISSION_DENIED, client, what, reason, "erased")
         if client not in store.registered():
-            self._refuse(
-                context,
-                "round",
-                "not_registered",
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"client {client!r} is not registered on party{self.cfg.role}; call Register first",
-            )
+            reason = f"client {client!r} is not registered on party{self.cfg.role}; call Register first"
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "not_registered")
         rec = store.round_record(header.round)
-        current = store.current_round()
-        if rec is None or rec.state != "open":
+        # a half already held is answered (duplicate or conflict) whatever the round's state
+        if rec is None or (rec.state != "open" and store.upload(header.round, client) is None):
+            current = store.current_round()
             open_now = current.round if current is not None and current.state == "open" else None
-            self._refuse(
-                context,
-                "round",
-                "round_closed",
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"round {header.round} is not open for uploads (open round: {open_now or 'none'})",
-            )
+            reason = f"round {header.round} is not open for uploads (open round: {open_now or 'none'})"
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "round_closed")
         if header.model_hash != rec.model_in_hash:
-            self._refuse(
-                context,
-                "round",
-                "wrong_model",
-                grpc.StatusCode.FAILED_PRECONDITION,
+            reason = (
                 f"gradient was computed at model {header.model_hash[:12] or '?'}…, round {header.round} "
-                f"starts from {rec.model_in_hash[:12]}…",
+                f"starts from {rec.model_in_hash[:12]}…"
             )
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "wrong_model")
         num_params = store.model_size(rec.model_in_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
         digest, duplicate = store.put_upload(
@@ -168,6 +165,8 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             rec.model_in_hash,
             parsed.mask_seed,
             num_params,
+            binding_sha256=check_binding(header, self.cfg.role, num_params),
+            sample_budget=round_sample_budget(self.cfg.precision_bits, self.cfg.max_abs),
         )
         if not duplicate:
             share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
@@ -181,23 +180,19 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
     def _task_upload(self, client: str, header, rest, context):
         store = self.state.store
         task = store.task(header.task_id)
+        what = f"task {header.task_id}"
         if task is None or task.client != client:
-            message = f"no task {header.task_id!r} for client {client!r}"
-            self._refuse(context, "task", "unknown_task", grpc.StatusCode.NOT_FOUND, message)
+            reason = f"no task {header.task_id!r} for client {client!r}"
+            self._refuse(context, grpc.StatusCode.NOT_FOUND, client, what, reason, "unknown_task")
         if task.deadline < time.time():
-            self._refuse(
-                context, "task", "late", grpc.StatusCode.DEADLINE_EXCEEDED, f"task {task.task_id} is past its deadline"
-            )
+            reason = f"task {task.task_id} is past its deadline"
+            self._refuse(context, grpc.StatusCode.DEADLINE_EXCEEDED, client, what, reason, "late")
         if header.model_hash != task.model_hash:
-            self._refuse(
-                context,
-                "task",
-                "wrong_model",
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"task {task.task_id} asks for model {task.model_hash[:12]}…",
-            )
+            reason = f"task {task.task_id} asks for model {task.model_hash[:12]}…"
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "wrong_model")
         num_params = store.model_size(task.model_hash)
         parsed = read_body(header, rest, num_params, self.cfg.limits)
+        binding_sha256 = check_binding(header, self.cfg.role, num_params)
         digest, duplicate = store.put_task_upload(
             task.task_id,
             client,
@@ -207,6 +202,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             parsed.delta,
             parsed.mask_seed,
             num_params,
+            binding_sha256,
         )
         metrics.upload_accepted("task", duplicate)
         log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
@@ -214,6 +210,10 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         return client_pb2.UploadAck(
             party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest, duplicate=duplicate
         )
+
+    def GetUploadStatus(self, request, context):
+        client = authenticate_client(self.cfg, context)
+        return upload_status(self.state.store, self.cfg.role, request.round, client)
 
     def WatchTasks(self, request, context):
         client = authenticate_client(self.cfg, context)

@@ -8,12 +8,14 @@ leaked config file does not leak credentials. See docs/SERVICE.md for every key.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from server.headroom import round_sample_budget
 from server.jobs.config import JobConfig
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -89,7 +91,24 @@ class LimitConfig:
     max_message_bytes: int = 4 * 1024 * 1024  #: gRPC per-message cap; larger payloads are streamed
     chunk_bytes: int = 1024 * 1024  #: size of each streamed data chunk
     max_model_params: int = 50_000_000
-    max_samples: int = 1_000_000_000  #: largest accepted n_j
+    max_samples: int = 1_000_000  #: largest accepted n_j (Σ n_j of a round is bounded by server.headroom)
+    max_lr: float = 10.0  #: largest learning rate StartTraining accepts
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """Per-client and per-class concurrency on the client/admin port (server.admission)."""
+
+    max_streams_per_client: int = 4  #: open WatchTasks streams of one client
+    max_requests_per_client: int = 8  #: other concurrent client calls (uploads, models, round state) of one client
+    max_streams: int = 256  #: open WatchTasks streams of all clients together
+    max_requests: int = 64  #: other concurrent client calls of all clients together
+    admin_threads: int = 8  #: threads kept for the admin API and health checks, beyond the client classes
+
+    @property
+    def threads(self) -> int:
+        """Worker threads of the client/admin port: every class at its limit still leaves `admin_threads`."""
+        return self.max_streams + self.max_requests + self.admin_threads
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,7 @@ class PartyConfig:
     clients: dict[str, str] = field(default_factory=dict)  #: client id -> token sha256
     rounds: RoundConfig = field(default_factory=RoundConfig)
     limits: LimitConfig = field(default_factory=LimitConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     jobs: JobConfig = field(default_factory=JobConfig)  #: Stage II job runner ([jobs])
     signing: SigningConfig = field(default_factory=SigningConfig)  #: erasure-signing identity ([signing])
     observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
@@ -139,6 +159,45 @@ def _sub(cls, table: dict, where: str):
         raise ConfigError(f"bad [{where}]: {exc}") from exc
 
 
+def _positive(value: object, key: str, integer: bool = False, zero_ok: bool = False) -> None:
+    kind = int if integer else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero_ok):
+        what = "a non-negative" if zero_ok else "a positive"
+        raise ConfigError(f"{key} must be {what} finite {'integer' if integer else 'number'}, got {value!r}")
+
+
+def _check_rounds(rounds: RoundConfig) -> RoundConfig:
+    for key in ("deadline_s", "poll_s", "peer_timeout_s", "peer_retry_s"):
+        _positive(getattr(rounds, key), f"rounds.{key}")
+    _positive(rounds.min_clients, "rounds.min_clients", integer=True)
+    _positive(rounds.max_rounds, "rounds.max_rounds", integer=True, zero_ok=True)
+    return rounds
+
+
+def _check_limits(limits: LimitConfig, precision: int, max_abs: float) -> LimitConfig:
+    """Sizes positive, chunks fit a message, and one client's n_j within the round's sample budget."""
+    for key in ("max_message_bytes", "chunk_bytes", "max_model_params", "max_samples"):
+        _positive(getattr(limits, key), f"limits.{key}", integer=True)
+    _positive(limits.max_lr, "limits.max_lr")
+    if limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
+        raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
+    budget = round_sample_budget(precision, max_abs)
+    if limits.max_samples > budget:
+        raise ConfigError(
+            f"limits.max_samples = {limits.max_samples} exceeds the round's sample budget {budget} at "
+            f"precision_bits = {precision}, max_abs = {max_abs:g}: one client's n_j·max|g| could wrap the "
+            "int64 aggregate (docs/NUMERICS.md §1)"
+        )
+    return limits
+
+
+def _check_admission(admission: AdmissionConfig) -> AdmissionConfig:
+    for key in AdmissionConfig.__dataclass_fields__:
+        _positive(getattr(admission, key), f"admission.{key}", integer=True)
+    return admission
+
+
 def parse_config(data: dict, base: Path) -> PartyConfig:
     """Validate a parsed TOML document; relative paths are resolved against `base`."""
     role = _require(data, "role", "top level")
@@ -156,8 +215,8 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     if not isinstance(precision, int) or not 1 <= precision <= 40:
         raise ConfigError(f"fixed_point.precision_bits must be an int in [1, 40], got {precision!r}")
     max_abs = float(fp.get("max_abs", MAX_ABS_DEFAULT))
-    if not max_abs > 0:
-        raise ConfigError("fixed_point.max_abs must be positive")
+    if not (math.isfinite(max_abs) and max_abs > 0):
+        raise ConfigError(f"fixed_point.max_abs must be a positive finite number, got {max_abs!r}")
     auth = data.get("auth", {})
     clients = dict(auth.get("clients", {}))
     for cid, digest in clients.items():
@@ -168,8 +227,9 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     admin = auth.get("admin_token_sha256", "")
     if admin and not re.fullmatch(r"[0-9a-f]{64}", admin):
         raise ConfigError("auth.admin_token_sha256 must be a sha256 hex digest")
-    rounds = _sub(RoundConfig, data.get("rounds", {}), "rounds")
-    limits = _sub(LimitConfig, data.get("limits", {}), "limits")
+    rounds = _check_rounds(_sub(RoundConfig, data.get("rounds", {}), "rounds"))
+    limits = _check_limits(_sub(LimitConfig, data.get("limits", {}), "limits"), precision, max_abs)
+    admission = _check_admission(_sub(AdmissionConfig, data.get("admission", {}), "admission"))
     try:
         jobs = _sub(JobConfig, data.get("jobs", {}), "jobs")
     except ValueError as exc:
@@ -179,8 +239,6 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    if limits.chunk_bytes <= 0 or limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
-        raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
     return PartyConfig(
         role=role,
         listen=str(_require(data, "listen", "top level")),
@@ -194,6 +252,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         clients=clients,
         rounds=rounds,
         limits=limits,
+        admission=admission,
         jobs=jobs,
         signing=signing,
         observability=observability,

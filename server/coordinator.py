@@ -4,9 +4,11 @@ Per round i, every step idempotent on both parties so a restart of either resume
 
 1. open round i from M_{i−1} here and on party1 (party1 checks the hash of M_{i−1});
 2. wait until every registered client has an upload on both parties, or the deadline
-   passes (with fewer than `min_clients` common uploads the deadline is extended);
-3. close here and on party1; S = clients whose two uploads both arrived, with equal n_j;
-4. fix S on both parties (membership digest compared);
+   passes (with fewer than `min_clients` consistent pairs the deadline is extended);
+3. close here and on party1; S = clients whose two halves both arrived with equal n_j and
+   equal binding (server.membership), within the round's sample budget; every other
+   upload is excluded with a reason, logged and recorded on both parties;
+4. fix S and the exclusions on both parties (membership digest and bindings compared);
 5. A_0 = Σ_{j∈S} n_j·[g_j]_0 here; exchange with party1's A_1 over the peer channel;
 6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
    equals ours; a mismatch fails the round with a clear error and training halts.
@@ -21,9 +23,10 @@ import time
 from client_sdk.wire import model_messages, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2
-from server import metrics, request_context
+from server import membership, metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
 from server.exchange import read_share_stream, share_messages
+from server.headroom import round_sample_budget
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 from server.store import RoundRecord, membership_digest
@@ -122,13 +125,26 @@ class RoundCoordinator:
         self._peer_opened.add(round_index)
         log.info("round %d opened from model %s", round_index, previous.hash[:12])
 
-    def _common(self, round_index: int, follower: peer_pb2.MemberList) -> dict[str, int]:
-        mine = self.store.uploads(round_index)
-        return {
-            m.client_id: int(m.n_samples)
-            for m in follower.members
-            if m.client_id in mine and mine[m.client_id].n_samples == m.n_samples
-        }
+    def _holdings(self, round_index: int, follower: peer_pb2.MemberList) -> tuple[dict, dict]:
+        """What each party holds of every upload of the round (n_j and binding)."""
+        mine = {c: membership.Held(u.n_samples, u.binding_sha256) for c, u in self.store.uploads(round_index).items()}
+        theirs = {m.client_id: membership.Held(int(m.n_samples), m.binding_sha256) for m in follower.members}
+        return mine, theirs
+
+    def _decide(self, round_index: int, follower: peer_pb2.MemberList) -> tuple[dict[str, int], dict[str, str]]:
+        """S and the exclusions from what each party holds (server.membership)."""
+        budget = round_sample_budget(self.cfg.precision_bits, self.cfg.max_abs)
+        return membership.decide(*self._holdings(round_index, follower), budget)
+
+    def _record_exclusions(self, round_index: int, follower: peer_pb2.MemberList, excluded: dict[str, str]) -> None:
+        """Log every exclusion; count and log a share-pair mismatch by its code (server.metrics)."""
+        mine, theirs = self._holdings(round_index, follower)
+        for client, reason in excluded.items():
+            found = membership.exclusion(mine.get(client), theirs.get(client))
+            if found is None:  # a consistent pair left out by the sample budget
+                log.warning("round %d: upload of %s excluded: %s", round_index, client, reason)
+            else:
+                metrics.share_pair_mismatch(round_index, client, *found)
 
     def _ready_to_close(self, rec: RoundRecord) -> bool:
         registered = set(self.store.registered())
@@ -136,30 +152,39 @@ class RoundCoordinator:
         deadline_passed = time.time() >= rec.deadline
         if not deadline_passed and not (registered and registered <= mine):
             return False
-        common = self._common(rec.round, self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round)))
-        if registered and registered <= set(common):
-            return True
+        follower = self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round))
+        if registered and registered <= mine & {m.client_id for m in follower.members}:
+            return True  # every registered client's two halves arrived: nothing can change any more
         if deadline_passed:
-            if len(common) >= max(1, self.cfg.rounds.min_clients):
+            members, _ = self._decide(rec.round, follower)
+            if len(members) >= max(1, self.cfg.rounds.min_clients):
                 return True
             self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s)
-            log.warning("round %d: only %d common uploads at the deadline; extended", rec.round, len(common))
+            log.warning("round %d: only %d consistent uploads at the deadline; extended", rec.round, len(members))
         return False
 
     def _finish(self, rec: RoundRecord) -> None:
         i = rec.round
         follower = self.peer.unary("CloseRound", peer_pb2.RoundRef(round=i))
         if rec.membership_sha256 is None:
-            members = self._common(i, follower)
-            self.store.set_membership(i, members)
+            members, excluded = self._decide(i, follower)
+            self._record_exclusions(i, follower, excluded)
+            self.store.set_membership(i, members, excluded)
         members = self.store.round_members(i)
         digest = membership_digest(members, i)
+        held = self.store.uploads(i)
         self.peer.unary(
             "AgreeMembership",
             peer_pb2.Membership(
                 round=i,
                 membership_sha256=digest,
-                members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in sorted(members.items())],
+                members=[
+                    common_pb2.Member(
+                        client_id=c, n_samples=n, binding_sha256=held[c].binding_sha256 if c in held else ""
+                    )
+                    for c, n in sorted(members.items())
+                ],
+                excluded=[common_pb2.Exclusion(client_id=c, reason=r) for c, r in self.store.exclusions(i).items()],
             ),
         )
         previous = self.store.model_by_hash(rec.model_in_hash)

@@ -8,6 +8,7 @@ Layout under `root`::
     party0.toml, party1.toml
     party0/, party1/  data dirs
     logs/partyN.log
+    outbox/<client>/  the SDK outbox of each client made by `client()`
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class LocalDeployment:
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
     jobs: dict = field(default_factory=dict)  #: overrides of [jobs]
+    admission: dict = field(default_factory=dict)  #: overrides of [admission]
     observability: dict = field(default_factory=dict)  #: overrides of [observability]
     precision_bits: int = 16
     same_identity_as: "LocalDeployment | None" = None  #: reuse that deployment's certificates and tokens
@@ -124,6 +126,7 @@ class LocalDeployment:
             "rounds": dict(self.rounds),
             "limits": dict(self.limits),
             "jobs": dict(self.jobs),
+            "admission": dict(self.admission),
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},
@@ -205,6 +208,7 @@ class LocalDeployment:
     def client(self, client_id: str, **kwargs):
         from client_sdk import Client
 
+        kwargs.setdefault("outbox_dir", self.root / "outbox" / client_id)
         return Client(
             client_id, self.creds["clients"][client_id], self.address(0), self.address(1), self.ca_cert, **kwargs
         )

@@ -118,7 +118,7 @@ def share_pair_mismatch(round_index: int, client: str, reason: str, detail: str 
     n_j, no binding to check, bindings differ) — a short code, so the label stays bounded;
     `detail` goes to the log line (WARNING) with the client and round."""
     MISMATCHES.labels(reason if reason in MISMATCH_REASONS else "other").inc()
-    log.warning("round %d: client %s excluded, share pair mismatch (%s) %s", round_index, client, reason, detail)
+    log.warning("round %d: upload of %s excluded: %s (share pair mismatch: %s)", round_index, client, detail, reason)
 
 
 def peer_call(method: str, code: str | None) -> None:

@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 
 import grpc
 
+from proto.channels import reconnect_options
 from proto.starfish.v1 import peer_pb2_grpc
 from server import metrics, request_context
 from server.config import PartyConfig
@@ -40,9 +41,8 @@ class PeerClient:
     def __init__(self, cfg: PartyConfig, stop: threading.Event):
         self.cfg = cfg
         self.stop = stop
-        self.channel = grpc.secure_channel(
-            cfg.peer_address, peer_channel_credentials(cfg), options=channel_options(cfg.limits.max_message_bytes)
-        )
+        options = channel_options(cfg.limits.max_message_bytes) + reconnect_options()
+        self.channel = grpc.secure_channel(cfg.peer_address, peer_channel_credentials(cfg), options=options)
         self.stub = peer_pb2_grpc.PeerServiceStub(self.channel)
 
     def close(self) -> None:

@@ -10,13 +10,14 @@ Job-control messages are part of the contract; their handlers arrive with Stage 
 from __future__ import annotations
 
 import logging
+import math
 
 import grpc
 
 from client_sdk.wire import collect_model, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
-from server import metrics
+from server import membership, metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.exchange import read_share_stream, share_messages
@@ -31,7 +32,9 @@ def member_list(state: PartyState, round_index: int) -> peer_pb2.MemberList:
     return peer_pb2.MemberList(
         round=round_index,
         members=[
-            common_pb2.Member(client_id=c, n_samples=u.n_samples, content_sha256=u.grad_sha256)
+            common_pb2.Member(
+                client_id=c, n_samples=u.n_samples, content_sha256=u.grad_sha256, binding_sha256=u.binding_sha256
+            )
             for c, u in sorted(ups.items())
         ],
     )
@@ -79,6 +82,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def OpenRound(self, request, context):
         require_peer(self.cfg, context)
+        if not (math.isfinite(request.deadline_unix) and math.isfinite(request.lr) and request.lr > 0):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"round {request.round}: deadline {request.deadline_unix!r} and lr {request.lr!r} must be finite, lr > 0",
+            )
         try:
             rec = self.state.store.open_round(request.round, request.model_hash, request.deadline_unix, request.lr)
         except StoreError as exc:
@@ -99,22 +107,32 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def AgreeMembership(self, request, context):
         require_peer(self.cfg, context)
-        self._record(request.round, context)
+        first_time = self._record(request.round, context).membership_sha256 is None
         members = {m.client_id: int(m.n_samples) for m in request.members}
         if membership_digest(members, request.round) != request.membership_sha256:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "membership digest does not match its member list")
-        mine = self.state.store.uploads(request.round)
-        for client, n in members.items():
-            if client not in mine or mine[client].n_samples != n:
+        mine = {
+            c: membership.Held(u.n_samples, u.binding_sha256)
+            for c, u in self.state.store.uploads(request.round).items()
+        }
+        for m in request.members:
+            refusal = membership.follower_refusal(
+                m.client_id, int(m.n_samples), m.binding_sha256, mine.get(m.client_id)
+            )
+            if refusal is not None:
+                log.error("round %d: membership refused: party%d %s", request.round, self.cfg.role, refusal)
                 context.abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"round {request.round}: party{self.cfg.role} holds no matching upload of {client!r}",
+                    grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: party{self.cfg.role} {refusal}"
                 )
+        excluded = {e.client_id: e.reason for e in request.excluded}
         try:
-            digest = self.state.store.set_membership(request.round, members)
+            digest = self.state.store.set_membership(request.round, members, excluded)
         except StoreError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        log.info("round %d: membership of %d clients agreed", request.round, len(members))
+        if first_time:
+            for client, reason in excluded.items():
+                log.warning("round %d: upload of %s excluded: %s", request.round, client, reason)
+            log.info("round %d: membership of %d clients agreed", request.round, len(members))
         return self._ack(detail=digest)
 
     def ExchangeAggregate(self, request_iterator, context):

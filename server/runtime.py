@@ -1,5 +1,5 @@
-"""A party process: store, gRPC servers (client/admin/health port and mutual-TLS peer
-port), and on party0 the round coordinator. `PartyServer(cfg).run_until_signal()`
+"""A party process: store, gRPC servers (client/admin/health port behind admission control,
+and the mutual-TLS peer port), and on party0 the round coordinator. `PartyServer(cfg).run_until_signal()`
 serves until SIGINT/SIGTERM and then stops cleanly (in-flight calls get a grace period).
 """
 
@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
 from server import metrics
+from server.admission import AdmissionInterceptor
 from server.client_service import ClientService
 from server.config import PartyConfig
 from server.coordinator import RoundCoordinator
@@ -32,7 +33,7 @@ from server.store import Store
 from server.tls import channel_options, client_port_credentials, peer_port_credentials
 
 log = logging.getLogger(__name__)
-WORKER_THREADS = 32  #: concurrent RPCs per port (uploads of many clients, long task streams)
+PEER_THREADS = 8  #: concurrent calls on the peer port (only the other party calls it)
 STOP_GRACE_S = 2.0
 
 
@@ -43,9 +44,14 @@ class PartyServer:
         self.state = PartyState(cfg, Store(cfg.data_dir, cfg.role))
         self.peer = PeerClient(cfg, self.state.stopping)
         opts = channel_options(cfg.limits.max_message_bytes)
-        interceptors = [RequestIdInterceptor()]
-        self.server = grpc.server(futures.ThreadPoolExecutor(WORKER_THREADS), options=opts, interceptors=interceptors)
-        self.peer_server = grpc.server(futures.ThreadPoolExecutor(8), options=opts, interceptors=interceptors)
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
+            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
+            options=opts,
+        )
+        self.peer_server = grpc.server(
+            futures.ThreadPoolExecutor(PEER_THREADS), options=opts, interceptors=[RequestIdInterceptor()]
+        )
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
         self.jobs = JobStore(cfg.data_dir)
         attestor = Attestor(cfg.role, self.state.store, self.jobs, identity)

@@ -53,6 +53,10 @@ CREATE TABLE IF NOT EXISTS uploads (
   round INTEGER NOT NULL, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
   delta_share INTEGER NOT NULL, model_hash TEXT NOT NULL, received REAL NOT NULL, mask_seed BLOB,
+  binding_sha256 TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (round, client));
+CREATE TABLE IF NOT EXISTS exclusions (
+  round INTEGER NOT NULL, client TEXT NOT NULL, reason TEXT NOT NULL,
   PRIMARY KEY (round, client));
 CREATE TABLE IF NOT EXISTS clients (
   client TEXT PRIMARY KEY, registered REAL, erased REAL);
@@ -65,8 +69,14 @@ CREATE TABLE IF NOT EXISTS erasures (
 CREATE TABLE IF NOT EXISTS task_uploads (
   task_id TEXT PRIMARY KEY, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
-  delta_share INTEGER NOT NULL, received REAL NOT NULL, mask_seed BLOB);
+  delta_share INTEGER NOT NULL, received REAL NOT NULL, mask_seed BLOB,
+  binding_sha256 TEXT NOT NULL DEFAULT '');
 """
+#: columns added after a table was first created: (table, column, definition)
+ADDED_COLUMNS = (
+    ("uploads", "binding_sha256", "TEXT NOT NULL DEFAULT ''"),
+    ("task_uploads", "binding_sha256", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 class StoreError(Exception):
@@ -79,6 +89,10 @@ class RoundClosedError(StoreError):
 
 class ConflictError(StoreError):
     """A second, different upload for the same (client, round) or task."""
+
+
+class SampleBudgetError(StoreError):
+    """An upload's n_j would take the round's Σ n_j past its sample budget (server.headroom)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +123,7 @@ class UploadRecord:
     n_samples: int
     grad_sha256: str
     num_params: int
+    binding_sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,10 +195,18 @@ class Store:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA secure_delete=ON")  # erased rows (seeds, scalar shares) are zeroed
         self._db.executescript(SCHEMA)
+        self._add_missing_columns()
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _add_missing_columns(self) -> None:
+        """Bring a store made by an earlier version up to the current schema (new columns only)."""
+        for table, column, definition in ADDED_COLUMNS:
+            existing = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in existing:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     # -- helpers -------------------------------------------------------------------------
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -245,6 +268,10 @@ class Store:
     def global_model_hash(self, round_index: int) -> str | None:
         rows = self._query("SELECT hash FROM global_models WHERE round=?", (round_index,))
         return rows[0][0] if rows else None
+
+    def commit_times(self) -> dict[int, float]:
+        """When each global model M_i was committed (unix time), by i."""
+        return {int(r): float(t) for r, t in self._query("SELECT round, committed FROM global_models")}
 
     def latest_committed(self) -> int:
         """T: index of the newest committed global model; −1 before M_0 is installed."""
@@ -334,8 +361,9 @@ class Store:
     def extend_deadline(self, round_index: int, deadline: float) -> None:
         self._tx([("UPDATE rounds SET deadline=? WHERE round=?", (deadline, round_index))])
 
-    def set_membership(self, round_index: int, members: dict[str, int]) -> str:
-        """Fix S of round i with weights n_j (idempotent for the same S); returns its digest."""
+    def set_membership(self, round_index: int, members: dict[str, int], excluded: dict[str, str] | None = None) -> str:
+        """Fix S of round i with weights n_j, and the excluded clients with their reasons
+        (idempotent for the same S); returns its digest."""
         digest = membership_digest(members, round_index)
         rec = self.round_record(round_index)
         if rec is None:
@@ -345,6 +373,10 @@ class Store:
                 raise ConflictError(f"round {round_index} already has a different membership")
             return digest
         stmts = [("INSERT INTO members VALUES (?,?,?)", (round_index, c, int(n))) for c, n in members.items()]
+        stmts += [
+            ("INSERT OR REPLACE INTO exclusions VALUES (?,?,?)", (round_index, c, reason))
+            for c, reason in (excluded or {}).items()
+        ]
         stmts.append(("UPDATE rounds SET membership_sha256=?, state='agreed' WHERE round=?", (digest, round_index)))
         self._tx(stmts)
         return digest
@@ -353,6 +385,11 @@ class Store:
         """Agreed membership S of round i: client → n_j (public FedAvg weights)."""
         rows = self._query("SELECT client, n_samples FROM members WHERE round=? ORDER BY client", (round_index,))
         return {c: int(n) for c, n in rows}
+
+    def exclusions(self, round_index: int) -> dict[str, str]:
+        """Clients left out of round i's membership although a party held an upload: client → reason."""
+        rows = self._query("SELECT client, reason FROM exclusions WHERE round=? ORDER BY client", (round_index,))
+        return {c: r for c, r in rows}
 
     def committed_rounds(self) -> list[int]:
         """Indices i ≥ 1 of committed training rounds, ascending."""
@@ -403,10 +440,13 @@ class Store:
         mask_seed: bytes | None,
         num_params: int,
         extra: dict,
+        binding_sha256: str,
         guard=None,
     ) -> tuple[str, bool]:
         """Shared path of round uploads and task answers: blob durable first (temp, fsync,
-        rename, fsync dir), then the row committed; identical retries are duplicates."""
+        rename, fsync dir), then the row committed; identical retries (same bytes, same
+        binding) are duplicates, checked before `guard` so a retry is answered also after
+        the round closed."""
         if mask_seed is not None:
             data, digest = None, sha256_hex(mask_seed)
         else:
@@ -418,9 +458,9 @@ class Store:
             )
             digest = sha256_hex(data)
         norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
-        key = (int(n_samples), digest, norm_v, delta_v)
+        key = (int(n_samples), digest, norm_v, delta_v, binding_sha256)
         where = " AND ".join(f"{c}=?" for c in key_cols)
-        select = f"SELECT n_samples, grad_sha256, norm_share, delta_share FROM {table} WHERE {where}"
+        select = f"SELECT n_samples, grad_sha256, norm_share, delta_share, binding_sha256 FROM {table} WHERE {where}"
         what = ", ".join(f"{c} {v}" for c, v in key_cols.items())
         rows = self._query(select, tuple(key_cols.values()))
         if rows:
@@ -448,6 +488,7 @@ class Store:
                 "delta_share": delta_v,
                 "received": time.time(),
                 "mask_seed": mask_seed,
+                "binding_sha256": binding_sha256,
                 **extra,
             }
             self._tx(
@@ -471,14 +512,19 @@ class Store:
         model_in_hash: str,
         mask_seed: bytes | None = None,
         num_params: int | None = None,
+        binding_sha256: str = "",
+        sample_budget: int | None = None,
     ) -> tuple[str, bool]:
         """Durably store this party's shares of a client's round-i upload (the gradient share,
-        or the seed of a seed-compressed mask share with its length `num_params`).
+        or the seed of a seed-compressed mask share with its length `num_params`) with the
+        binding of its sharing (proto.binding).
 
-        Returns (content hash, duplicate). A retry with identical content is a duplicate;
-        different content for the same (round, client) raises ConflictError. A new upload
-        is accepted only while round i is open (checked under the same lock that closes it),
-        so every acknowledged upload is seen by the close.
+        Returns (content hash, duplicate). A retry with identical content and binding is a
+        duplicate (also after the round closed); different content for the same (round,
+        client) raises ConflictError. A new upload is accepted only while round i is open
+        (checked under the same lock that closes it), so every acknowledged upload is seen
+        by the close, and only while the n_j held for round i stay within `sample_budget`
+        (SampleBudgetError).
         """
 
         def require_open() -> None:
@@ -487,6 +533,14 @@ class Store:
                 raise RoundClosedError(
                     f"round {round_index} is not open for uploads" + ("" if rec is None else f" (it is {rec.state})")
                 )
+            if sample_budget is not None:
+                held = self._query("SELECT COALESCE(SUM(n_samples), 0) FROM uploads WHERE round=?", (round_index,))
+                if int(held[0][0]) + int(n_samples) > sample_budget:
+                    raise SampleBudgetError(
+                        f"round {round_index} holds uploads with Σ n_j = {int(held[0][0])}; n_j = {int(n_samples)} "
+                        f"more would exceed the round's sample budget {sample_budget}, past which the aggregate "
+                        "could wrap the int64 ring"
+                    )
 
         m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
         return self._put_share(
@@ -500,6 +554,7 @@ class Store:
             mask_seed,
             m,
             {"model_hash": model_in_hash},
+            binding_sha256,
             guard=require_open,
         )
 
@@ -511,9 +566,18 @@ class Store:
 
     def uploads(self, round_index: int) -> dict[str, UploadRecord]:
         rows = self._query(
-            "SELECT client, n_samples, grad_sha256, num_params FROM uploads WHERE round=?", (round_index,)
+            "SELECT client, n_samples, grad_sha256, num_params, binding_sha256 FROM uploads WHERE round=?",
+            (round_index,),
         )
-        return {c: UploadRecord(c, int(n), h, int(m)) for c, n, h, m in rows}
+        return {c: UploadRecord(c, int(n), h, int(m), b) for c, n, h, m, b in rows}
+
+    def upload(self, round_index: int, client: str) -> UploadRecord | None:
+        """This party's record of one client's round-i upload, or None."""
+        rows = self._query(
+            "SELECT client, n_samples, grad_sha256, num_params, binding_sha256 FROM uploads WHERE round=? AND client=?",
+            (round_index, client),
+        )
+        return UploadRecord(rows[0][0], int(rows[0][1]), rows[0][2], int(rows[0][3]), rows[0][4]) if rows else None
 
     def load_share(self, round_index: int, client: str) -> ShareBundle:
         """This party's int64 shares of client j's round-i upload ([g], [‖g‖], [δ]) and n_j."""
@@ -652,6 +716,7 @@ class Store:
         delta_share: np.ndarray,
         mask_seed: bytes | None = None,
         num_params: int | None = None,
+        binding_sha256: str = "",
     ) -> tuple[str, bool]:
         """Durably store this party's share of a task answer (idempotent like `put_upload`)."""
         m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
@@ -666,6 +731,7 @@ class Store:
             mask_seed,
             m,
             {"client": client},
+            binding_sha256,
         )
 
     def _load(self, row: tuple, path: Path, what: str) -> ShareBundle:

@@ -3,8 +3,9 @@
 Checks (each failure is INVALID_ARGUMENT with a message naming the problem):
 header first and only once; dtype "int64"; shape equal to (m,) of the round's model;
 total bytes exactly 8·m (reading stops as soon as more arrive), or instead a 32-byte
-mask seed and no data; sha256 of the bytes (or seed) equal to the declared content hash; norm and δ shares of shape (1,), int64, 8 bytes;
-1 ≤ n_j ≤ limits.max_samples.
+mask seed and no data; sha256 of the bytes (or seed) equal to the declared content hash;
+norm and δ shares of shape (1,), int64, 8 bytes; 1 ≤ n_j ≤ limits.max_samples; and the
+half matches the commitment of this party in the upload's share binding (proto.binding).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from client_sdk.masks import SEED_BYTES
 from client_sdk.wire import sha256_hex
+from proto import binding
 from server.config import LimitConfig
 
 
@@ -81,3 +83,26 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
         raise UploadError("gradient share bytes do not match the declared content_sha256 (corrupted in transit?)")
     grad = np.frombuffer(buf, dtype="<i8")  # a view: the store writes these bytes without another copy
     return ParsedUpload(header, grad, None, norm, delta)
+
+
+def check_binding(header, party: int, num_params: int) -> str:
+    """Verify party p's commitment in the upload's binding against the half received (after
+    `read_body` checked the content hash); returns the binding digest stored with the upload."""
+    if not header.HasField("binding"):
+        raise UploadError("upload carries no share binding (sharing id and commitments); update the client SDK")
+    target = header.WhichOneof("target")
+    half = binding.HalfFacts(
+        party=party,
+        target=binding.round_target(header.round) if target == "round" else binding.task_target(header.task_id),
+        n_samples=int(header.n_samples),
+        model_hash=header.model_hash,
+        num_params=num_params,
+        content_sha256=header.content_sha256,
+        norm_share=bytes(header.norm_share.data),
+        delta_share=bytes(header.delta_share.data),
+    )
+    b = header.binding
+    try:
+        return binding.verify(bytes(b.sharing_id), [bytes(c) for c in b.commitments], bytes(b.nonce), half)
+    except binding.BindingError as exc:
+        raise UploadError(str(exc)) from None

@@ -16,6 +16,7 @@ import time
 BENCHMARKS = (
     "mpc_primitives",
     "stage1",
+    "soak",
     "quality_mnist",
     "unlearning_cost",
     "switching",

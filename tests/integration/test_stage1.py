@@ -3,7 +3,8 @@
 * 3 rounds, 5 clients, a small torch MLP: the committed global models equal plaintext
   FedAvg of the same gradients within fixed-point tolerance; neither data dir holds any
   gradient in the clear, and each stored share is statistically unrelated to its gradient.
-* A client whose upload reaches only one party is left out of that round; nothing else breaks.
+* A client whose upload reaches only one party is left out of that round, both parties record
+  and report why (admin status, the client's upload status); nothing else breaks.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from torch.utils.data import DataLoader, TensorDataset
 import grpc
 
 from client_sdk.torch_helper import flatten, make_grad_fn
-from client_sdk.wire import sha256_hex
-from mpc.fixedpoint import share, to_wire
-from proto.starfish.v1 import client_pb2_grpc, common_pb2
+from client_sdk.sharing import make_sharing
+from proto.binding import round_target
+from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from server.local import LocalDeployment
 from server.store import Store
-from stage1_helpers import fedavg_step, run_clients, scan_for_plaintext, share_is_unrelated, tolerance, wait_committed
+from stage1_helpers import (
+    F,
+    fedavg_step,
+    run_clients,
+    scan_for_plaintext,
+    share_is_unrelated,
+    tolerance,
+    wait_committed,
+)
 
 pytestmark = pytest.mark.timeout(400)
 LR = 0.5
@@ -106,20 +115,8 @@ def _check_erase(dep) -> None:
 
 
 def _upload_to_party0_only(dep, cid: str, round_index: int, model_hash: str, g: np.ndarray, n: int) -> None:
-    g0, _ = share(g)
-    s0, _ = share(np.array([np.linalg.norm(g)]))
-    data = to_wire(g0)
-    scalar = common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(s0))
-    header = common_pb2.UploadHeader(
-        round=round_index,
-        n_samples=n,
-        shape=[g.size],
-        dtype="int64",
-        norm_share=scalar,
-        delta_share=scalar,
-        content_sha256=sha256_hex(data),
-        model_hash=model_hash,
-    )
+    sharing = make_sharing(cid, round_target(round_index), g, n, model_hash, (F, 2.0**20), 0.4, compress_mask=False)
+    header, data = sharing.header(0), sharing.halves[0].data
     creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
     with grpc.secure_channel(dep.address(0), creds) as ch:
         ack = client_pb2_grpc.ClientServiceStub(ch).UploadShares(
@@ -149,10 +146,18 @@ def test_upload_to_only_one_party_excludes_that_client(tmp_path):
         _upload_to_party0_only(dep, "c", view.round, view.model_hash, grads["c"], 5)
         status = wait_committed(dep, 1, timeout_s=120)
         assert {mb.client_id for mb in status.rounds[0].members} == {"a", "b"}
+        assert status.rounds[0].committed_unix >= status.rounds[0].opened_unix > 0
         model = clients["a"].fetch_model(1).params
         expected = fedavg_step(np.zeros(m), [(grads["a"], 4), (grads["b"], 6)], LR)
         assert np.all(np.abs(model - expected) <= tolerance(LR, expected))
         assert "c" in Store(dep.data_dir(0), 0, readonly=True).uploads(1)  # stored, acked, but not aggregated
+        assert [(e.client_id, e.reason) for e in status.rounds[0].excluded] == [
+            ("c", "only party0 holds an upload (party1 did not receive it before the round closed)")
+        ]
+        told = clients["c"].upload_status(1)  # both parties tell the client why
+        assert told.outcome == "excluded" and told.final and "only party0" in told.reason
+        assert {s.state for s in told.parties} == {client_pb2.UPLOAD_STATE_EXCLUDED}
+        assert clients["a"].upload_status(1).outcome == "counted"
         nxt = clients["a"].wait_for_round(1, timeout_s=90)  # training continues
         assert nxt.round == 2
         for c in clients.values():

@@ -113,4 +113,5 @@ def test_share_pair_mismatch_hook_counts_by_a_bounded_reason(caplog):
     metrics.share_pair_mismatch(7, "c9", "binding", "the parties hold halves of different sharings")
     metrics.share_pair_mismatch(7, "c8", "the parties hold different n_j (party0: 3, party1: 4)")
     assert count("binding") - before["binding"] == 1 and count("other") - before["other"] == 1
-    assert "round 7: client c9 excluded, share pair mismatch (binding)" in caplog.text
+    assert "round 7: upload of c9 excluded: the parties hold halves" in caplog.text
+    assert "(share pair mismatch: binding)" in caplog.text

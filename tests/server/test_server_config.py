@@ -43,6 +43,19 @@ def test_defaults_and_relative_paths(tmp_path: Path):
         ({"observability": {"log_format": "xml"}}, "log_format must be one of"),
         ({"observability": {"metrics_listen": "9464"}}, "metrics_listen must be host:port"),
         ({"observability": {"metrics": "x"}}, "unknown key"),
+        ({"fixed_point": {"max_abs": float("inf")}}, "max_abs must be a positive finite"),
+        ({"rounds": {"deadline_s": float("inf")}}, "rounds.deadline_s must be a positive finite"),
+        ({"rounds": {"deadline_s": float("nan")}}, "rounds.deadline_s"),
+        ({"rounds": {"deadline_s": -1.0}}, "rounds.deadline_s"),
+        ({"rounds": {"poll_s": 0}}, "rounds.poll_s"),
+        ({"rounds": {"min_clients": 0}}, "rounds.min_clients"),
+        ({"rounds": {"max_rounds": -1}}, "rounds.max_rounds must be a non-negative"),
+        ({"limits": {"max_lr": float("nan")}}, "limits.max_lr"),
+        ({"limits": {"max_samples": 0}}, "limits.max_samples"),
+        # n_j = 1e9 at f = 16, |g| ≤ 2^20 could wrap the int64 aggregate
+        ({"limits": {"max_samples": 1_000_000_000}}, "exceeds the round's sample budget 134217727"),
+        ({"admission": {"max_streams_per_client": 0}}, "admission.max_streams_per_client"),
+        ({"admission": {"threads": 3}}, "unknown key"),
     ],
 )
 def test_bad_values_are_refused(tmp_path: Path, patch: dict, message: str):
@@ -71,3 +84,16 @@ def test_shipped_default_configs_load():
     for role in (0, 1):
         cfg = load_config(root / f"party{role}" / f"party{role}.toml")
         assert cfg.role == role and cfg.tls.peer_name == f"party{1 - role}"
+
+
+def test_sample_budget_follows_the_encoding(tmp_path: Path):
+    """max_samples may reach the budget ⌊(2^63 − 1)/⌈max_abs·2^f⌉⌋ and no further."""
+    small = {"fixed_point": {"precision_bits": 30, "max_abs": 2.0**20}}
+    assert parse_config({**BASE, **small, "limits": {"max_samples": 8191}}, tmp_path).limits.max_samples == 8191
+    with pytest.raises(ConfigError, match="sample budget 8191"):
+        parse_config({**BASE, **small, "limits": {"max_samples": 8192}}, tmp_path)
+
+
+def test_admission_threads_leave_room_for_the_admin(tmp_path: Path):
+    cfg = parse_config({**BASE, "admission": {"max_streams": 10, "max_requests": 5, "admin_threads": 3}}, tmp_path)
+    assert cfg.admission.threads == 18

@@ -6,6 +6,7 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
+from server_fixtures import bound_header
 
 from client_sdk.wire import model_hash, model_messages, sha256_hex
 from mpc.fixedpoint import decode, random_ring, reconstruct_encoded, share, to_wire
@@ -40,18 +41,9 @@ def _md(dep, cid):
 
 
 def _upload(dep, stub, cid, h, share1, n):
-    scalar = common_pb2.Tensor(shape=[1], dtype="int64", data=to_wire(random_ring(1)))
+    scalar = to_wire(random_ring(1))
     data = to_wire(share1)
-    header = common_pb2.UploadHeader(
-        round=1,
-        n_samples=n,
-        shape=[M],
-        dtype="int64",
-        norm_share=scalar,
-        delta_share=scalar,
-        content_sha256=sha256_hex(data),
-        model_hash=h,
-    )
+    header = bound_header(1, 1, data, n, h, scalar, scalar, m=M)
     stub.Register(client_pb2.RegisterRequest(), metadata=_md(dep, cid))
     stub.UploadShares(
         iter([common_pb2.UploadChunk(header=header), common_pb2.UploadChunk(data=data)]), metadata=_md(dep, cid)
@@ -87,15 +79,30 @@ def _to_aggregated(dep, peer, client):
             leader_agg += weights[cid] * s0
     members = peer.CloseRound(peer_pb2.RoundRef(round=1))
     assert {(m.client_id, m.n_samples) for m in members.members} == {("u", 3), ("v", 5)}
+    bindings = {m.client_id: m.binding_sha256 for m in members.members}
+    assert all(len(b) == 64 for b in bindings.values())
     with pytest.raises(grpc.RpcError) as info:  # closed: further uploads are refused
         _upload(dep, client, "u", h0, random_ring(M), 3)
     assert info.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS)
     digest = membership_digest(weights, 1)
+    with pytest.raises(grpc.RpcError) as info:  # a member whose binding is not the follower's: another sharing
+        peer.AgreeMembership(
+            peer_pb2.Membership(
+                round=1,
+                membership_sha256=digest,
+                members=[
+                    common_pb2.Member(client_id=c, n_samples=n, binding_sha256="0" * 64) for c, n in weights.items()
+                ],
+            )
+        )
+    assert "holds a half of another sharing of 'u'" in info.value.details()
     peer.AgreeMembership(
         peer_pb2.Membership(
             round=1,
             membership_sha256=digest,
-            members=[common_pb2.Member(client_id=c, n_samples=n) for c, n in weights.items()],
+            members=[
+                common_pb2.Member(client_id=c, n_samples=n, binding_sha256=bindings[c]) for c, n in weights.items()
+            ],
         )
     )
     data = to_wire(leader_agg)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
+from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view, upload_header
 
-from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view
+from client_sdk import StarfishError, UploadRejectedError
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import (
     admin_pb2,
@@ -56,6 +57,38 @@ def test_malformed_upload_is_invalid_argument(parties, kw, match):
     _refused(grpc.StatusCode.INVALID_ARGUMENT, match, raw_upload, parties, 1, "c2", **kw)
 
 
+def test_upload_without_or_against_its_binding_is_refused(parties):
+    data = to_wire(random_ring(M))
+    unbound = upload_header(parties, 0, data)
+    unbound.ClearField("binding")
+    _refused(grpc.StatusCode.INVALID_ARGUMENT, "no share binding", raw_upload, parties, 0, "c2", data, header=unbound)
+    for field in ("sharing_id", "nonce"):  # any change to the binding breaks party0's commitment
+        header = upload_header(parties, 0, data)
+        setattr(header.binding, field, bytes(len(getattr(header.binding, field))))
+        _refused(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "does not match its commitment",
+            raw_upload,
+            parties,
+            0,
+            "c2",
+            data,
+            header=header,
+        )
+    header = upload_header(parties, 0, data)  # a half sent to the party the commitment was not made for
+    _refused(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "does not match its commitment",
+        raw_upload,
+        parties,
+        1,
+        "c2",
+        data,
+        header=header,
+    )
+    assert "c2" not in round_view(parties).uploaded
+
+
 def test_malformed_uploads_store_nothing(parties):
     with pytest.raises(grpc.RpcError):
         raw_upload(parties, 0, "c2", dtype="float32")
@@ -95,9 +128,13 @@ def test_unregistered_client_and_wrong_round_and_wrong_model(parties):
 def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     data = to_wire(random_ring(M))
     norm, delta = ring_scalar(), ring_scalar()
-    first = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
-    again = raw_upload(parties, 0, "c1", data=data, norm_share=norm, delta_share=delta)
+    header = upload_header(parties, 0, data, norm_share=norm, delta_share=delta)
+    first = raw_upload(parties, 0, "c1", data=data, header=header)
+    again = raw_upload(parties, 0, "c1", data=data, header=header)
     assert not first.duplicate and again.duplicate and again.content_sha256 == first.content_sha256
+    # the same bytes as the half of another sharing (another binding): a different upload
+    rebound = upload_header(parties, 0, data, norm_share=norm, delta_share=delta)
+    _refused(grpc.StatusCode.ALREADY_EXISTS, "cannot be replaced", raw_upload, parties, 0, "c1", data, header=rebound)
     _refused(
         grpc.StatusCode.ALREADY_EXISTS,
         "cannot be replaced",
@@ -110,6 +147,8 @@ def test_duplicate_is_idempotent_and_conflict_is_rejected(parties):
     )
     stored = Store(parties.data_dir(0), 0, readonly=True).load_share(1, "c1")
     assert to_wire(stored.gradient) == data
+    log = (parties.root / "logs" / "party0.log").read_text()  # the operator sees each refusal and why
+    assert "party0 refused the upload of c1 for round 1 (ALREADY_EXISTS): a different upload for round 1" in log
 
 
 def test_oversized_message_is_refused(parties):
@@ -199,3 +238,41 @@ def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
     assert b0.n_samples == b1.n_samples == 17
     assert np.allclose(reconstruct(b0.gradient, b1.gradient), expected, atol=2.0**-16)
     assert not np.allclose(b0.gradient.astype(np.float64) / 2**16, expected, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "lr, bad_value, match",
+    [
+        (float("inf"), None, "learning rate must be a finite number in (0, 10]"),
+        (float("nan"), None, "learning rate"),
+        (0.0, None, "learning rate"),
+        (-0.5, None, "learning rate"),
+        (100.0, None, "limits.max_lr"),
+        (0.1, float("nan"), "1 non-finite parameter(s)"),
+        (0.1, float("-inf"), "1 non-finite parameter(s)"),
+    ],
+)
+def test_start_training_refuses_non_finite_or_out_of_range_inputs(parties, lr, bad_value, match):
+    params = np.zeros(M, dtype=np.float32)
+    if bad_value is not None:
+        params[3] = bad_value
+    with parties.admin() as admin:
+        with pytest.raises(StarfishError, match="INVALID_ARGUMENT") as info:
+            admin.start_training("toy", params, lr)
+    assert match in str(info.value)
+
+
+def test_sample_count_that_could_wrap_the_aggregate_is_refused_and_a_corrected_one_counts(parties):
+    """n_j = 10^9 with |g| up to 2^20 at f = 16 could wrap the int64 aggregate: both parties refuse it
+    (n_j ≤ limits.max_samples = 10^6 ≤ the round's sample budget), and the SDK forgets the refused
+    sharing so that the corrected call goes through."""
+    g = np.zeros(M)
+    g[0] = 2.0e5  # |g| = 2e5 (and ‖g‖ within the encodable range)
+    with parties.client("c4") as c:
+        with pytest.raises(UploadRejectedError, match=r"n_samples must be in \[1, 1000000\], got 1000000000"):
+            c.submit(1, g, 10**9)
+        assert c.pending_uploads() == []
+        receipt = c.submit(1, g, 7)
+    assert receipt.round == 1 and not receipt.resumed
+    for party in (0, 1):
+        assert Store(parties.data_dir(party), party, readonly=True).upload(1, "c4").n_samples == 7

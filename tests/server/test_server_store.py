@@ -1,4 +1,5 @@
-"""Durable store: atomic blobs, idempotent uploads, conflicts, closed rounds, reopen, erase."""
+"""Durable store: atomic blobs, idempotent uploads, bindings, conflicts, closed rounds, sample budget,
+exclusions, reopen and schema upgrade, erase."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from client_sdk.wire import model_hash
 from mpc.fixedpoint import random_ring
-from server.store import ConflictError, RoundClosedError, Store, StoreError
+from server.store import ConflictError, RoundClosedError, SampleBudgetError, Store, StoreError
 
 M = 37
 
@@ -194,3 +195,64 @@ def test_erased_seed_and_scalar_shares_leave_no_bytes_in_the_database_files(tmp_
     assert db_files
     for path in db_files:
         assert seed not in path.read_bytes(), f"erased seed still readable in {path.name}"
+
+
+def test_binding_is_part_of_an_upload(tmp_path: Path):
+    """The same bytes under another binding are another sharing's half: refused, not a duplicate."""
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    digest, _ = st.put_upload(1, "alice", 5, g, n, d, h, binding_sha256="b" * 64)
+    assert st.put_upload(1, "alice", 5, g, n, d, h, binding_sha256="b" * 64) == (digest, True)
+    with pytest.raises(ConflictError, match="cannot be replaced"):
+        st.put_upload(1, "alice", 5, g, n, d, h, binding_sha256="c" * 64)
+    assert st.upload(1, "alice").binding_sha256 == "b" * 64 and st.upload(1, "bob") is None
+
+
+def test_a_held_upload_is_answered_after_the_close(tmp_path: Path):
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    digest, _ = st.put_upload(1, "alice", 5, g, n, d, h, binding_sha256="b" * 64)
+    st.set_round_state(1, "closed")
+    assert st.put_upload(1, "alice", 5, g, n, d, h, binding_sha256="b" * 64) == (digest, True)  # a retry
+    with pytest.raises(ConflictError):
+        st.put_upload(1, "alice", 5, *_one(), h, binding_sha256="b" * 64)
+    with pytest.raises(RoundClosedError):
+        st.put_upload(1, "bob", 5, *_one(), h)
+
+
+def test_sample_budget_refuses_the_upload_that_would_exceed_it(tmp_path: Path):
+    st, h = _store(tmp_path)
+    st.put_upload(1, "a", 60, *_one(), h, sample_budget=100)
+    st.put_upload(1, "b", 40, *_one(), h, sample_budget=100)  # exactly at the budget
+    with pytest.raises(SampleBudgetError, match="Σ n_j = 100; n_j = 1 more would exceed the round's sample budget 100"):
+        st.put_upload(1, "c", 1, *_one(), h, sample_budget=100)
+    assert set(st.uploads(1)) == {"a", "b"}
+    assert not (tmp_path / "p0" / "shares" / "r000001" / "c.i64").exists()
+
+
+def test_exclusions_are_stored_with_the_membership(tmp_path: Path):
+    st, h = _store(tmp_path)
+    st.put_upload(1, "a", 2, *_one(), h)
+    st.set_round_state(1, "closed")
+    st.set_membership(1, {"a": 2}, {"b": "only party1 holds an upload"})
+    st.set_membership(1, {"a": 2}, {"b": "only party1 holds an upload"})  # idempotent
+    assert st.exclusions(1) == {"b": "only party1 holds an upload"} and st.exclusions(2) == {}
+
+
+def test_store_of_an_earlier_version_gains_the_binding_column(tmp_path: Path):
+    import sqlite3
+
+    root = tmp_path / "old"
+    root.mkdir()
+    db = sqlite3.connect(root / "meta.sqlite")
+    db.execute(
+        "CREATE TABLE uploads (round INTEGER NOT NULL, client TEXT NOT NULL, n_samples INTEGER NOT NULL, "
+        "num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL, "
+        "delta_share INTEGER NOT NULL, model_hash TEXT NOT NULL, received REAL NOT NULL, mask_seed BLOB, "
+        "PRIMARY KEY (round, client))"
+    )
+    db.execute("INSERT INTO uploads VALUES (1, 'alice', 3, 4, 'x', 0, 0, 'h', 0, NULL)")
+    db.commit()
+    db.close()
+    st = Store(root, 0)
+    assert st.upload(1, "alice").binding_sha256 == ""

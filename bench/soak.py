@@ -1,0 +1,324 @@
+"""Soak: Stage I with hundreds of clients while parties and client processes are killed.
+
+`starfish bench --only soak` (`--quick`: 40 clients × 5 rounds). Setting: 200 SDK clients
+hosted by 4 processes (`bench.soak_client`, 50 client threads each; the first 50 clients also
+keep WatchTasks streams open on both parties), 20 rounds of FedAvg over a 2,000-parameter
+model, both parties as real processes (TLS, durable stores) on loopback. A seeded chaos
+thread acts every 2–6 s: half of the time it SIGKILLs party0 or party1 and restarts it after
+0.5–8 s, otherwise it SIGKILLs one client process and restarts it after 0.5–3 s (its clients
+resume from their outboxes). An admin probe asks for the training status every second.
+
+Afterwards, from the two stores and the client processes' acknowledgement logs:
+`acked_uploads` (uploads both parties acknowledged), `acked_lost` (of those, not stored on
+both parties with the acknowledged halves and binding, or not counted in their committed
+round), `rounds_committed`, `corrupted_models` (committed rounds whose model differs from
+plaintext FedAvg of the round's members beyond the fixed-point tolerance, or differs between
+the parties), restarts, exclusions, round latency (open → commit) and admin latency
+percentiles, CPU seconds of all processes and the load average. Acceptance:
+`acked_lost == 0` and `corrupted_models == 0`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.env import load_average, stamp, write_result
+from bench.soak_client import gradient
+from server.local import REPO_ROOT, LocalDeployment
+from server.store import Store
+
+NAME = "soak"
+FULL = {"clients": 200, "rounds": 20, "params": 2_000, "processes": 4, "watchers": 50, "seed": 0}
+QUICK = {"clients": 40, "rounds": 5, "params": 500, "processes": 2, "watchers": 10, "seed": 0}
+LR = 0.1
+PRECISION_BITS = 16
+DEADLINE_S = 30.0
+TIMEOUT_S = 3600.0
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    a = np.asarray(values)
+    return {
+        "n": len(values),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "max": float(a.max()),
+    }
+
+
+class ClientProcesses:
+    """The soak's client processes: started, killed (CPU time kept) and restarted by index."""
+
+    def __init__(self, dep: LocalDeployment, groups: list[list[str]], params: int, rounds: int, watchers: int):
+        self.dep, self.groups, self.params, self.rounds, self.watchers = dep, groups, params, rounds, watchers
+        self.procs: list[subprocess.Popen | None] = [None] * len(groups)
+        self.lock = threading.Lock()
+
+    def acklog(self, i: int) -> Path:
+        return self.dep.root / f"acks-{i}.jsonl"
+
+    def start(self, i: int) -> None:
+        args = [str(self.dep.root), str(self.acklog(i)), str(self.params), str(self.rounds), str(self.watchers)]
+        with open(self.dep.root / "logs" / f"clients-{i}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.soak_client", *args, *self.groups[i]],
+                cwd=REPO_ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        with self.lock:
+            self.procs[i] = proc
+
+    def kill(self, i: int) -> bool:
+        """SIGKILL process i if it still runs; returns whether it did."""
+        with self.lock:
+            proc = self.procs[i]
+            if proc is None or proc.poll() is not None:
+                return False
+            proc.kill()
+            proc.wait()
+            return True
+
+    def all_exited(self) -> bool:
+        with self.lock:
+            return all(p is not None and p.poll() is not None for p in self.procs)
+
+    def finish(self) -> None:
+        for i in range(len(self.procs)):
+            self.kill(i)
+
+    def records(self) -> list[dict]:
+        out = []
+        for i in range(len(self.groups)):
+            path = self.acklog(i)
+            if path.exists():
+                out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return out
+
+
+class Chaos:
+    """Seeded random faults until stopped: party restarts and client process kills."""
+
+    def __init__(self, dep: LocalDeployment, clients: ClientProcesses, seed: int):
+        self.dep, self.clients, self.rng = dep, clients, random.Random(seed)
+        self.stop = threading.Event()
+        self.restarts: Counter[str] = Counter()
+        self.outages: list[float] = []
+        self.party_cpu_s = 0.0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.rng.uniform(2.0, 6.0)):
+            if self.rng.random() < 0.5:
+                victim, outage = self.rng.choice((0, 1)), self.rng.uniform(0.5, 8.0)
+                self.party_cpu_s += _cpu_s(self.dep.procs[victim].pid)
+                self.dep.kill(victim)
+                time.sleep(outage)
+                self.dep.start(victim)
+                self.restarts[f"party{victim}"] += 1
+                self.outages.append(outage)
+            else:
+                i = self.rng.randrange(len(self.clients.groups))
+                if self.clients.kill(i):
+                    time.sleep(self.rng.uniform(0.5, 3.0))
+                    self.clients.start(i)
+                    self.restarts["client_processes"] += 1
+
+
+class AdminProbe:
+    """Asks party0 for the training status every second; latencies of the answers, refusals counted."""
+
+    def __init__(self, dep: LocalDeployment):
+        self.dep = dep
+        self.latencies: list[float] = []
+        self.unanswered = 0
+        self.latest = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                with self.dep.admin() as admin:
+                    admin.timeout_s = 10.0
+                    start = time.perf_counter()
+                    status = admin.status()
+                    self.latencies.append(time.perf_counter() - start)
+                    self.latest = status.latest_committed
+            except Exception:  # noqa: BLE001 - party0 may be down on purpose
+                self.unanswered += 1
+
+
+def _tolerance(expected: np.ndarray) -> np.ndarray:
+    """Fixed-point rounding (2^-f per coordinate, averaged) plus float32 rounding of the model."""
+    return LR * 2.0**-PRECISION_BITS + 2 * np.finfo(np.float32).eps * np.maximum(1.0, np.abs(expected))
+
+
+def _verify(dep: LocalDeployment, records: list[dict], params: int) -> dict[str, Any]:
+    acks = {(r["client"], r["round"]): r for r in records if "content_sha256" in r}
+    stores = [Store(dep.data_dir(p), p, readonly=True) for p in (0, 1)]
+    try:
+        lost = []
+        for (client, r), rec in sorted(acks.items()):
+            held = [s.upload(r, client) for s in stores]
+            ok = all(
+                h is not None
+                and h.grad_sha256 == rec["content_sha256"][p]
+                and h.binding_sha256 == rec["binding_sha256"]
+                for p, h in enumerate(held)
+            )
+            if not ok or client not in stores[0].round_members(r):
+                lost.append(f"{client}/r{r}")
+        corrupted, exclusions, latencies, members = [], Counter(), [], []
+        committed = stores[0].commit_times()
+        for rec in stores[0].all_round_records():
+            if rec.state != "committed":
+                continue
+            r = rec.round
+            group = stores[0].round_members(r)
+            members.append(len(group))
+            exclusions.update(reason for reason in stores[0].exclusions(r).values())
+            latencies.append(committed[r] - rec.opened)
+            previous, model = stores[0].global_model(r - 1).params, stores[0].global_model(r)
+            ups = [(gradient(c, r, params), n) for c, n in group.items()]
+            total = sum(n for _, n in ups)
+            expected = previous.astype(np.float64) - LR * sum(n * g for g, n in ups) / total
+            same = stores[1].global_model_hash(r) == model.hash and group == stores[1].round_members(r)
+            if not same or not np.all(np.abs(model.params - expected) <= _tolerance(expected)):
+                corrupted.append(r)
+        return {
+            "acked_uploads": len(acks),
+            "acked_lost": len(lost),
+            "acked_lost_examples": lost[:10],
+            "rounds_committed": len(members),
+            "corrupted_models": len(corrupted),
+            "corrupted_rounds": corrupted,
+            "members_per_round": members,
+            "uploads_counted": int(sum(members)),
+            "exclusions": dict(exclusions),
+            "round_latency_s": _percentiles(latencies),
+        }
+    finally:
+        for s in stores:
+            s.close()
+
+
+def _register(dep: LocalDeployment, ids: list[str]) -> None:
+    def one(chunk: list[str]) -> None:
+        for c in chunk:
+            with dep.client(c) as sdk:
+                sdk.register()
+
+    threads = [threading.Thread(target=one, args=(ids[k::8],)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def soak(root: Path, clients: int, rounds: int, params: int, processes: int, watchers: int, seed: int) -> dict:
+    cpu_children, cpu_self = _children_cpu_s(), sum(os.times()[:2])
+    ids = [f"s{i:03d}" for i in range(clients)]
+    dep = LocalDeployment(
+        root / "dep",
+        clients=ids,
+        rounds={"deadline_s": DEADLINE_S, "poll_s": 0.05, "peer_retry_s": 0.1, "max_rounds": rounds},
+        precision_bits=PRECISION_BITS,
+    )
+    dep.start()
+    groups = [ids[k::processes] for k in range(processes)]
+    fleet = ClientProcesses(dep, groups, params, rounds, watchers // processes)  #: watchers: streams per party
+    chaos, probe = Chaos(dep, fleet, seed), AdminProbe(dep)
+    try:
+        with dep.admin() as admin:
+            admin.start_training("soak-toy", np.zeros(params, dtype=np.float32), LR)
+        _register(dep, ids)
+        start = time.perf_counter()
+        for i in range(processes):
+            fleet.start(i)
+        threads = [threading.Thread(target=x.run, daemon=True) for x in (chaos, probe)]
+        for t in threads:
+            t.start()
+        loads = []
+        while not (fleet.all_exited() and probe.latest >= rounds):
+            if time.perf_counter() - start > TIMEOUT_S:
+                raise TimeoutError(f"soak did not finish {rounds} rounds within {TIMEOUT_S} s")
+            loads.append(load_average()[0])
+            time.sleep(1.0)
+        wall = time.perf_counter() - start
+        chaos.stop.set()
+        probe.stop.set()
+        for t in threads:
+            t.join(60)
+        party_cpu = chaos.party_cpu_s + sum(_cpu_s(p.pid) for p in dep.procs.values())
+        records = fleet.records()
+        figures = _verify(dep, records, params)
+    finally:
+        chaos.stop.set()
+        probe.stop.set()
+        fleet.finish()
+        dep.stop()
+    children = _children_cpu_s() - cpu_children  # parties and client processes, killed ones included
+    cpu = {"parties": party_cpu, "client_processes": children - party_cpu, "harness": sum(os.times()[:2]) - cpu_self}
+    setting = {"clients": clients, "rounds": rounds, "params": params, "client_processes": processes}
+    setting["watch_streams_per_party"] = watchers
+    return {**figures, **setting, **_run_figures(chaos, probe, records, loads), "wall_s": wall, "cpu_s": cpu}
+
+
+def _run_figures(chaos: Chaos, probe: AdminProbe, records: list[dict], loads: list[float]) -> dict[str, Any]:
+    """What the faults were and how the clients and the admin fared."""
+    return {
+        "restarts": dict(chaos.restarts),
+        "party_outage_s": _percentiles(chaos.outages),
+        "missed_rounds": sum(1 for r in records if "missed" in r),
+        "sdk_errors": Counter(r["error"].split(":")[0] for r in records if "error" in r),
+        "resumed_uploads": sum(1 for r in records if r.get("resumed")),
+        "admin_latency_s": {**_percentiles(probe.latencies), "unanswered": probe.unanswered},
+        "load_average_1min": _percentiles(loads),
+    }
+
+
+def run(quick: bool) -> dict:
+    params = QUICK if quick else FULL
+    meta = stamp(params)
+    with tempfile.TemporaryDirectory(prefix="starfish-soak-") as tmp:
+        figures = soak(Path(tmp), **params)
+    out = write_result(NAME + ("_quick" if quick else ""), meta, figures)
+    print(
+        f"   acked {figures['acked_uploads']}, lost {figures['acked_lost']}, rounds {figures['rounds_committed']}, "
+        f"corrupted {figures['corrupted_models']}, restarts {figures['restarts']}",
+        flush=True,
+    )
+    return out
+
+
+if __name__ == "__main__":
+    run(quick="--quick" in sys.argv)
