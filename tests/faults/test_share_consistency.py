@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import pytest
 from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from metrics_scrape import scrape, value
 from stage1_helpers import F, wait_committed
 
 from client_sdk import PartyUnreachableError
@@ -90,6 +91,8 @@ def test_halves_of_two_sharings_are_excluded_logged_and_reported(tmp_path):
         for role in (0, 1):
             log = (dep.root / "logs" / f"party{role}.log").read_text()
             assert f"round 1: upload of m excluded: {reason}" in log
+        # counted where party0 decides the membership, by its short reason code
+        assert value(scrape(dep.metrics_url(0)), "starfish_share_pair_mismatches_total", reason="binding") == 1
         check_acked_counted(dep, receipts)
         assert check_models(dep, M) == [1]
         model = clients["a"].fetch_model(1).params
