@@ -1,11 +1,11 @@
-# Starfish: `make demo` sets up and runs the whole system locally; `make test` runs the tests.
+# Starfish: `make demo` sets up and runs the whole system locally; `make test` lints and runs the tests.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.starfish-setup-done
 
 .PHONY: setup demo test bench bench-quick clean
 
-$(STAMP): scripts/setup.sh requirements.txt pyproject.toml
+$(STAMP): scripts/setup.sh requirements.txt requirements-flower.txt pyproject.toml
 	bash scripts/setup.sh
 
 setup: $(STAMP)
@@ -14,6 +14,8 @@ demo: $(STAMP)
 	$(PY) -m starfish.cli demo
 
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

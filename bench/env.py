@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
 import shlex
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CACHE_DIR = Path(__file__).resolve().parent / ".cache"
@@ -33,18 +35,22 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), 0.0 when unavailable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def machine() -> dict[str, Any]:
     """Facts about this machine and software, stamped into every result."""
     import torch
 
     try:
-        from mpc.onnx_shim import load_crypten
-
-        load_crypten()
-        import crypten
-
-        crypten_version = getattr(crypten, "__version__", "unknown")
-    except Exception:  # noqa: BLE001 - the version is informative only
+        crypten_version = importlib.metadata.version("crypten")
+    except importlib.metadata.PackageNotFoundError:  # the version is informative only
         crypten_version = "unavailable"
     return {
         "cpu": cpu_model(),

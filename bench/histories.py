@@ -24,16 +24,16 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
 from bench.env import CACHE_DIR, single_thread
 from mpc.backend import Backend, Secret
-from unlearning.history import GradientOracle, GradientRequest, RoundInfo, SharedHistory
+from unlearning.history import GradientOracle, GradientRequest, RoundInfo, SharedHistory, UploadPrivacy
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -68,6 +68,7 @@ class SeededHistory(SharedHistory):
         norms: np.ndarray,
         deltas: np.ndarray,
         seed: int = 0,
+        privacy: UploadPrivacy | None = None,
     ) -> None:
         self._models = list(models)
         self._ids = list(client_ids)
@@ -76,10 +77,14 @@ class SeededHistory(SharedHistory):
         self._lr = lr
         self._grads, self._norms, self._deltas = grads, norms, deltas
         self._seed = seed
+        self._privacy = privacy
 
     @property
     def num_rounds(self) -> int:
         return len(self._models) - 1
+
+    def upload_privacy(self) -> UploadPrivacy | None:
+        return self._privacy
 
     def model(self, i: int) -> torch.Tensor:
         return self._models[i]
@@ -121,7 +126,7 @@ class SeededOracle(GradientOracle):
         for cid in request.clients:
             start = time.perf_counter()
             if self.rank == 0:
-                g = self._inner.exact_gradient(request.model, cid, request.original_round).to(torch.float64)
+                g = self._inner.answer(request, cid).to(torch.float64)
             else:
                 g = torch.zeros(self._m, dtype=torch.float64)
             self.client_seconds += time.perf_counter() - start
@@ -170,7 +175,7 @@ class SyntheticHistory(SharedHistory):
         return self._models[i]
 
     def round_info(self, i: int) -> RoundInfo:
-        return RoundInfo(index=i, clients=tuple(self.ids), n_samples={c: 250 for c in self.ids}, lr=self._lr)
+        return RoundInfo(index=i, clients=tuple(self.ids), n_samples=dict.fromkeys(self.ids, 250), lr=self._lr)
 
     def plain_gradient(self, i: int, client: str) -> torch.Tensor:
         """g_i^j (plaintext, generated once and kept)."""
@@ -209,7 +214,7 @@ def cached_simulation(config: object, log: bool = True) -> object:
     Returns a `SimulationResult` whose `grads` is a read-only memory map, so party
     processes can open the same history without each holding a copy.
     """
-    from evaluation.simulator import SimulationResult, build_federation, simulate
+    from evaluation.simulator import SimulationResult, build_federation, privacy_from_json, simulate
 
     meta_path, grads_path = _cache_paths(config)
     if not (meta_path.exists() and grads_path.exists()):
@@ -228,6 +233,7 @@ def cached_simulation(config: object, log: bool = True) -> object:
         np.save(tmp, res.grads, allow_pickle=False)
         tmp.replace(grads_path)
         meta = {"config": asdict(res.config), "train_seconds": res.train_seconds}
+        meta["privacy"] = None if res.privacy is None else asdict(res.privacy)
         tmp_meta = meta_path.with_name(f"{meta_path.stem}.{os.getpid()}.tmp.npz")
         np.savez(
             tmp_meta,
@@ -243,7 +249,8 @@ def cached_simulation(config: object, log: bool = True) -> object:
         norms, deltas = z["norms"].copy(), z["deltas"].copy()
     fed = build_federation(type(config)(**meta["config"]))  # type: ignore[operator]
     grads = np.load(grads_path, mmap_mode="r", allow_pickle=False)
-    return SimulationResult(fed, models, grads, norms, deltas, float(meta["train_seconds"]))
+    privacy = privacy_from_json(meta.get("privacy"))
+    return SimulationResult(fed, models, grads, norms, deltas, float(meta["train_seconds"]), privacy=privacy)
 
 
 def seeded_history(result: object, seed: int = 0) -> SeededHistory:
@@ -257,5 +264,6 @@ def seeded_history(result: object, seed: int = 0) -> SeededHistory:
         result.grads,
         result.norms,
         result.deltas,
-        seed,  # type: ignore[attr-defined]
+        seed,
+        result.privacy,  # type: ignore[attr-defined]
     )

@@ -23,13 +23,12 @@ pairs with SecGE2 ≤ 5 s.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any
 
 import torch
 
-from bench.env import stamp, write_result
+from bench.env import process_cpu_seconds, stamp, write_result
 from mpc.cluster import ClusterConfig, TwoPartyCluster
 
 MNIST_CNN_PARAMS = 582_026
@@ -116,15 +115,6 @@ def _measure(backend: Any, op: str, size: Any, seed: int) -> dict[str, Any]:
     return {"op": op, "size": list(size) if isinstance(size, tuple) else size, **cost, **extra}
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), 0.0 when unavailable."""
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def plan(quick: bool) -> list[tuple[str, Any]]:
     sizes = [10_000, 100_000] if quick else [100_000, 1_000_000]
     tc_m = MNIST_CNN_PARAMS // 10 if quick else MNIST_CNN_PARAMS
@@ -153,25 +143,26 @@ def run(quick: bool) -> dict[str, Any]:
             "step_check": config.step_check,
             "sample_fraction": SAMPLE_FRACTION,
             "torch_threads_per_process": 1,
-            "processes": "dealer + party0 + party1 on loopback (mpc.cluster.TwoPartyCluster)",
+            "processes": "dealer service + party0 + party1 on loopback, TLS plane (mpc.cluster.TwoPartyCluster)",
         }
     )
     rows: list[dict[str, Any]] = []
     with TwoPartyCluster(timeout=3600.0, config=config) as cluster:
         for seed, (op, size) in enumerate(items):
             dealer_pid = cluster.pids["dealer"]
-            dealer_cpu = _cpu_seconds(dealer_pid)
+            dealer_cpu = process_cpu_seconds(dealer_pid)
             start = time.perf_counter()
             r0, r1 = cluster.run(measure, op, size, seed)
             r0["call_seconds"] = time.perf_counter() - start
-            r0["cpu_seconds_dealer"] = _cpu_seconds(dealer_pid) - dealer_cpu
+            r0["cpu_seconds_dealer"] = process_cpu_seconds(dealer_pid) - dealer_cpu
             r0["online_bytes_party1"] = r1["online_bytes"]
             r0["online_rounds_party1"] = r1["online_rounds"]
             r0["cpu_seconds_incl_inputs_party1"] = r1["cpu_seconds_incl_inputs"]
             rows.append(r0)
             print(
                 f"  {op:<14} {str(size):<26} {r0['seconds']:8.2f} s  online {r0['online_bytes'] / 2**20:9.1f} MB "
-                f"{r0['online_rounds']:6d} rounds  offline {r0['offline_bytes'] / 2**20:8.1f} MB {r0['offline_seconds']:7.2f} s",
+                f"{r0['online_rounds']:6d} rounds  offline {r0['offline_bytes'] / 2**20:8.1f} MB "
+                f"{r0['offline_seconds']:7.2f} s",
                 flush=True,
             )
     figures = {"rows": rows, "targets": _targets(rows, quick)}

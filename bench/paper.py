@@ -52,6 +52,3 @@ WHOLE_JOB_WAN: dict[str, tuple[float, float, float, float]] = {
 
 #: the paper's model architecture per dataset (our `evaluation.models` names)
 ARCHITECTURE = {"mnist": "mnist_cnn", "fmnist": "fmnist_cnn", "cifar10": "cifar_cnn"}
-
-#: paper setting (§VI-A)
-SETTING = {"clients": 20, "rounds": 40, "sigma": 0.6, "alpha": 0.4, "beta": 0.1, "B": 2, "lr": 0.005, "batch": 64}

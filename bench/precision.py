@@ -1,6 +1,6 @@
 """Precision study: fixed-point fractional bits f against fidelity to the plaintext run.
 
-Two measurements per f (DESIGN §4, §10):
+Two measurements per f (docs/NUMERICS.md):
 
 1. Whole Starfish jobs under 2PC (dealer + two parties) on one trained history, against
    the plaintext run of the same algorithm on the same history: relative model gap
@@ -83,7 +83,7 @@ def _compare(secure: dict[str, Any], plain: dict[str, Any], evaluator: Any) -> d
     ms, mp = torch.from_numpy(secure["model"]), torch.from_numpy(plain["model"])
     flags_s = [f for e in secure["flags"] for f in e["flags"].values()]
     flags_p = [f for e in plain["flags"] for f in e["flags"].values()]
-    same = sum(a == b for a, b in zip(flags_s, flags_p))
+    same = sum(a == b for a, b in zip(flags_s, flags_p, strict=True))
     return {
         "model_gap": model_gap(ms, mp),
         "same_selection": secure["selected"] == plain["selected"],

@@ -46,9 +46,10 @@ def _row(metrics: dict[str, float], arp: float, seconds: float) -> dict[str, flo
 
 def one_seed(quick: bool, seed: int, cluster: TwoPartyCluster) -> dict[str, dict[str, float]]:
     """Every method's metrics on the history of `seed`."""
-    from evaluation.experiment import Experiment, strategy_names
+    from evaluation.experiment import Experiment
     from evaluation.metrics import Evaluator
     from mpc.plain_backend import PlainBackend
+    from unlearning.registry import names as strategy_names
 
     config = history_config(quick, seed)
     result = cached_simulation(config)

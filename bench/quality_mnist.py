@@ -25,13 +25,12 @@ survive an interrupted run).
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from typing import Any
-
 import hashlib
 import json
+import sys
+import time
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import torch
@@ -95,12 +94,7 @@ def _write_merged(name: str, label: str, entry: dict[str, Any], meta: dict[str, 
     write_result(name, meta, {"configs": configs})
 
 
-def main(argv: list[str] | None = None) -> int:
-    from evaluation.compare import markdown_table
-    from evaluation.experiment import Experiment
-    from evaluation.simulator import SimulationConfig
-    from mpc.plain_backend import PlainBackend
-
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="mnist5k", choices=("mnist5k", "mnist", "digits"))
     ap.add_argument("--name", default="quality_mnist", help="result file bench/results/NAME.json")
@@ -111,59 +105,72 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", default=DEFAULT_STRATEGIES)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     args = ap.parse_args(argv)
+    if "starfish" not in [s for s in args.strategies.split(",") if s]:
+        ap.error("the acceptance check needs the starfish strategy")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evaluation.simulator import SimulationConfig
+
+    args = _arguments(argv)
     import torch
 
     torch.set_num_threads(args.threads)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    strategies = [s for s in args.strategies.split(",") if s]
-    if "starfish" not in strategies:
-        ap.error("the acceptance check needs the starfish strategy")
-
     meta = stamp(vars(args))
     overrides = dict(DATASET_SETTINGS.get(args.dataset, {}))
     if args.lr is not None:
         overrides["lr"] = args.lr
     if args.local_epochs is not None:
         overrides["local_epochs"] = args.local_epochs
-    for seed in seeds:
+    for seed in [int(s) for s in args.seeds.split(",")]:
         cfg = SimulationConfig(dataset=args.dataset, rounds=args.rounds, seed=seed, **overrides)
-        print(f"seed {seed}: training (or loading the cached history)", flush=True)
-        result = cached_simulation(cfg)
-        print(f"seed {seed}: retrain reference (or loading it)", flush=True)
-        reference, ref_seconds = cached_reference(result)
-        exp = Experiment(result, reference)
-        reference_metrics = exp.evaluator.evaluate(reference)
-        entry: dict[str, Any] = {
-            "config": asdict(result.config),
-            "training": exp.training_summary(sorted({max(1, args.rounds * k // 4) for k in (1, 2, 3, 4)})),
-            "retrain_reference": {**reference_metrics, "seconds": ref_seconds},
-            "runs": {},
-        }
-        reference_row = {
-            "strategy": "retrain",
-            "backend": "plain",
-            "seconds": ref_seconds,
-            "metrics": reference_metrics,
-            "arp_percent": 0.0,
-            "gap_to_retrain": {"l2": 0.0, "relative": 0.0},
-        }
-        label = config_label(result.config)
-        backend = PlainBackend()
-        for name in strategies:
-            print(f"seed {seed}: {name}", flush=True)
-            run = exp.run(name, backend)
-            entry["runs"][name] = run
-            print(f"   {run['metrics']} ARP {run['arp_percent']:.1f} % in {run['seconds']:.0f} s", flush=True)
-            if name == "starfish" and "ter" in run["metrics"]:
-                entry["acceptance"] = acceptance(run["metrics"], entry["retrain_reference"])
-            rows = list(entry["runs"].values())
-            if "retrain" not in entry["runs"]:
-                rows.insert(1, reference_row)
-            entry["table"] = markdown_table(rows, entry["training"]["final"])
-            _write_merged(args.name, label, entry, meta)
-        print(entry["table"], flush=True)
-        print(entry.get("acceptance"), flush=True)
+        _one_seed(args, cfg, meta)
     return 0
+
+
+def _one_seed(args: argparse.Namespace, cfg: Any, meta: dict[str, Any]) -> None:
+    """Every strategy on one seed's history beside the retrain reference; the result file grows as runs finish."""
+    from evaluation.compare import markdown_table
+    from evaluation.experiment import Experiment
+    from mpc.plain_backend import PlainBackend
+
+    print(f"seed {cfg.seed}: training (or loading the cached history)", flush=True)
+    result = cached_simulation(cfg)
+    print(f"seed {cfg.seed}: retrain reference (or loading it)", flush=True)
+    reference, ref_seconds = cached_reference(result)
+    exp = Experiment(result, reference)
+    reference_metrics = exp.evaluator.evaluate(reference)
+    entry: dict[str, Any] = {
+        "config": asdict(result.config),
+        "training": exp.training_summary(sorted({max(1, args.rounds * k // 4) for k in (1, 2, 3, 4)})),
+        "retrain_reference": {**reference_metrics, "seconds": ref_seconds},
+        "runs": {},
+    }
+    reference_row = {
+        "strategy": "retrain",
+        "backend": "plain",
+        "seconds": ref_seconds,
+        "metrics": reference_metrics,
+        "arp_percent": 0.0,
+        "gap_to_retrain": {"l2": 0.0, "relative": 0.0},
+    }
+    label = config_label(result.config)
+    backend = PlainBackend()
+    for name in [s for s in args.strategies.split(",") if s]:
+        print(f"seed {cfg.seed}: {name}", flush=True)
+        run = exp.run(name, backend)
+        entry["runs"][name] = run
+        print(f"   {run['metrics']} ARP {run['arp_percent']:.1f} % in {run['seconds']:.0f} s", flush=True)
+        if name == "starfish" and "ter" in run["metrics"]:
+            entry["acceptance"] = acceptance(run["metrics"], entry["retrain_reference"])
+        rows = list(entry["runs"].values())
+        if "retrain" not in entry["runs"]:
+            rows.insert(1, reference_row)
+        entry["table"] = markdown_table(rows, entry["training"]["final"])
+        _write_merged(args.name, label, entry, meta)
+    print(entry["table"], flush=True)
+    print(entry.get("acceptance"), flush=True)
 
 
 if __name__ == "__main__":

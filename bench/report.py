@@ -8,33 +8,17 @@ present, otherwise those of `--quick` (marked as such).
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
-from bench.env import read_result
+from bench.report_format import fmt as _fmt
+from bench.report_format import load
+from bench.report_format import meta_line as _meta_line
+from bench.report_format import save_figure as _save
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "RESULTS.md"
-FIGURES = ROOT / "docs" / "figures"
 GB = 1e9
-
-
-def load(name: str) -> tuple[dict[str, Any] | None, bool]:
-    """(result, is_quick): the full result if present, else the quick one."""
-    full = read_result(name)
-    if full is not None:
-        return full, False
-    return read_result(name + "_quick"), True
-
-
-def _fmt(x: float | None, digits: int = 2) -> str:
-    if x is None:
-        return "—"
-    if x != 0 and (abs(x) < 10**-digits or abs(x) >= 1e6):
-        return f"{x:.2e}"
-    return f"{x:,.{digits}f}"
 
 
 def _ratio(ours: float, paper: float) -> str:
@@ -46,44 +30,6 @@ def _ratio(ours: float, paper: float) -> str:
 
 def _verdict(fraction_of_target: float) -> str:
     return "yes" if fraction_of_target <= 1.0 else f"no, {fraction_of_target:.2f}× the target"
-
-
-def _footer(res: dict[str, Any], quick: bool) -> str:
-    meta = res["meta"]
-    mach = meta["machine"]
-    params = json.dumps(meta["params"], separators=(",", ":"))
-    if len(params) > 330:
-        params = params[:327] + "..."
-    params = "\n".join(textwrap.wrap(params, 165))
-    return (
-        f"{mach['cpu']}, {mach['cores']} cores, torch {mach['torch']}, crypten {mach['crypten']} | "
-        f"{meta['date_utc']} UTC, load {meta['load_average_start'][0]}→{meta['load_average_end'][0]} | "
-        f"starfish bench --only {res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}\n{params}"
-    )
-
-
-def _save(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: float | None = 0.24) -> str:
-    """Add the footer (machine, date, command, parameters) and write docs/figures/<name>.png."""
-    fig.text(0.01, 0.005, _footer(res, quick), fontsize=6, va="bottom", ha="left", family="monospace")
-    if bottom is not None:
-        fig.subplots_adjust(bottom=bottom)
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"{name}.png"
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return f"figures/{name}.png"
-
-
-def _meta_line(res: dict[str, Any], quick: bool) -> str:
-    meta = res["meta"]
-    return (
-        f"*Measured {meta['date_utc']} UTC on {meta['machine']['cpu']} ({meta['machine']['cores']} cores), load average "
-        f"{meta['load_average_start']} at the start and {meta['load_average_end']} at the end"
-        f"{'; quick mode (smaller sizes)' if quick else ''}. Command: `starfish bench --only "
-        f"{res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}`.*"
-    )
 
 
 # ------------------------------------------------------------------------------------ sections
@@ -114,6 +60,53 @@ def section_primitives(lines: list[str]) -> None:
         )
 
 
+def section_plane(lines: list[str]) -> None:
+    """The per-step benchmark on the three transports, from bench/results/mpc_plane.json."""
+    res, quick = load("mpc_plane")
+    lines.append("## What the encrypted MPC plane costs\n")
+    if res is None:
+        lines.append("Not measured yet (`starfish bench --only mpc_plane`).\n")
+        return
+    lines.append(_meta_line(res, quick) + "\n")
+    totals = res["figures"]["totals"]
+    lines.append(
+        "The same protocols on three transports (docs/DEPLOY.md §5): `gloo` = CrypTen's torch.distributed "
+        "communicator (the plaintext plane used before), `tcp` = the MPC plane without TLS, `tls` = the deployed "
+        f"plane. Median of {res['meta']['params']['repeats']} runs per transport; CPU = party 0 + party 1 + dealer, "
+        "user + sys. Bytes and rounds are identical on the three.\n"
+    )
+    lines.append("| protocol | size | rounds | gloo s | tcp s | tls s | tls ÷ gloo | CPU s gloo / tcp / tls |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for row in res["figures"]["rows"]:
+        t = row["transports"]
+        cpu = " / ".join(_fmt(sum(t[k]["median_cpu_seconds_party0_party1_dealer"])) for k in ("gloo", "tcp", "tls"))
+        lines.append(
+            f"| {row['op']} | {row['size']} | {t['tls']['online_rounds']} | {_fmt(t['gloo']['median_seconds'], 3)} | "
+            f"{_fmt(t['tcp']['median_seconds'], 3)} | {_fmt(t['tls']['median_seconds'], 3)} | "
+            f"{_ratio(t['tls']['median_seconds'], t['gloo']['median_seconds'])} | {cpu} |"
+        )
+    wall, cpu = totals["sum_median_seconds"], totals["sum_median_cpu_seconds"]
+    probes = totals["probes"]
+    lines.append(
+        f"| **sum** | | | {_fmt(wall['gloo'])} | {_fmt(wall['tcp'])} | {_fmt(wall['tls'])} | "
+        f"{_ratio(wall['tls'], wall['gloo'])} | {_fmt(cpu['gloo'])} / {_fmt(cpu['tcp'])} / {_fmt(cpu['tls'])} |\n"
+    )
+    lines.append(
+        "Transport probes (party 0): round trip "
+        + ", ".join(f"{k} {probes[k]['round_trip_s'] * 1e6:,.0f} µs" for k in ("gloo", "tcp", "tls"))
+        + "; all-reduce throughput each way "
+        + ", ".join(f"{k} {probes[k]['bytes_per_s_each_way'] / 1e6:,.0f} MB/s" for k in ("gloo", "tcp", "tls"))
+        + ".\n"
+    )
+    lines.append(
+        f"Goal: Σ wall(tls) ≤ {totals['goal_ratio']} × Σ wall(gloo) — measured {totals['ratio_tls_over_gloo']:.2f}×: "
+        f"{'yes' if totals['goal_met'] else 'no'}.\n"
+    )
+
+
+STEP_ORDER = ["TD", "RS1", "RS2", "UE", "TC", "TC-sample"]
+
+
 def section_steps(lines: list[str]) -> None:
     res, quick = load("unlearning_cost")
     lines.append("## Per-step 2PC cost of one unlearning round (Tables I and VII)\n")
@@ -139,77 +132,88 @@ def section_steps(lines: list[str]) -> None:
     datasets = list(res["figures"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
     width = 0.8 / (2 * len(datasets))
-    order = ["TD", "RS1", "RS2", "UE", "TC", "TC-sample"]
     for d_idx, ds in enumerate(datasets):
         r = res["figures"][ds]
-        for step in order:
-            c = r["steps"].get(step)
-            if c is None:
-                continue
-            p = r["paper"].get(step) or (r["paper"]["TC"] if step == "TC-sample" else None)
-            ours_t, ours_b = c["wall_s"], c["offline_bytes"] + c["online_bytes"]
-            row = [
-                f"{ds} ({r['m']:,})",
-                step,
-                _fmt(c["offline_s"]),
-                _fmt(c["online_s"]),
-                _fmt(c["offline_bytes"] / GB, 3),
-                _fmt(c["online_bytes"] / GB, 3),
-            ]
-            if p is not None:
-                row += [
-                    _fmt(p["offline_s"]),
-                    _fmt(p["online_s"]),
-                    _fmt(p["offline_gb"]),
-                    _fmt(p["online_gb"]),
-                    _ratio(ours_t, p["offline_s"] + p["online_s"]),
-                    _ratio(ours_b, (p["offline_gb"] + p["online_gb"]) * GB),
-                ]
-            else:
-                row += ["—"] * 6
-            lines.append("| " + " | ".join(row) + " |")
-        xs = range(len(order))
-        for k, (key, ax) in enumerate((("time", axes[0]), ("bytes", axes[1]))):
-            ours = [
-                (
-                    r["steps"][s]["wall_s"]
-                    if key == "time"
-                    else (r["steps"][s]["offline_bytes"] + r["steps"][s]["online_bytes"]) / GB
-                )
-                if s in r["steps"]
-                else 0
-                for s in order
-            ]
-            paper = []
-            for s in order:
-                p = r["paper"].get(s) or (r["paper"]["TC"] if s == "TC-sample" else None)
-                paper.append(
-                    0
-                    if p is None
-                    else (p["offline_s"] + p["online_s"] if key == "time" else p["offline_gb"] + p["online_gb"])
-                )
-            off = (2 * d_idx) * width - 0.4
-            ax.bar([x + off for x in xs], ours, width, label=f"ours {ds}")
-            ax.bar([x + off + width for x in xs], paper, width, label=f"paper {ds}", alpha=0.5)
-            ax.set_xticks(list(xs), order)
-            ax.set_yscale("log")
-            ax.set_ylabel("seconds (offline + online)" if key == "time" else "GB (offline + online)")
-    mnist = res["figures"].get("mnist")
-    if mnist is not None and "TC" in mnist["steps"]:
-        tc = mnist["steps"]["TC"]["wall_s"]
-        lines.append(
-            f"\nTarget: SecTC on 19 × {mnist['m']:,} coordinates ≤ 60 s — measured {tc:.1f} s: {_verdict(tc / 60.0)}"
-            + (
-                f" (sample-first pass: {mnist['steps']['TC-sample']['wall_s']:.1f} s)"
-                if "TC-sample" in mnist["steps"]
-                else ""
-            )
-            + ".\n"
-        )
+        lines.extend(_step_rows(ds, r))
+        off = (2 * d_idx) * width - 0.4
+        _step_bars(axes[0], "time", r, off, width, ds)
+        _step_bars(axes[1], "bytes", r, off, width, ds)
+    target = _tc_target_line(res["figures"].get("mnist"))
+    if target:
+        lines.append(target)
     axes[0].legend(fontsize=6, ncol=2)
     fig.suptitle("One unlearning round, per step: ours (CrypTen, 2 cores) vs paper (ABY, LAN)")
     path = _save(fig, "unlearning_cost", res, quick)
     lines.append(f"\n![per-step cost]({path})\n")
+
+
+def _paper_step(r: dict[str, Any], step: str) -> dict[str, float] | None:
+    """The paper's figure for a step (the sample-first pass is compared with the paper's full TC)."""
+    return r["paper"].get(step) or (r["paper"]["TC"] if step == "TC-sample" else None)
+
+
+def _step_rows(ds: str, r: dict[str, Any]) -> list[str]:
+    rows = []
+    for step in STEP_ORDER:
+        c = r["steps"].get(step)
+        if c is None:
+            continue
+        p = _paper_step(r, step)
+        ours_t, ours_b = c["wall_s"], c["offline_bytes"] + c["online_bytes"]
+        row = [
+            f"{ds} ({r['m']:,})",
+            step,
+            _fmt(c["offline_s"]),
+            _fmt(c["online_s"]),
+            _fmt(c["offline_bytes"] / GB, 3),
+            _fmt(c["online_bytes"] / GB, 3),
+        ]
+        if p is not None:
+            row += [
+                _fmt(p["offline_s"]),
+                _fmt(p["online_s"]),
+                _fmt(p["offline_gb"]),
+                _fmt(p["online_gb"]),
+                _ratio(ours_t, p["offline_s"] + p["online_s"]),
+                _ratio(ours_b, (p["offline_gb"] + p["online_gb"]) * GB),
+            ]
+        else:
+            row += ["—"] * 6
+        rows.append("| " + " | ".join(row) + " |")
+    return rows
+
+
+def _step_bars(ax: Any, key: str, r: dict[str, Any], off: float, width: float, ds: str) -> None:
+    """Ours beside the paper per step, time or bytes (offline + online), on a log scale."""
+
+    def ours_value(step: str) -> float:
+        c = r["steps"].get(step)
+        if c is None:
+            return 0
+        return c["wall_s"] if key == "time" else (c["offline_bytes"] + c["online_bytes"]) / GB
+
+    def paper_value(step: str) -> float:
+        p = _paper_step(r, step)
+        if p is None:
+            return 0
+        return p["offline_s"] + p["online_s"] if key == "time" else p["offline_gb"] + p["online_gb"]
+
+    xs = range(len(STEP_ORDER))
+    ax.bar([x + off for x in xs], [ours_value(s) for s in STEP_ORDER], width, label=f"ours {ds}")
+    ax.bar([x + off + width for x in xs], [paper_value(s) for s in STEP_ORDER], width, label=f"paper {ds}", alpha=0.5)
+    ax.set_xticks(list(xs), STEP_ORDER)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (offline + online)" if key == "time" else "GB (offline + online)")
+
+
+def _tc_target_line(mnist: dict[str, Any] | None) -> str:
+    if mnist is None or "TC" not in mnist["steps"]:
+        return ""
+    tc = mnist["steps"]["TC"]["wall_s"]
+    sample = mnist["steps"].get("TC-sample")
+    extra = f" (sample-first pass: {sample['wall_s']:.1f} s)" if sample is not None else ""
+    verdict = _verdict(tc / 60.0)
+    return f"\nTarget: SecTC on 19 × {mnist['m']:,} coordinates ≤ 60 s — measured {tc:.1f} s: {verdict}{extra}.\n"
 
 
 def section_whole_job(lines: list[str]) -> None:
@@ -232,7 +236,16 @@ def section_whole_job(lines: list[str]) -> None:
 
 def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) -> None:
     f = res["figures"]
-    s, p, paper = f["secure"], f["plain"], f["paper"]
+    _whole_job_setting(lines, res, quick, name)
+    _whole_job_costs(lines, f)
+    _whole_job_targets(lines, f)
+    _whole_job_fidelity(lines, f)
+    _whole_job_steps(lines, f["secure"])
+    lines.append(f"\n![whole job]({_whole_job_figure(f, res, quick, name)})\n")
+
+
+def _whole_job_setting(lines: list[str], res: dict[str, Any], quick: bool, name: str) -> None:
+    f = res["figures"]
     lines.append(_meta_line(res, quick) + "\n")
     if "load_during_job" in f:
         lines.append(
@@ -256,7 +269,13 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
             "Client work (the remaining clients' exact gradients for warm-up and corrections, computed by "
             "party 0 on one core) is listed apart. Party 0 ran under cProfile.\n"
         )
+
+
+def _whole_job_costs(lines: list[str], f: dict[str, Any]) -> None:
+    """Ours (2PC and plaintext) beside the paper's Table II, and the ratio."""
+    s, p, paper = f["secure"], f["plain"], f["paper"]
     total_b = s["offline_bytes"] + s["online_bytes"]
+    paper_s, paper_gb = paper["offline_s"] + paper["online_s"], paper["offline_gb"] + paper["online_gb"]
     wall_detail = f" (2PC {_fmt(s['mpc_s'])} + clients {_fmt(s['client_s'])})" if "mpc_s" in s else ""
     lines.append("| | offline s | online s | total wall s | offline GB | online GB | total GB |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
@@ -269,31 +288,35 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
         f"{_fmt(p['client_s'])}) | — | — | — |"
     )
     lines.append(
-        f"| paper, ABY LAN | {_fmt(paper['offline_s'])} | {_fmt(paper['online_s'])} | "
-        f"{_fmt(paper['offline_s'] + paper['online_s'])} | {_fmt(paper['offline_gb'])} | {_fmt(paper['online_gb'])} | "
-        f"{_fmt(paper['offline_gb'] + paper['online_gb'])} |"
+        f"| paper, ABY LAN | {_fmt(paper['offline_s'])} | {_fmt(paper['online_s'])} | {_fmt(paper_s)} | "
+        f"{_fmt(paper['offline_gb'])} | {_fmt(paper['online_gb'])} | {_fmt(paper_gb)} |"
     )
     lines.append(
         f"| ours / paper | {_ratio(s['offline_s'], paper['offline_s'])} | {_ratio(s['online_s'], paper['online_s'])} | "
-        f"{_ratio(s['wall_s'], paper['offline_s'] + paper['online_s'])} | "
-        f"{_ratio(s['offline_bytes'], paper['offline_gb'] * GB)} | {_ratio(s['online_bytes'], paper['online_gb'] * GB)} | "
-        f"{_ratio(total_b, (paper['offline_gb'] + paper['online_gb']) * GB)} |\n"
+        f"{_ratio(s['wall_s'], paper_s)} | {_ratio(s['offline_bytes'], paper['offline_gb'] * GB)} | "
+        f"{_ratio(s['online_bytes'], paper['online_gb'] * GB)} | {_ratio(total_b, paper_gb * GB)} |\n"
     )
-    tg = f["targets"]
-    ratio = f["ratio"]["wall"]
+
+
+def _whole_job_targets(lines: list[str], f: dict[str, Any]) -> None:
+    s, tg, ratio = f["secure"], f["targets"], f["ratio"]["wall"]
+    total_gb = (s["offline_bytes"] + s["online_bytes"]) / GB
     lines.append("Targets (2 cores, no GPU):\n")
     lines.append("| target | measured | met? |")
     lines.append("| --- | --- | --- |")
-    lines.append(
-        f"| whole job ≤ {tg['wall_s_max']:.0f} s wall | {s['wall_s']:.1f} s | {_verdict(s['wall_s'] / tg['wall_s_max'])} |"
-    )
-    lines.append(
-        f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_b / GB:.2f} GB | {_verdict(total_b / GB / tg['traffic_gb_max'])} |"
-    )
+    wall_verdict = _verdict(s["wall_s"] / tg["wall_s_max"])
+    lines.append(f"| whole job ≤ {tg['wall_s_max']:.0f} s wall | {s['wall_s']:.1f} s | {wall_verdict} |")
+    traffic_verdict = _verdict(total_gb / tg["traffic_gb_max"])
+    lines.append(f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_gb:.2f} GB | {traffic_verdict} |")
     extra = f" (without client work {f['ratio']['without_clients']:.2f}×)" if "without_clients" in f["ratio"] else ""
     lines.append(
         f"| 2PC ≤ {tg['ratio_max']:.0f}× plaintext | {ratio:.2f}×{extra} | {_verdict(ratio / tg['ratio_max'])} |\n"
     )
+
+
+def _whole_job_fidelity(lines: list[str], f: dict[str, Any]) -> None:
+    """What dominates the ledger, and how close the 2PC run is to the plaintext one."""
+    s, p = f["secure"], f["plain"]
     total_s = sum(c["seconds"] for c in s["steps"].values()) or 1.0
     share = sorted(((c["seconds"] / total_s, step) for step, c in s["steps"].items()), reverse=True)[:3]
     total_traffic = sum(c["offline_bytes"] + c["online_bytes"] for c in s["steps"].values()) or 1.0
@@ -310,18 +333,20 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
     )
     a = f["agreement"]
     flags = f"; same correction flags: {a['same_flags']}" if "same_flags" in a else ""
+    history = (
+        f" (the two histories themselves differ by {a['history_gap']['relative']:.1e})" if "history_gap" in a else ""
+    )
     lines.append(
         f"Fidelity: same selected rounds as plaintext: {a['same_selection']}{flags}; "
-        f"‖M̂_2PC − M̂_plain‖/‖M̂_plain‖ = {a['model_gap']['relative']:.2e}"
-        + (
-            f" (the two histories themselves differ by {a['history_gap']['relative']:.1e})"
-            if "history_gap" in a
-            else ""
-        )
-        + f". TER {100 * s['metrics']['ter']:.1f} % (plaintext {100 * p['metrics']['ter']:.1f} %, before "
+        f"‖M̂_2PC − M̂_plain‖/‖M̂_plain‖ = {a['model_gap']['relative']:.2e}{history}"
+        f". TER {100 * s['metrics']['ter']:.1f} % (plaintext {100 * p['metrics']['ter']:.1f} %, before "
         f"{100 * f['before']['ter']:.1f} %), BA-ASR {100 * s['metrics']['ba_asr']:.1f} % (plaintext "
-        f"{100 * p['metrics']['ba_asr']:.1f} %, before {100 * f['before']['ba_asr']:.1f} %), ARP {s['arp_percent']:.1f} %.\n"
+        f"{100 * p['metrics']['ba_asr']:.1f} %, before {100 * f['before']['ba_asr']:.1f} %), "
+        f"ARP {s['arp_percent']:.1f} %.\n"
     )
+
+
+def _whole_job_steps(lines: list[str], s: dict[str, Any]) -> None:
     lines.append("Where the 2PC time goes (party 0's ledger):\n")
     lines.append("| step | calls | wall s | offline s | offline GB | online GB | rounds |")
     lines.append("| --- | --- | --- | --- | --- | --- | --- |")
@@ -339,8 +364,13 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
             lines.append(
                 f"| `{row['function']}` | {_fmt(row['own_s'])} | {_fmt(row['cumulative_s'])} | {row['calls']} |"
             )
+
+
+def _whole_job_figure(f: dict[str, Any], res: dict[str, Any], quick: bool, name: str) -> str:
     import matplotlib.pyplot as plt
 
+    s, p, paper, tg = f["secure"], f["plain"], f["paper"], f["targets"]
+    total_b = s["offline_bytes"] + s["online_bytes"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     axes[0].bar(
         ["ours 2PC", "ours plaintext", "paper (ABY)"],
@@ -357,7 +387,7 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
     axes[1].set_ylabel("GB")
     axes[1].axhline(tg["traffic_gb_max"], color="k", ls="--", lw=0.8)
     fig.suptitle("Whole Starfish unlearning job, paper MNIST setting (dashed: targets)")
-    lines.append(f"\n![whole job]({_save(fig, name, res, quick)})\n")
+    return _save(fig, name, res, quick)
 
 
 def section_switching(lines: list[str]) -> None:
@@ -382,8 +412,8 @@ def section_switching(lines: list[str]) -> None:
     for r in f["selection"]:
         lines.append(
             f"| {r['T']} | {r['comparators']} | {r['method1']['seconds']:.2f} | {r['method2']['seconds']:.2f} | "
-            f"{r['method1']['bytes'] / 1e6:.2f} | {r['method2']['bytes'] / 1e6:.2f} | {r['model_seconds']['method1']:.2f} | "
-            f"{r['model_seconds']['method2']:.2f} |"
+            f"{r['method1']['bytes'] / 1e6:.2f} | {r['method2']['bytes'] / 1e6:.2f} | "
+            f"{r['model_seconds']['method1']:.2f} | {r['model_seconds']['method2']:.2f} |"
         )
     th = f["threshold"]
     from unlearning.starfish.params import DEFAULT_SWITCH_THRESHOLD
@@ -429,56 +459,55 @@ def section_precision(lines: list[str]) -> None:
         "Whole Starfish jobs under 2PC against the plaintext run on the same history (8×8 digits, 20 clients), "
         "and SecMul fault counts for operands |x|, |y| ≤ 2^k:\n"
     )
-    lines.append(
-        "| f | job | rel. model gap | same selection | flag agreement | ‖g‖² rel. error (dot) | ‖g‖² rel. error (per coordinate) | "
-        + " | ".join(f"faults k={k}" for k in mags)
-        + " |"
-    )
-    lines.append("|" + " --- |" * (7 + len(mags)))
-    bits = sorted(f["bits"], key=int)
-    for b in bits:
-        row = f["bits"][b]
-        job = row["job"]
-        faults = row["faults"]["products"]
-        n = faults[str(mags[0])]["n"]
-        lines.append(
-            f"| {b} | {job['outcome']} | {_fmt(job.get('model_gap', {}).get('relative'))} | {job.get('same_selection', '—')} | "
-            f"{_fmt(job.get('flag_agreement'))} | {_fmt(row['faults']['norm2']['dot_rel_error'])} | "
-            f"{_fmt(row['faults']['norm2']['per_coordinate_rel_error'])} | "
-            + " | ".join(
-                f"{faults[str(k)]['faults']}/{n:,}{'†' if faults[str(k)].get('overflow') else ''}" for k in mags
-            )
-            + " |"
-        )
+    lines.extend(_precision_rows(f, mags))
     lines.append(
         "\nFaults: outputs off by more than 2^(62−2f) (a truncation fault adds ±2^(64−2f)); † the "
         "untruncated product can leave the ring (2k + 2f ≥ 63), so such outputs are wrong without any fault. "
         "‖g‖² is computed for 582,026 coordinates of size ≈ 10⁻³ either as one dot product truncated once "
         "(what `unlearning.lbfgs.squared_norms` does) or coordinate by coordinate (each square truncated).\n"
     )
+    lines.append(f"\n![precision]({_precision_figure(f, mags, res, quick)})\n")
+
+
+def _precision_rows(f: dict[str, Any], mags: list[int]) -> list[str]:
+    rows = [
+        "| f | job | rel. model gap | same selection | flag agreement | ‖g‖² rel. error (dot) | "
+        "‖g‖² rel. error (per coordinate) | " + " | ".join(f"faults k={k}" for k in mags) + " |",
+        "|" + " --- |" * (7 + len(mags)),
+    ]
+    for b in sorted(f["bits"], key=int):
+        row = f["bits"][b]
+        job = row["job"]
+        faults = row["faults"]["products"]
+        n = faults[str(mags[0])]["n"]
+        counts = [f"{faults[str(k)]['faults']}/{n:,}{'†' if faults[str(k)].get('overflow') else ''}" for k in mags]
+        rows.append(
+            f"| {b} | {job['outcome']} | {_fmt(job.get('model_gap', {}).get('relative'))} | "
+            f"{job.get('same_selection', '—')} | {_fmt(job.get('flag_agreement'))} | "
+            f"{_fmt(row['faults']['norm2']['dot_rel_error'])} | "
+            f"{_fmt(row['faults']['norm2']['per_coordinate_rel_error'])} | " + " | ".join(counts) + " |"
+        )
+    return rows
+
+
+def _precision_figure(f: dict[str, Any], mags: list[int], res: dict[str, Any], quick: bool) -> str:
     import matplotlib.pyplot as plt
 
+    bits = sorted(f["bits"], key=int)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     gaps = [f["bits"][b]["job"].get("model_gap", {}).get("relative") for b in bits]
-    axes[0].semilogy([int(b) for b, g in zip(bits, gaps) if g], [g for g in gaps if g], "o-")
+    axes[0].semilogy([int(b) for b, g in zip(bits, gaps, strict=True) if g], [g for g in gaps if g], "o-")
     axes[0].set_xlabel("fractional bits f")
     axes[0].set_ylabel("‖M̂_2PC − M̂_plain‖ / ‖M̂_plain‖")
     for k in mags:
-        pts = [
-            (
-                int(b),
-                max(f["bits"][b]["faults"]["products"][str(k)]["faults"], 0.5)
-                / f["bits"][b]["faults"]["products"][str(k)]["n"],
-            )
-            for b in bits
-            if not f["bits"][b]["faults"]["products"][str(k)].get("overflow")
-        ]
+        products = [(int(b), f["bits"][b]["faults"]["products"][str(k)]) for b in bits]
+        pts = [(b, max(p["faults"], 0.5) / p["n"]) for b, p in products if not p.get("overflow")]
         axes[1].semilogy([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"|x|,|y| ≤ 2^{k}")
     axes[1].set_xlabel("fractional bits f")
     axes[1].set_ylabel("SecMul fault rate (0 plotted at 0.5/n)")
     axes[1].legend(fontsize=7)
     fig.suptitle("Fixed-point precision: fidelity and truncation faults")
-    lines.append(f"\n![precision]({_save(fig, 'precision', res, quick)})\n")
+    return _save(fig, "precision", res, quick)
 
 
 def section_sweeps(lines: list[str]) -> None:
@@ -495,8 +524,8 @@ def section_sweeps(lines: list[str]) -> None:
         "+ checks × TC.\n"
     )
     lines.append(
-        "| parameter | value | TER % | BA-ASR % | ARP % | est./check/warm-up rounds | 2PC s (TC full) | 2PC GB (TC full) | "
-        "2PC s (TC sample) | 2PC GB (TC sample) |"
+        "| parameter | value | TER % | BA-ASR % | ARP % | est./check/warm-up rounds | 2PC s (TC full) | "
+        "2PC GB (TC full) | 2PC s (TC sample) | 2PC GB (TC sample) |"
     )
     lines.append("|" + " --- |" * 10)
     for name, rows in f["quality"].items():
@@ -508,7 +537,8 @@ def section_sweeps(lines: list[str]) -> None:
             lines.append(
                 f"| {name} | {r['value']} | {r['ter']:.1f} | {r['ba_asr']:.1f} | {r['arp']:.1f} | "
                 f"{rr['estimate']}/{rr['check']}/{rr['warmup']} | {_fmt(full.get('wall_s'), 1)} | "
-                f"{_fmt((full.get('offline_bytes', 0) + full.get('online_bytes', 0)) / GB)} | {_fmt(samp.get('wall_s'), 1)} | "
+                f"{_fmt((full.get('offline_bytes', 0) + full.get('online_bytes', 0)) / GB)} | "
+                f"{_fmt(samp.get('wall_s'), 1)} | "
                 f"{_fmt((samp.get('offline_bytes', 0) + samp.get('online_bytes', 0)) / GB)} |"
             )
     import matplotlib.pyplot as plt
@@ -563,7 +593,7 @@ def section_quality(lines: list[str]) -> None:
     methods = list(summary)
     fig, axes = plt.subplots(1, 4, figsize=(14, 5.2))
     for ax, (key, title) in zip(
-        axes, (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"), ("arp", "ARP %"))
+        axes, (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"), ("arp", "ARP %")), strict=True
     ):
         ax.bar(
             range(len(methods)),
@@ -601,11 +631,15 @@ ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binar
 
 
 def build() -> str:
+    from bench.report_multihost import section_multihost
+
     lines = [HEADER]
     for section in (
         section_primitives,
+        section_plane,
         section_steps,
         section_whole_job,
+        section_multihost,
         section_switching,
         section_precision,
         section_sweeps,

@@ -37,8 +37,8 @@ import numpy as np
 
 from bench.env import load_average, stamp, write_result
 from bench.soak_client import gradient
-from server.local import REPO_ROOT, LocalDeployment
 from server.store import Store
+from starfish.local import REPO_ROOT, LocalDeployment
 
 NAME = "soak"
 FULL = {"clients": 200, "rounds": 20, "params": 2_000, "processes": 4, "watchers": 50, "seed": 0}

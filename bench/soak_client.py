@@ -25,7 +25,7 @@ import numpy as np
 
 from client_sdk import Client, PartyUnreachableError, RoundClosedError, StarfishError
 from client_sdk.client import RoundView
-from server.local import LocalDeployment
+from starfish.local import LocalDeployment
 
 POLL_S = 0.2
 

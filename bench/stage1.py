@@ -33,9 +33,10 @@ import grpc
 import numpy as np
 
 from bench.env import stamp, write_result
-from client_sdk.wire import chunks, collect_model, sha256_hex
+from mpc.ports import free_port
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
-from server.local import LocalDeployment, free_port
+from proto.wire import chunked_messages, collect_model, sha256_hex
+from starfish.local import LocalDeployment
 
 NAME = "stage1"
 PAPER_MODEL_PARAMS = 582_026
@@ -90,49 +91,8 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
         for c in clients:
             c.register()
         grads = _gradients(m, CLIENTS)
-        out = []
-        for r in range(1, rounds + 1):
-            clients[0].wait_for_round(r - 1, timeout_s=60)
-            sent = [0] * CLIENTS
-            fetch_s = [0.0] * CLIENTS
-            submit_s = [0.0] * CLIENTS
-            pids = [dep.procs[0].pid, dep.procs[1].pid]
-            cpu0 = _cpu_seconds(pids)
-            start = time.perf_counter()
-
-            def one(j: int) -> None:  # what Client.run_round does, timed per step
-                t0 = time.perf_counter()
-                view = clients[j].wait_for_round(r - 1, timeout_s=60)
-                model = clients[j].fetch_model(view.round - 1)
-                t1 = time.perf_counter()
-                sent[j] = clients[j].submit(view.round, grads[j], 100 + j, model_hash=model.hash).bytes_sent
-                fetch_s[j], submit_s[j] = t1 - t0, time.perf_counter() - t1
-
-            _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
-            uploaded = time.perf_counter()
-            while admin.status().latest_committed < r:
-                time.sleep(0.02)
-            end = time.perf_counter()
-            cpu1 = _cpu_seconds(pids)
-            summary = admin.status().rounds[r - 1]
-            out.append(
-                {
-                    "round": r,
-                    "wall_s": end - start,
-                    "cpu_s": sum(cpu1) - sum(cpu0),
-                    "cpu_s_clients": cpu1[0] - cpu0[0],
-                    "cpu_s_parties": cpu1[1] - cpu0[1],
-                    "upload_phase_s": uploaded - start,
-                    "aggregate_phase_s": end - uploaded,
-                    "client_fetch_s_mean": float(np.mean(fetch_s)),
-                    "client_submit_s_mean": float(np.mean(submit_s)),
-                    # the model from party0, its header (hash) from party1
-                    "bytes_client_upload": int(sum(sent)),
-                    "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
-                    "bytes_peer": int(summary.peer_bytes),
-                    "members": len(summary.members),
-                }
-            )
+        pids = [dep.procs[0].pid, dep.procs[1].pid]
+        out = [_starfish_round(r, clients, admin, grads, pids, m) for r in range(1, rounds + 1)]
         admin.close()
         for c in clients:
             c.close()
@@ -145,80 +105,109 @@ def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
         dep.stop()
 
 
-def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
+def _round_timing(r: int, wall_s: float, cpu0: tuple[float, float], cpu1: tuple[float, float]) -> dict:
+    """Wall time and the CPU time (user + sys) of the processes sampled before and after a round."""
+    return {
+        "round": r,
+        "wall_s": wall_s,
+        "cpu_s": sum(cpu1) - sum(cpu0),
+        "cpu_s_clients": cpu1[0] - cpu0[0],
+        "cpu_s_parties": cpu1[1] - cpu0[1],
+    }
+
+
+def _starfish_round(r: int, clients: list, admin: Any, grads: list[np.ndarray], pids: list[int], m: int) -> dict:
+    """Round r through the service: every client does what Client.run_round does, timed per step."""
+    clients[0].wait_for_round(r - 1, timeout_s=60)
+    sent = [0] * CLIENTS
+    fetch_s = [0.0] * CLIENTS
+    submit_s = [0.0] * CLIENTS
+    cpu0 = _cpu_seconds(pids)
+    start = time.perf_counter()
+
+    def one(j: int) -> None:
+        t0 = time.perf_counter()
+        view = clients[j].wait_for_round(r - 1, timeout_s=60)
+        model = clients[j].fetch_model(view.round - 1)
+        t1 = time.perf_counter()
+        sent[j] = clients[j].submit(view.round, grads[j], 100 + j, model_hash=model.hash).bytes_sent
+        fetch_s[j], submit_s[j] = t1 - t0, time.perf_counter() - t1
+
+    _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
+    uploaded = time.perf_counter()
+    while admin.status().latest_committed < r:
+        time.sleep(0.02)
+    end = time.perf_counter()
+    cpu1 = _cpu_seconds(pids)
+    summary = admin.status().rounds[r - 1]
+    return {
+        **_round_timing(r, end - start, cpu0, cpu1),
+        "upload_phase_s": uploaded - start,
+        "aggregate_phase_s": end - uploaded,
+        "client_fetch_s_mean": float(np.mean(fetch_s)),
+        "client_submit_s_mean": float(np.mean(submit_s)),
+        # the model from party0, its header (hash) from party1
+        "bytes_client_upload": int(sum(sent)),
+        "bytes_client_download": CLIENTS * (4 * m + 2 * MODEL_HEADER_BYTES),
+        "bytes_peer": int(summary.peer_bytes),
+        "members": len(summary.members),
+    }
+
+
+def _plain_server(root: Path, port: int, m: int) -> subprocess.Popen:
+    """Start the plain FedAvg server (`bench.stage1_plain`) with party0's certificate."""
     certs = root / "starfish" / "certs"
+    args = ["--listen", f"127.0.0.1:{port}", "--cert", str(certs / "party0.pem"), "--key", str(certs / "party0.key")]
+    args += ["--dir", str(root / "plain"), "--clients", str(CLIENTS), "--params", str(m), "--lr", str(LR)]
+    return subprocess.Popen([sys.executable, "-m", "bench.stage1_plain", *args], stdout=subprocess.PIPE, text=True)
+
+
+def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench.stage1_plain",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--cert",
-            str(certs / "party0.pem"),
-            "--key",
-            str(certs / "party0.key"),
-            "--dir",
-            str(root / "plain"),
-            "--clients",
-            str(CLIENTS),
-            "--params",
-            str(m),
-            "--lr",
-            str(LR),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    proc = _plain_server(root, port, m)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        creds = grpc.ssl_channel_credentials((certs / "ca.pem").read_bytes())
+        ca = (root / "starfish" / "certs" / "ca.pem").read_bytes()
+        creds = grpc.ssl_channel_credentials(ca)
         opts = [("grpc.max_send_message_length", 4 * 1024 * 1024), ("grpc.max_receive_message_length", 4 * 1024 * 1024)]
         channels = [grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) for _ in range(CLIENTS)]
         stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in channels]
         grads = _gradients(m, CLIENTS)
-        out = []
-        for r in range(1, rounds + 1):
-            sent = [0] * CLIENTS
-            cpu0 = _cpu_seconds([proc.pid])
-            start = time.perf_counter()
-
-            def one(j: int) -> None:
-                md = (("x-starfish-client", f"c{j:02d}"),)
-                collect_model(stubs[j].GetModel(client_pb2.GetModelRequest(latest=True), metadata=md))
-                data = grads[j].astype("<f4").tobytes()
-                header = common_pb2.UploadHeader(
-                    round=r, n_samples=100 + j, shape=[m], dtype="float32", content_sha256=sha256_hex(data)
-                )
-                msgs = [common_pb2.UploadChunk(header=header)] + [
-                    common_pb2.UploadChunk(data=p) for p in chunks(data, 1 << 20)
-                ]
-                stubs[j].UploadShares(iter(msgs), metadata=md)
-                sent[j] = len(data) + 64
-
-            _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
-            end = time.perf_counter()
-            cpu1 = _cpu_seconds([proc.pid])
-            out.append(
-                {
-                    "round": r,
-                    "wall_s": end - start,
-                    "cpu_s": sum(cpu1) - sum(cpu0),
-                    "cpu_s_clients": cpu1[0] - cpu0[0],
-                    "cpu_s_parties": cpu1[1] - cpu0[1],
-                    "bytes_client_upload": int(sum(sent)),
-                    "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES),
-                    "bytes_peer": 0,
-                    "bytes_gradients_stored": CLIENTS * 4 * m,
-                }
-            )
+        out = [_plain_round(r, stubs, grads, proc.pid, m) for r in range(1, rounds + 1)]
         for ch in channels:
             ch.close()
         return out
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _plain_round(r: int, stubs: list, grads: list[np.ndarray], pid: int, m: int) -> dict:
+    """Round r of plain FedAvg: every client fetches the model and uploads its gradient in the clear."""
+    sent = [0] * CLIENTS
+    cpu0 = _cpu_seconds([pid])
+    start = time.perf_counter()
+
+    def one(j: int) -> None:
+        md = (("x-starfish-client", f"c{j:02d}"),)
+        collect_model(stubs[j].GetModel(client_pb2.GetModelRequest(latest=True), metadata=md))
+        data = grads[j].astype("<f4").tobytes()
+        header = common_pb2.UploadHeader(
+            round=r, n_samples=100 + j, shape=[m], dtype="float32", content_sha256=sha256_hex(data)
+        )
+        stubs[j].UploadShares(chunked_messages(common_pb2.UploadChunk, header, data, 1 << 20), metadata=md)
+        sent[j] = len(data) + 64
+
+    _in_threads([lambda j=j: one(j) for j in range(CLIENTS)])
+    end = time.perf_counter()
+    cpu1 = _cpu_seconds([pid])
+    return {
+        **_round_timing(r, end - start, cpu0, cpu1),
+        "bytes_client_upload": int(sum(sent)),
+        "bytes_client_download": CLIENTS * (4 * m + MODEL_HEADER_BYTES),
+        "bytes_peer": 0,
+        "bytes_gradients_stored": CLIENTS * 4 * m,
+    }
 
 
 def run(quick: bool = False) -> dict:

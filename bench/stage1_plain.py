@@ -20,8 +20,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from client_sdk.wire import model_hash, model_messages, sha256_hex
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+from proto.wire import model_hash, model_messages, sha256_hex
 from server.blobs import atomic_write
 from server.tls import channel_options
 
@@ -45,7 +45,7 @@ class PlainFedAvg(client_pb2_grpc.ClientServiceServicer):
         header = common_pb2.ModelHeader(
             round=index, arch="plain", num_params=params.size, model_hash=model_hash("plain", params), lr=self.lr
         )
-        yield from model_messages(common_pb2, header, params, CHUNK_BYTES)
+        yield from model_messages(header, params, CHUNK_BYTES)
 
     def UploadShares(self, request_iterator, context):
         it = iter(request_iterator)

@@ -40,7 +40,7 @@ GRID_QUICK = {"sigma": (0.4, 0.8), "alpha": (0.1, 0.6), "beta": (0.05, 0.3), "bu
 
 def with_alpha(result: Any, alpha: float) -> np.ndarray:
     """δ_i^j recomputed by every client at tolerance rate α from its stored gradient."""
-    from evaluation.uploads import tolerance_threshold
+    from client_sdk.stats import tolerance_threshold
 
     T, N = result.norms.shape
     out = np.zeros((T, N))
@@ -125,7 +125,8 @@ def sweep_quality(result: Any, grid: dict[str, tuple]) -> dict[str, list[dict[st
         row = {"value": value, **plaintext_run(result, params, deltas)}
         quality.setdefault(name, []).append(row)
         print(
-            f"   {name}={value}: TER {row['ter']:.1f} BA-ASR {row['ba_asr']:.1f} ARP {row['arp']:.1f} rounds {row['rounds']}",
+            f"   {name}={value}: TER {row['ter']:.1f} BA-ASR {row['ba_asr']:.1f} ARP {row['arp']:.1f} "
+            f"rounds {row['rounds']}",
             flush=True,
         )
     for name in grid:

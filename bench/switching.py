@@ -10,7 +10,7 @@ Here, on a dealer and two party processes:
 1. per-operation cost (wall time, bytes, rounds) of SecMul, SecGE, SecGE2 and SecDiv for
    batch sizes n = 1 … 65,536, fitted as latency + n·throughput (`fit`);
 2. the paper's rule evaluated with our per-element costs (`paper_rule_threshold`);
-3. round selection itself (`unlearning.starfish.selection.select_rounds`) with both methods
+3. round selection itself (`unlearning.starfish.secrs.select_rounds`) with both methods
    for T = 8 … 256 stored rounds: measured time and bytes, and the measured crossover.
 
 Batching matters: our bitonic network evaluates every comparator of a stage in ONE call, so
@@ -21,7 +21,8 @@ batched call of ≈ 38 rounds; the per-element rule of the paper ignores this.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import torch
@@ -62,7 +63,7 @@ def op_costs(backend: Backend, rank: int, batches: tuple[int, ...], repeats: int
 
 def selection_costs(backend: Backend, rank: int, rounds: tuple[int, ...], m: int) -> dict[str, Any]:
     """Ledger of SecRS with each method for each T (one target client)."""
-    from unlearning.starfish.selection import select_rounds
+    from unlearning.starfish.secrs import select_rounds
 
     for T in rounds:
         hist = SyntheticHistory(m, num_clients=2, rounds=T, seed=T)
@@ -74,10 +75,10 @@ def selection_costs(backend: Backend, rank: int, rounds: tuple[int, ...], m: int
     return backend.ledger.to_dict()
 
 
-@lru_cache(maxsize=None)
+@cache
 def comparator_stages(T: int) -> tuple[int, ...]:
     """Real-row comparators per stage of our bitonic network on T rows (virtual rows are free)."""
-    from mpc.protocols.sort import bitonic_stages
+    from mpc.protocols.secsrt import bitonic_stages
 
     n_pad = 1 << max(T - 1, 0).bit_length()
     slot = list(range(T)) + [-1] * (n_pad - T)
@@ -147,36 +148,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     with TwoPartyCluster(timeout=3600.0, config=ClusterConfig(session_timeout_s=600.0)) as cluster:
         ops, _ = cluster.run(op_costs, batches, REPEATS)
         sel, _ = cluster.run(selection_costs, rounds, SELECTION_MODEL_SIZE)
-    per_op: dict[str, Any] = {}
-    fits: dict[str, dict[str, dict[str, float]]] = {}
-    for op in OPS:
-        rows = []
-        for n in batches:
-            rows.append(
-                {
-                    "n": n,
-                    "seconds": _median(ops, f"{op}/{n}", "seconds", REPEATS),
-                    "bytes": _median(ops, f"{op}/{n}", "online_bytes", REPEATS)
-                    + _median(ops, f"{op}/{n}", "offline_bytes", REPEATS),
-                    "rounds": _median(ops, f"{op}/{n}", "online_rounds", REPEATS),
-                }
-            )
-        per_op[op] = rows
-        fits[op] = {key: fit([(r["n"], r[key]) for r in rows]) for key in ("seconds", "bytes", "rounds")}
+    per_op, fits = _fit_ops(ops, batches)
     per_elem = {op: {key: fits[op][key]["per_element"] for key in ("seconds", "bytes")} for op in OPS}
-    selection = []
-    for T in rounds:
-        row: dict[str, Any] = {"T": T, "comparators": sum(comparator_stages(T)), "stages": len(comparator_stages(T))}
-        for method in ("method1", "method2"):
-            c = sel[f"{method}/{T}"]
-            row[method] = {
-                "seconds": c["seconds"],
-                "bytes": c["online_bytes"] + c["offline_bytes"],
-                "rounds": c["online_rounds"],
-            }
-        row["model_seconds"] = batched_model(fits, T, "seconds")
-        row["model_bytes"] = batched_model(fits, T, "bytes")
-        selection.append(row)
+    selection = [_selection_row(sel, fits, T) for T in rounds]
     crossing = [r["T"] for r in selection if r["method2"]["seconds"] < r["method1"]["seconds"]]
     crossing_bytes = [r["T"] for r in selection if r["method2"]["bytes"] < r["method1"]["bytes"]]
     model_cross = next(
@@ -207,3 +181,39 @@ def run(quick: bool = False) -> dict[str, Any]:
     print(f"   thresholds: {figures['threshold']}", flush=True)
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures
+
+
+def _fit_ops(ops: dict[str, Any], batches: Sequence[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per operation: the median cost at each batch size, and its latency + per-element fit."""
+    per_op: dict[str, Any] = {}
+    fits: dict[str, dict[str, dict[str, float]]] = {}
+    for op in OPS:
+        rows = []
+        for n in batches:
+            rows.append(
+                {
+                    "n": n,
+                    "seconds": _median(ops, f"{op}/{n}", "seconds", REPEATS),
+                    "bytes": _median(ops, f"{op}/{n}", "online_bytes", REPEATS)
+                    + _median(ops, f"{op}/{n}", "offline_bytes", REPEATS),
+                    "rounds": _median(ops, f"{op}/{n}", "online_rounds", REPEATS),
+                }
+            )
+        per_op[op] = rows
+        fits[op] = {key: fit([(r["n"], r[key]) for r in rows]) for key in ("seconds", "bytes", "rounds")}
+    return per_op, fits
+
+
+def _selection_row(sel: dict[str, Any], fits: dict[str, Any], T: int) -> dict[str, Any]:
+    """A whole SecRS at T rounds with both methods, measured and as the batched model predicts."""
+    row: dict[str, Any] = {"T": T, "comparators": sum(comparator_stages(T)), "stages": len(comparator_stages(T))}
+    for method in ("method1", "method2"):
+        c = sel[f"{method}/{T}"]
+        row[method] = {
+            "seconds": c["seconds"],
+            "bytes": c["online_bytes"] + c["offline_bytes"],
+            "rounds": c["online_rounds"],
+        }
+    row["model_seconds"] = batched_model(fits, T, "seconds")
+    row["model_bytes"] = batched_model(fits, T, "bytes")
+    return row

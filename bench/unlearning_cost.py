@@ -12,7 +12,7 @@ depend on the values):
 * UE  — update estimation for 19 clients with B = 2 L-BFGS pairs each (compact form,
         SecMI, safeguards) and the FedAvg reveal;
 * TC  — threshold checking, Algorithm 3 on all 19 × m coordinates;
-* TC-sample — the same flags, public random sample of coordinates first (DESIGN §6.4).
+* TC-sample — the same flags, public random sample of coordinates first (docs/ALGORITHM.md §4).
 
 Per step: wall seconds, offline seconds (time spent fetching correlated randomness from
 the dealer), online seconds (the rest), offline bytes (dealer → party 0; party 1 expands a
@@ -73,12 +73,13 @@ def fill_buffers(
 
 def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, Any]:
     """Run the requested Starfish steps once on a synthetic history; return this party's ledger."""
-    from unlearning.starfish.checking import check_sample, flags_for
-    from unlearning.starfish.estimation import aggregate, estimate_gradients
+    from unlearning.fedavg import reveal_aggregate
+    from unlearning.starfish.correction import check_sample, flags_for
     from unlearning.starfish.params import StarfishParams
-    from unlearning.starfish.selection import select_rounds
+    from unlearning.starfish.secrs import select_rounds
+    from unlearning.starfish.secue import estimate_gradients
     from unlearning.starfish.state import StarfishState
-    from unlearning.starfish.threshold import determine_thresholds
+    from unlearning.starfish.thresholds import determine_thresholds
 
     steps = spec["steps"]
     hist = SyntheticHistory(
@@ -110,7 +111,7 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     v = 1e-3 * torch.randn(hist.m, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     with backend.step("UE"):
         estimates = estimate_gradients(backend, state, remaining, stored, v, params, norms)
-        aggregate(backend, estimates, [250] * len(remaining))
+        reveal_aggregate(backend, estimates, [1.0 / len(remaining)] * len(remaining))
     flags: dict[str, list[bool]] = {}
     if "TC" in steps:
         with backend.step("TC"):
@@ -175,12 +176,13 @@ def run(quick: bool = False) -> dict[str, Any]:
         result = measure({"m": m, "steps": list(STEPS)})
         result["m"] = m
         result["paper"] = {
-            step: dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), PER_STEP[key][ds]))
+            step: dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), PER_STEP[key][ds], strict=True))
             for step, key in (("TD", "TD"), ("RS1", "RS1"), ("RS2", "RS2"), ("UE", "UE"), ("TC", "TC"))
         }
         for step, c in result["steps"].items():
             print(
-                f"     {step:9s} {c['wall_s']:8.2f} s  offline {c['offline_bytes'] / 1e9:7.3f} GB  online {c['online_bytes'] / 1e9:7.3f} GB",
+                f"     {step:9s} {c['wall_s']:8.2f} s  offline {c['offline_bytes'] / 1e9:7.3f} GB  "
+                f"online {c['online_bytes'] / 1e9:7.3f} GB",
                 flush=True,
             )
         figures[ds] = result

@@ -36,7 +36,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 
 NAME = "whole_job"
 SESSION_TIMEOUT_S = 900.0
-#: Starfish parameters of the job (paper §VI-A) and the SecTC sample-first pass (DESIGN §6.4)
+#: Starfish parameters of the job (paper §VI-A) and the SecTC sample-first pass (docs/ALGORITHM.md §4)
 PROFILE_TOP = 20
 JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "check_sample": 4096}
 
@@ -117,7 +117,7 @@ def _totals(ledger: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.metrics import Evaluator, model_gap
+    from evaluation.metrics import Evaluator
     from mpc.plain_backend import PlainBackend
 
     config = simulation_config(quick)
@@ -132,9 +132,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         }
     )
     result = cached_simulation(config)
-    evaluator = Evaluator(result)  # type: ignore[arg-type]
     m = int(result.models[0].numel())  # type: ignore[attr-defined]
-    print(f"   history: {result.config.rounds} rounds, {result.config.num_clients} clients, m = {m:,}", flush=True)  # type: ignore[attr-defined]
+    cfg = result.config  # type: ignore[attr-defined]
+    print(f"   history: {cfg.rounds} rounds, {cfg.num_clients} clients, m = {m:,}", flush=True)
 
     with single_thread():  # as each party process runs (mpc.session: one torch thread)
         plain = unlearn(PlainBackend(), 0, asdict(config), JOB_PARAMS, seed)
@@ -145,20 +145,29 @@ def run(quick: bool = False) -> dict[str, Any]:
         r0, r1 = cluster.run(unlearn, asdict(config), JOB_PARAMS, seed, True)
         call_wall = time.perf_counter() - start
     print(f"   2PC: {r0['wall_s']:.1f} s (clients {r0['client_s']:.1f} s)", flush=True)
+    figures = _figures(result, Evaluator(result), m, (r0, r1), plain)  # type: ignore[arg-type]
+    figures["secure"]["call_wall_s"] = call_wall
+    write_result(NAME + ("_quick" if quick else ""), meta, figures)
+    return figures
 
+
+def _figures(result: Any, evaluator: Any, m: int, parties: tuple[dict, dict], plain: dict) -> dict[str, Any]:
+    """The JSON figures: party 0's 2PC run beside the plaintext run and the paper's Table II."""
+    from evaluation.metrics import model_gap
+
+    r0, r1 = parties
     secure_model = torch.from_numpy(r0["model"])
     plain_model = torch.from_numpy(plain["model"])
     totals = _totals(r0["ledger"])
     two_pc_s = r0["wall_s"] - r0["client_s"]
     plain_mpc_s = plain["wall_s"] - plain["client_s"]
-    paper = dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), WHOLE_JOB_LAN["mnist"]))
-    figures = {
+    paper = dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), WHOLE_JOB_LAN["mnist"], strict=True))
+    return {
         "m": m,
-        "stored_rounds": result.config.rounds,  # type: ignore[attr-defined]
-        "clients": result.config.num_clients,  # type: ignore[attr-defined]
+        "stored_rounds": result.config.rounds,
+        "clients": result.config.num_clients,
         "secure": {
             "wall_s": r0["wall_s"],
-            "call_wall_s": call_wall,
             "client_s": r0["client_s"],
             "mpc_s": two_pc_s,
             "offline_s": totals["offline_seconds"],
@@ -182,17 +191,14 @@ def run(quick: bool = False) -> dict[str, Any]:
             "metrics": evaluator.evaluate(plain_model),
             "arp_percent": plain["arp_percent"],
         },
-        "before": evaluator.evaluate(result.models[-1]),  # type: ignore[attr-defined]
+        "before": evaluator.evaluate(result.models[-1]),
         "agreement": {
             "same_selection": r0["selected"] == plain["selected"],
             "same_flags": r0["flags"] == plain["flags"],
             "same_selection_parties": r0["selected"] == r1["selected"],
             "model_gap": model_gap(secure_model, plain_model),
         },
-        "ratio": {
-            "wall": r0["wall_s"] / plain["wall_s"],
-            "without_clients": two_pc_s / max(plain_mpc_s, 1e-9),
-        },
+        "ratio": {"wall": r0["wall_s"] / plain["wall_s"], "without_clients": two_pc_s / max(plain_mpc_s, 1e-9)},
         "paper": paper,
         "vs_paper": {
             "time": (totals["seconds"]) / (paper["offline_s"] + paper["online_s"]),
@@ -201,5 +207,3 @@ def run(quick: bool = False) -> dict[str, Any]:
         },
         "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
     }
-    write_result(NAME + ("_quick" if quick else ""), meta, figures)
-    return figures

@@ -5,10 +5,10 @@ party0's job runner spawns a dealer and one worker per party for the 2PC session
 
 1. Stage I: 20 SDK clients (threads of this process) train the paper's MNIST CNN
    (582,026 parameters) for T = 40 rounds and upload secret-shared gradients, norms and
-   thresholds to both parties (`evaluation.demo.stage1.train`);
+   thresholds to both parties (`starfish.demo.stage1.train`);
 2. Stage II: the admin RPC files "unlearn client-00 with Starfish" (σ 0.6, α 0.4, β 0.1,
    B 2, sample-first SecTC); the remaining clients answer warm-up and correction tasks
-   through the SDK (`evaluation.demo.unlearn.via_admin`). The job's wall time is what the
+   through the SDK (`starfish.demo.unlearn.via_admin`). The job's wall time is what the
    admin sees from filing to success (it includes the clients' task work, session start,
    the install of M̂ and the erasure); the per-step costs are party 0's worker ledger.
 
@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ TASK_DEADLINE_S = 1200.0
 
 def demo_config(quick: bool) -> Any:
     """The service run's settings (the same federation as `bench.whole_job.simulation_config`)."""
-    from evaluation.demo.config import DemoConfig
+    from starfish.demo.demo_config import DemoConfig
 
     sim = simulation_config(quick).resolved()
     return DemoConfig(
@@ -57,7 +56,7 @@ def demo_config(quick: bool) -> Any:
         backdoor_copies=sim.backdoor_copies,
         target_label=sim.target_label,
         seed=sim.seed,
-        starfish={k: v for k, v in JOB_PARAMS.items()},
+        starfish=dict(JOB_PARAMS.items()),
         round_deadline_s=ROUND_DEADLINE_S,
         job_timeout_s=JOB_TIMEOUT_S,
         task_deadline_s=TASK_DEADLINE_S,
@@ -69,15 +68,9 @@ def _say(line: str) -> None:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.demo.fleet import Fleet
-    from evaluation.demo.services import DemoServices
-    from evaluation.demo.stage1 import train
-    from evaluation.demo.unlearn import via_admin
-    from evaluation.demo.reference import evaluator as demo_evaluator
     from evaluation.metrics import model_gap
-    from evaluation.models import initial_model
-    from evaluation.simulator import build_federation
     from mpc.plain_backend import PlainBackend
+    from starfish.demo.reference import evaluator as demo_evaluator
 
     cfg = demo_config(quick)
     cfg.validate()
@@ -85,10 +78,56 @@ def run(quick: bool = False) -> dict[str, Any]:
         {
             "demo_config": cfg.as_dict(),
             "quick": quick,
-            "path": "real service: party0 + party1 processes (TLS, loopback), dealer and per-job workers "
-            "spawned by party0, SDK clients, admin RPC",
+            "path": "real service: dealer service, party0 and party1 processes (TLS everywhere, MPC plane "
+            "included; loopback), per-job workers started by the parties, SDK clients, admin RPC",
         }
     )
+    service = _through_the_service(cfg)
+    # the plaintext run of the same job (plaintext-simulated history of the same federation)
+    sim_cfg = simulation_config(quick)
+    if quick:
+        sim_cfg = type(sim_cfg)(**{**asdict(sim_cfg), "rounds": cfg.rounds})
+    history = cached_simulation(sim_cfg)
+    with single_thread():
+        plain = unlearn(PlainBackend(), 0, asdict(sim_cfg), dict(cfg.unlearning_params), 0)
+    plain_model = torch.from_numpy(plain["model"])
+    evaluator = demo_evaluator(service.fed)
+    stage1, outcome = service.stage1, service.outcome
+    figures = _figures(cfg, service, plain, evaluator)
+    figures["plain"]["metrics"] = evaluator.evaluate(plain_model)
+    figures["agreement"] = {
+        "same_selection": outcome.report["selection"]["selected_rounds"] == plain["selected"],
+        "model_gap": model_gap(outcome.model, plain_model),
+        "history_gap": model_gap(stage1.models[-1], history.models[-1]),  # type: ignore[attr-defined]
+    }
+    total_bytes = figures["secure"]["offline_bytes"] + figures["secure"]["online_bytes"]
+    print(f"   job {outcome.seconds:.1f} s, {total_bytes / 1e9:.2f} GB; plaintext {plain['wall_s']:.1f} s", flush=True)
+    write_result(NAME + ("_quick" if quick else ""), meta, figures)
+    return figures
+
+
+@dataclass
+class _ServiceRun:
+    """Stage I and the job through the service, and what was seen meanwhile."""
+
+    fed: Any
+    m: int
+    stage1: Any
+    outcome: Any
+    load_before_job: list[float]
+    load_after_job: list[float]
+    tasks_answered: dict[str, int]
+
+
+def _through_the_service(cfg: Any) -> _ServiceRun:
+    """Start the parties, train T rounds with SDK clients, file and follow the job; stop everything."""
+    from evaluation.models import initial_model
+    from evaluation.simulator import build_federation
+    from starfish.demo.fleet import Fleet
+    from starfish.demo.services import DemoServices
+    from starfish.demo.stage1 import train
+    from starfish.demo.unlearn import via_admin
+
     fed = build_federation(cfg.simulation())
     m0 = initial_model(fed.config.architecture, fed.config.seed)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -115,32 +154,27 @@ def run(quick: bool = False) -> dict[str, Any]:
         services.stop()
         shutil.rmtree(root, ignore_errors=True)
         torch.set_num_threads(torch_threads)
+    return _ServiceRun(fed, int(m0.numel()), stage1, outcome, load_before_job, load_after_job, answered)
 
-    evaluator = demo_evaluator(fed)
-    report = outcome.report
+
+def _figures(cfg: Any, service: _ServiceRun, plain: dict[str, Any], evaluator: Any) -> dict[str, Any]:
+    """The JSON figures of the service run beside the plaintext run and the paper's Table II."""
+    outcome, report = service.outcome, service.outcome.report
     costs = report["costs"]
     totals = {
         k: sum(float(c[k]) for c in costs.values())
         for k in ("seconds", "offline_seconds", "offline_bytes", "online_bytes")
     }
-    # the plaintext run of the same job (plaintext-simulated history of the same federation)
-    sim_cfg = simulation_config(quick)
-    if quick:
-        sim_cfg = type(sim_cfg)(**{**asdict(sim_cfg), "rounds": cfg.rounds})
-    cached_simulation(sim_cfg)
-    with single_thread():
-        plain = unlearn(PlainBackend(), 0, asdict(sim_cfg), dict(cfg.unlearning_params), 0)
-    plain_model = torch.from_numpy(plain["model"])
-    paper = dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), WHOLE_JOB_LAN["mnist"]))
+    paper = dict(zip(("offline_s", "online_s", "offline_gb", "online_gb"), WHOLE_JOB_LAN["mnist"], strict=True))
     total_bytes = totals["offline_bytes"] + totals["online_bytes"]
-    figures = {
-        "m": int(m0.numel()),
+    return {
+        "m": service.m,
         "stored_rounds": cfg.rounds,
         "clients": cfg.num_clients,
-        "stage1_seconds": stage1.seconds,
-        "stage1_client_bytes": stage1.client_bytes,
-        "stage1_peer_bytes": stage1.peer_bytes,
-        "load_during_job": {"before": load_before_job, "after": load_after_job},
+        "stage1_seconds": service.stage1.seconds,
+        "stage1_client_bytes": service.stage1.client_bytes,
+        "stage1_peer_bytes": service.stage1.peer_bytes,
+        "load_during_job": {"before": service.load_before_job, "after": service.load_after_job},
         "secure": {
             "wall_s": outcome.seconds,
             "job_seconds": report.get("job", {}).get("seconds"),
@@ -154,23 +188,17 @@ def run(quick: bool = False) -> dict[str, Any]:
             "arp_percent": report["arp_percent"],
             "selected_rounds": report["selection"]["selected_rounds"],
             "method": report["selection"]["method"],
-            "tasks_answered": answered,
+            "tasks_answered": service.tasks_answered,
             "session_attempts": report.get("job", {}).get("session_attempts"),
         },
         "plain": {
             "wall_s": plain["wall_s"],
             "client_s": plain["client_s"],
             "algorithm_s": plain["wall_s"] - plain["client_s"],
-            "metrics": evaluator.evaluate(plain_model),
             "arp_percent": plain["arp_percent"],
             "selected_rounds": plain["selected"],
         },
-        "before": evaluator.evaluate(stage1.models[-1]),
-        "agreement": {
-            "same_selection": report["selection"]["selected_rounds"] == plain["selected"],
-            "model_gap": model_gap(outcome.model, plain_model),
-            "history_gap": model_gap(stage1.models[-1], cached_simulation(sim_cfg).models[-1]),  # type: ignore[attr-defined]
-        },
+        "before": evaluator.evaluate(service.stage1.models[-1]),
         "ratio": {"wall": outcome.seconds / plain["wall_s"]},
         "paper": paper,
         "vs_paper": {
@@ -179,6 +207,3 @@ def run(quick: bool = False) -> dict[str, Any]:
         },
         "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
     }
-    print(f"   job {outcome.seconds:.1f} s, {total_bytes / 1e9:.2f} GB; plaintext {plain['wall_s']:.1f} s", flush=True)
-    write_result(NAME + ("_quick" if quick else ""), meta, figures)
-    return figures

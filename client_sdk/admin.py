@@ -1,4 +1,5 @@
-"""Admin client of party0's AdminService (start training, status, erase, unlearning jobs).
+"""Admin client of party0's AdminService (start training, status, erase, unlearning jobs,
+and round control for an external FL server that samples the clients of each round).
 
 The admin credential travels as `x-starfish-admin-token` metadata over TLS.
 """
@@ -6,15 +7,15 @@ The admin credential travels as `x-starfish-admin-token` metadata over TLS.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import numpy as np
 
 from client_sdk.errors import StarfishError
-from client_sdk.wire import collect_model, model_hash, model_messages
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2
+from proto.wire import collect_model, model_hash, model_messages
 
 
 class AdminClient:
@@ -41,7 +42,7 @@ class AdminClient:
     def close(self) -> None:
         self.channel.close()
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> AdminClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -61,7 +62,7 @@ class AdminClient:
         )
         return self._call(
             lambda: self.stub.StartTraining(
-                model_messages(common_pb2, header, flat, self.chunk_bytes),
+                model_messages(header, flat, self.chunk_bytes),
                 metadata=self.metadata,
                 timeout=self.timeout_s,
             )
@@ -107,8 +108,8 @@ class AdminClient:
     def wait_job(self, job_id: str, timeout_s: float | None = None) -> admin_pb2.JobStatus:
         """Block until the job ends; returns its final status."""
         last = None
-        for last in self.watch_job(job_id, timeout_s):
-            pass
+        for status in self.watch_job(job_id, timeout_s):
+            last = status
         if last is None:
             raise StarfishError(f"job {job_id}: no status received")
         return last
@@ -142,6 +143,34 @@ class AdminClient:
             lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata, timeout=self.timeout_s)
         )
 
+    # -- round control (`[rounds] opening = "on_request"`) -----------------------------------
+    def open_round(self, round_index: int) -> admin_pb2.RoundTicket:
+        """Open round i (= latest committed + 1) on both parties; a retry returns the same round."""
+        request = admin_pb2.RoundOpenRequest(round=int(round_index))
+        return self._call(lambda: self.stub.OpenRound(request, metadata=self.metadata, timeout=self.timeout_s))
+
+    def close_round(self, round_index: int, clients: list[str], wait_s: float = 0.0) -> admin_pb2.RoundTicket:
+        """Close round i once every client in `clients` has an upload on both parties (empty:
+        with the uploads there are); with `wait_s`, reply when it is committed or failed."""
+        request = admin_pb2.RoundCloseRequest(round=int(round_index), clients=list(clients), wait_s=wait_s)
+        return self._call(
+            lambda: self.stub.CloseRound(request, metadata=self.metadata, timeout=self.timeout_s + wait_s)
+        )
+
+    def global_model(self, round_index: int | None = None) -> tuple[common_pb2.ModelHeader, np.ndarray]:
+        """Committed global model M_i (latest when None): header and flat float32, hash-checked."""
+        request = admin_pb2.GlobalModelRequest(round=round_index or 0, latest=round_index is None)
+        return self._call(
+            lambda: collect_model(self.stub.GetGlobalModel(request, metadata=self.metadata, timeout=self.timeout_s))
+        )
+
+    def list_tasks(self, job_id: str) -> list[admin_pb2.TaskEntry]:
+        """Open warm-up/correction tasks of a job on party0 (task id, client, kind, deadline)."""
+        reply = self._call(
+            lambda: self.stub.ListTasks(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s)
+        )
+        return list(reply.tasks)
+
 
 def request_own_unlearning(
     address: str,
@@ -152,7 +181,8 @@ def request_own_unlearning(
     timeout_s: float = 60.0,
 ) -> str:
     """A client files the unlearning of its own data at party0 with its client credential;
-    returns the job id (the admin follows the job)."""
+    returns the job id (the admin follows the job). The job runs Starfish with the operator's
+    parameters: `parameters` other than those (or none) are refused (PERMISSION_DENIED)."""
     root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
     with grpc.secure_channel(address, grpc.ssl_channel_credentials(root_certificates=root)) as channel:
         stub = admin_pb2_grpc.AdminServiceStub(channel)

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import grpc
 import numpy as np
@@ -35,10 +35,10 @@ from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
 from client_sdk.retry import RetryPolicy, is_transient
 from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
 from client_sdk.status import UploadStatus, combine
-from client_sdk.wire import chunks, collect_model
 from proto.binding import round_target, task_target
 from proto.channels import reconnect_options
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+from proto.wire import chunked_messages, collect_model
 
 log = logging.getLogger(__name__)
 #: definite refusals: the party did not store the half (a retry of the same bytes cannot help)
@@ -133,7 +133,7 @@ class Client:
         self.retry = RetryPolicy(backoff_s, max_backoff_s, retry_s, retries, upload_retry_s, deadline_grace_s)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
-        self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (client_sdk.masks)
+        self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (mpc.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         #: (open round, f, max |x|, deadline) both parties served
         self._checked_encoding: tuple[int, int, float, float] | None = None
@@ -160,7 +160,7 @@ class Client:
         for ch in self._channels:
             ch.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -340,9 +340,7 @@ class Client:
         data = sharing.halves[party].data
 
         def messages() -> Iterator[common_pb2.UploadChunk]:
-            yield common_pb2.UploadChunk(header=header)
-            for piece in chunks(data, self.chunk_bytes):
-                yield common_pb2.UploadChunk(data=piece)
+            return chunked_messages(common_pb2.UploadChunk, header, data, self.chunk_bytes)
 
         ack = self._call(
             party, lambda s: s.UploadShares(messages(), metadata=self._metadata, timeout=self.timeout_s), until
@@ -545,52 +543,18 @@ class Client:
         is fetched from both and must hash to the announced value. Returns the number answered.
         """
         stop = stop or threading.Event()
-        seen: dict[str, list[TaskInfo | None]] = {}
-        ready: list[TaskInfo] = []
-        cond = threading.Condition()
-        calls = []
-
-        def watch(p: int) -> None:
-            while not stop.is_set():
-                call = self._stubs[p].WatchTasks(client_pb2.WatchTasksRequest(), metadata=self._metadata)
-                calls.append(call)
-                try:
-                    for t in call:
-                        info = TaskInfo(
-                            t.task_id,
-                            t.job_id,
-                            t.kind,
-                            t.unlearning_round,
-                            t.original_round,
-                            t.model_hash,
-                            t.deadline_unix,
-                        )
-                        with cond:
-                            slot = seen.setdefault(t.task_id, [None, None])
-                            slot[p] = info
-                            if slot[0] is not None and slot[1] is not None:
-                                if slot[0] == slot[1]:
-                                    ready.append(info)
-                                else:
-                                    log.warning("task %s announced differently by the two parties; ignored", t.task_id)
-                                cond.notify_all()
-                except grpc.RpcError as exc:
-                    if stop.is_set() or exc.code() == grpc.StatusCode.CANCELLED:
-                        return
-                    stop.wait(self.retry.backoff_s)
-
-        watchers = [threading.Thread(target=watch, args=(p,), daemon=True) for p in (0, 1)]
+        inbox = _TaskInbox()
+        calls: list = []
+        watchers = [
+            threading.Thread(target=self._watch_tasks, args=(p, inbox, stop, calls), daemon=True) for p in (0, 1)
+        ]
         for w in watchers:
             w.start()
         answered = 0
         try:
             while not stop.is_set() and (max_tasks is None or answered < max_tasks):
-                with cond:
-                    if not ready:
-                        cond.wait(0.2)
-                        continue
-                    task = ready.pop(0)
-                if task.deadline < time.time():
+                task = inbox.next(0.2)
+                if task is None or task.deadline < time.time():
                     continue
                 params = self._task_model(task)
                 gradient, n = grad_fn(params, task)
@@ -601,6 +565,49 @@ class Client:
             for call in calls:
                 call.cancel()
         return answered
+
+    def _watch_tasks(self, party: int, inbox: _TaskInbox, stop: threading.Event, calls: list) -> None:
+        """Follow one party's task stream into `inbox`, reconnecting after transient failures."""
+        while not stop.is_set():
+            call = self._stubs[party].WatchTasks(client_pb2.WatchTasksRequest(), metadata=self._metadata)
+            calls.append(call)
+            try:
+                for t in call:
+                    info = TaskInfo(
+                        t.task_id, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline_unix
+                    )
+                    inbox.offer(party, info)
+            except grpc.RpcError as exc:
+                if stop.is_set() or exc.code() == grpc.StatusCode.CANCELLED:
+                    return
+                stop.wait(self.retry.backoff_s)
+
+
+class _TaskInbox:
+    """Tasks announced by the two parties; one is ready once both announced it identically."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[TaskInfo | None]] = {}
+        self._ready: list[TaskInfo] = []
+        self._cond = threading.Condition()
+
+    def offer(self, party: int, info: TaskInfo) -> None:
+        with self._cond:
+            slot = self._seen.setdefault(info.task_id, [None, None])
+            slot[party] = info
+            if slot[0] is not None and slot[1] is not None:
+                if slot[0] == slot[1]:
+                    self._ready.append(info)
+                else:
+                    log.warning("task %s announced differently by the two parties; ignored", info.task_id)
+                self._cond.notify_all()
+
+    def next(self, timeout_s: float) -> TaskInfo | None:
+        """The oldest ready task, waiting up to `timeout_s` for one."""
+        with self._cond:
+            if not self._ready:
+                self._cond.wait(timeout_s)
+            return self._ready.pop(0) if self._ready else None
 
 
 def _check_samples(n_samples: int) -> None:

@@ -24,8 +24,8 @@ import numpy as np
 from cryptography import x509
 
 from client_sdk.errors import StarfishError
-from client_sdk.wire import model_hash
 from proto.certificate_verify import SignerInfo, Verification, verify_document
+from proto.wire import model_hash
 
 MAX_CERTIFICATE_BYTES = 16 * 1024 * 1024
 

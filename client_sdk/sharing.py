@@ -3,7 +3,7 @@
 A sharing is made once per (client, target) and then only resent (client_sdk.outbox keeps
 it on disk), so every retry carries the same two halves and the same binding.
 
-Half p holds [ḡ]_p (or, seed-compressed, the 32-byte seed of r; client_sdk.masks),
+Half p holds [ḡ]_p (or, seed-compressed, the 32-byte seed of r; mpc.masks),
 [‖g‖]_p and [δ]_p, plus the nonce of its commitment (proto.binding). With
 `compress_mask` one party gets x̄ − r in full and the other only the seed of r; which
 party gets the seed is spread over clients and targets (crc32 of the key), so both parties
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from client_sdk import errors
-from client_sdk.masks import seeded_share
 from client_sdk.stats import l2_norm, tolerance_threshold
-from client_sdk.wire import sha256_hex
 from mpc.fixedpoint import encode, share, to_wire
+from mpc.masks import seeded_share
 from proto import binding
 from proto.starfish.v1 import common_pb2
+from proto.wire import sha256_hex
 
 
 @dataclass(frozen=True)

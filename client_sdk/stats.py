@@ -1,4 +1,5 @@
-"""Client-side statistics uploaded (secret-shared) with each gradient (DESIGN §4).
+"""Client-side statistics uploaded (secret-shared) with each gradient
+(docs/SERVICE.md, "What a client uploads").
 
 * ‖g‖: the L2 norm (used by SecRS's cosine denominator);
 * δ: the tolerance-rate threshold — with α the tolerance rate and m coordinates,

@@ -4,13 +4,13 @@
 the flat public parameters into `model`, and returns the sample-weighted mean gradient of
 the loss over one pass of `loader` (flat float32) and the number of samples. With
 `local_steps > 0` it instead runs that many SGD steps at rate `local_lr` and returns the
-pseudo-gradient (M_{i−1} − M_local)/η_l (DESIGN §4). The same function answers tasks
+pseudo-gradient (M_{i−1} − M_local)/η_l (docs/SERVICE.md, "What a client uploads"). The same function answers tasks
 (its optional second argument, the task, is ignored).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

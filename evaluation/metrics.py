@@ -5,7 +5,10 @@
   classified as the target label (`attacks.backdoor_eval_set`).
 * MIA-ASR: fraction of the targets' training samples the loss-threshold attack
   declares members (`attacks.loss_threshold`); `mia_test_rate` is the same rule on
-  the test set (the attack's false-positive rate).
+  the test set (the attack's false-positive rate). `mia_confidence` is the same
+  fraction under Song and Mittal's per-class confidence attack (`attacks.class_thresholds`).
+* Forget accuracy (PUF §V-C): accuracy of the model on the targets' own clean training
+  data (natural images with their true labels).
 * ARP: (1/|C_r|) Σ_j (T − T_r^j)/T × 100 %, T_r^j the number of unlearning rounds in
   which remaining client j had to compute a gradient, T the stored rounds (what
   retraining would cost every client).
@@ -14,13 +17,20 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from evaluation.attacks import backdoor_data, backdoor_eval_set, loss_threshold, membership_predictions
+from evaluation.attacks import (
+    backdoor_data,
+    backdoor_eval_set,
+    class_threshold_predictions,
+    class_thresholds,
+    loss_threshold,
+    membership_predictions,
+)
 from evaluation.models import build_model, set_flat
 from evaluation.simulator import SimulationResult
 
@@ -87,6 +97,7 @@ class Evaluator:
         self.architecture = fed.config.architecture
         self.trigger = fed.trigger
         ds = fed.dataset
+        self.num_classes = ds.num_classes
         self.test = (ds.test_x, ds.test_y)
         clean = list(fed.clean_target_data.values())
         self.has_targets = bool(clean)
@@ -94,6 +105,7 @@ class Evaluator:
             cx = np.concatenate([c[0] for c in clean])
             cy = np.concatenate([c[1] for c in clean])
             self.backdoor_x = backdoor_eval_set(cx, cy, self.trigger)
+            self.clean_target = (cx, cy)
             # the targets' samples as trained on: clean ones and one copy of the triggered ones
             self.target_x, self.target_y = cx, cy
             if fed.config.backdoor_copies > 0:
@@ -119,4 +131,8 @@ class Evaluator:
             out["mia_asr"] = float(membership_predictions(target_loss, tau).mean())
             out["mia_test_rate"] = float(membership_predictions(test_loss, tau).mean())
             out["mia_threshold"] = tau
+            taus = class_thresholds(member_loss, self.member[1], test_loss, self.test[1], self.num_classes)
+            out["mia_confidence"] = float(class_threshold_predictions(target_loss, self.target_y, taus).mean())
+            _, clean_pred = per_sample_losses(self.architecture, model, *self.clean_target)
+            out["forget_accuracy"] = 1.0 - error_rate(clean_pred, self.clean_target[1])
         return out

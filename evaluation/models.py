@@ -20,7 +20,7 @@ parameters in registration order, each row-major. No model has buffers.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -4,7 +4,9 @@ Both parties load the same saved Stage I history (`SimulationResult.save`), part
 secret-shares every stored upload (`backend.share`, CSPRNG masks) and both run the
 strategy in lock step; warm-up and correction requests are answered by party 0's
 simulated clients (party 1 contributes the ignored zeros of the sharing protocol). Both
-parties must end with the same public model; party 0's outcome is returned.
+parties build the same probe from the public dataset (Crab and FedADP read public models'
+outputs on it). Both parties must end with the same public model; party 0's outcome is
+returned.
 
 This is a simulation of the secure computation (one machine, no client processes);
 sharing a whole history costs 8 bytes per stored value, so it suits small models
@@ -14,13 +16,15 @@ sharing a whole history costs 8 bytes per stored value, so it suits small models
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from evaluation.experiment import Outcome, execute
 from evaluation.oracle import SimulatedOracle
+from evaluation.probe import DatasetProbe
 from evaluation.simulator import SimulationResult
 from mpc.backend import Backend
 
@@ -36,7 +40,8 @@ def _party_run(
     result = SimulationResult.load(history_path)
     history = result.history(backend)
     oracle = SimulatedOracle(result, compute=rank == 0)
-    return execute(result, name, backend, history, params, oracle=oracle)
+    probe = DatasetProbe(result.config.architecture, result.federation.dataset)
+    return execute(result, name, backend, history, params, probe=probe, oracle=oracle)
 
 
 def run_mpc(

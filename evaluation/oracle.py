@@ -5,7 +5,9 @@ A request "your exact gradient at M̂ for unlearning round t, replacing original
 (warm-up or correction, Starfish Algorithm 4; also retraining) is answered with the
 pseudo-gradient of `LocalTrainer` started at M̂, with the client's data order of
 original round i (`training.order_seed`). Asked at the stored model M_{i−1} for round i
-it therefore reproduces the stored upload g_i^j.
+it therefore reproduces the stored upload g_i^j. A request with `fresh_order` uses a
+data order of its own (`training.fresh_order_seed`, keyed by i and t), and one with
+`local_epochs` runs that many local epochs instead of the federation's.
 
 Every request is logged, so client participation (ARP) is measured from what was
 actually asked rather than from a strategy's own account. Target clients answer too
@@ -14,13 +16,13 @@ actually asked rather than from a strategy's own account. Target clients answer 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import torch
 
 from evaluation.simulator import SimulationResult
-from evaluation.training import order_seed
+from evaluation.training import fresh_order_seed, order_seed
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientOracle, GradientRequest
 
@@ -50,9 +52,17 @@ class SimulatedOracle(GradientOracle):
 
     def exact_gradient(self, model: torch.Tensor, client_id: str, original_round: int) -> torch.Tensor:
         """Plaintext pseudo-gradient of `client_id` at `model` with round `original_round`'s data order."""
+        return self.answer(GradientRequest(model, 0, original_round, (client_id,), "exact"), client_id)
+
+    def answer(self, request: GradientRequest, client_id: str) -> torch.Tensor:
+        """Plaintext pseudo-gradient of `client_id` for `request` (data order and epochs as asked)."""
         fed = self.result.federation
         client = fed.client(client_id)
-        return fed.trainer.pseudo_gradient(model, client, order_seed(fed.config.seed, client.index, original_round))
+        if request.fresh_order:
+            seed = fresh_order_seed(fed.config.seed, client.index, request.original_round, request.unlearning_round)
+        else:
+            seed = order_seed(fed.config.seed, client.index, request.original_round)
+        return fed.trainer.pseudo_gradient(request.model, client, seed, request.local_epochs)
 
     def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
         out: dict[str, Secret | None] = {}
@@ -60,7 +70,7 @@ class SimulatedOracle(GradientOracle):
             if cid in self.unresponsive:
                 out[cid] = None
             elif self.compute:
-                out[cid] = backend.share(self.exact_gradient(request.model, cid, request.original_round))
+                out[cid] = backend.share(self.answer(request, cid))
             else:
                 out[cid] = backend.share(torch.zeros_like(request.model, dtype=torch.float32))
         self.calls.append(

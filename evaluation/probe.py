@@ -1,6 +1,6 @@
-"""`ModelProbe` for the simulator: outputs and mean loss of a public model on a fixed
-public probe set (Crab's KL-divergence round ranking and loss windows, FedADP's loss
-trend).
+"""`ModelProbe` for the simulator: outputs, mean loss and accuracy of a public model on a
+fixed public probe set (Crab's KL-divergence round ranking and loss windows, FedADP's loss
+trend, PUF's recovery-until-retrain stopping rule).
 
 The probe set is the first `PROBE_SAMPLES` images of the dataset's test split, standing
 in for a public validation set the server may evaluate on. It touches no client data.
@@ -42,3 +42,6 @@ class DatasetProbe(ModelProbe):
 
     def loss(self, model: torch.Tensor) -> float:
         return float(F.cross_entropy(self._logits(model), self._y))
+
+    def accuracy(self, model: torch.Tensor) -> float:
+        return float((self._logits(model).argmax(dim=1) == self._y).to(torch.float64).mean())

@@ -5,7 +5,10 @@ data with a backdoor, runs T rounds of FedAvg (`evaluation.training`) from a see
 and records exactly what clients would upload in each round: the pseudo-gradient
 g_i^j (float32), ‖g_i^j‖, the tolerance threshold δ_i^j (rate α) and n_j. The result
 turns into an `InMemoryHistory` on any backend (values enter through `backend.share`)
-and a `SimulatedOracle` that recomputes gradients for the remaining clients.
+and a `SimulatedOracle` that recomputes gradients for the remaining clients. With
+`upload_dp` the clients privatize every upload with FedADP's adaptive Gaussian mechanism
+before sending it (`evaluation.upload_dp`): the server aggregates the noised uploads,
+the history stores them, and it declares the mechanism and the budgets used.
 
 Defaults and why: N = 20, batch 64, SGD without momentum, α = 0.4 are the paper's
 setting. The paper's η_l = 0.005 learned too slowly on 5k MNIST (11.9 % test error after
@@ -20,21 +23,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from client_sdk.stats import l2_norm, tolerance_threshold
 from evaluation.attacks import TriggerSpec, backdoor_data
 from evaluation.datasets import Dataset, load_dataset
 from evaluation.models import DEFAULT_ARCHITECTURE, initial_model, input_shape
 from evaluation.partition import partition
+from evaluation.probe import DatasetProbe
 from evaluation.training import ClientData, LocalTrainer, apply_update, fedavg, train_round
-from evaluation.uploads import gradient_norm, tolerance_threshold
+from evaluation.upload_dp import UploadPrivatizer
 from mpc.backend import Backend
-from unlearning.history import InMemoryHistory, RoundInfo
+from unlearning.history import InMemoryHistory, RoundInfo, UploadPrivacy
 
 #: called after each completed round with (round, total rounds)
 RoundCallback = Callable[[int, int], None]
@@ -59,8 +64,16 @@ class SimulationConfig:
     target_label: int = 0
     max_train_samples: int = 0  #: > 0: use only the first that many (shuffled) training samples
     seed: int = 0
+    #: clients privatize their uploads with FedADP's adaptive Gaussian mechanism (evaluation.upload_dp)
+    upload_dp: bool = False
+    dp_clip_norm: float = 1.0  #: S
+    dp_delta: float = 1e-5  #: δ
+    dp_epsilon_0: float = 1.0  #: ε_0
+    dp_epsilon_min: float = 1.0  #: ε_min
+    dp_epsilon_max: float = 3.0  #: ε_max (FedADP's privacy budget)
+    dp_noise_seed: int = 0  #: seed of the clients' noise
 
-    def resolved(self) -> "SimulationConfig":
+    def resolved(self) -> SimulationConfig:
         """The config with the default architecture filled in, after validation."""
         arch = self.architecture or DEFAULT_ARCHITECTURE.get(self.dataset, "")
         cfg = replace(self, architecture=arch)
@@ -76,8 +89,20 @@ class SimulationConfig:
             raise ValueError(f"num_targets must lie in [0, {self.num_clients}); got {self.num_targets}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be ≥ 1; got {self.rounds}")
-        if not 0.0 <= self.tolerance_rate < 1.0:
-            raise ValueError(f"tolerance rate must lie in [0, 1); got {self.tolerance_rate}")
+        if not 0.0 < self.tolerance_rate <= 1.0:
+            raise ValueError(f"tolerance rate must lie in (0, 1]; got {self.tolerance_rate}")
+        if self.upload_dp:
+            self._validate_dp()
+
+    def _validate_dp(self) -> None:
+        if not self.dp_clip_norm > 0:
+            raise ValueError(f"DP clip norm S must be positive; got {self.dp_clip_norm}")
+        if not 0 < self.dp_delta < 1:
+            raise ValueError(f"DP δ must lie in (0, 1); got {self.dp_delta}")
+        if not 0 < self.dp_epsilon_min <= self.dp_epsilon_0 <= self.dp_epsilon_max:
+            raise ValueError(
+                f"need 0 < ε_min ≤ ε_0 ≤ ε_max; got {self.dp_epsilon_min}, {self.dp_epsilon_0}, {self.dp_epsilon_max}"
+            )
 
     def client_id(self, j: int) -> str:
         return f"client-{j:02d}"
@@ -145,13 +170,17 @@ def run_fedavg(
     rounds: int,
     on_round: RoundCallback | None = None,
     sink: Callable[[int, dict[str, torch.Tensor]], None] | None = None,
+    privatizer: UploadPrivatizer | None = None,
 ) -> list[torch.Tensor]:
     """T FedAvg rounds from `start` over `clients`; returns M_0..M_T and hands each
-    round's gradients {client: g_i^j} to `sink(i, grads)`."""
+    round's uploads {client: g_i^j} to `sink(i, grads)`. With a `privatizer` the clients
+    upload (and the server aggregates) privatized gradients."""
     models = [start.clone()]
     n = fed.n_samples
     for i in range(1, rounds + 1):
         g = train_round(fed.trainer, models[-1], clients, i, fed.config.seed)
+        if privatizer is not None:
+            g = privatizer(i, models[-1], g)
         models.append(apply_update(models[-1], fedavg(g, n), fed.config.lr))
         if sink is not None:
             sink(i, g)
@@ -170,6 +199,7 @@ class SimulationResult:
     norms: np.ndarray  #: (T, N) float64, ‖g_i^j‖
     deltas: np.ndarray  #: (T, N) float64, δ_i^j
     train_seconds: float = 0.0
+    privacy: UploadPrivacy | None = None  #: the mechanism the clients applied to their uploads
     _retrain_models: list[torch.Tensor] | None = field(default=None, repr=False)
 
     @property
@@ -195,7 +225,9 @@ class SimulationResult:
     def history(self, backend: Backend) -> InMemoryHistory:
         """The history as the parties would hold it: public models, secret uploads."""
         hist = InMemoryHistory(
-            models=[m.clone() for m in self.models], infos=[self.round_info(i) for i in range(1, len(self.models))]
+            models=[m.clone() for m in self.models],
+            infos=[self.round_info(i) for i in range(1, len(self.models))],
+            privacy=self.privacy,
         )
         for i in range(1, len(self.models)):
             for j, cid in enumerate(self.client_ids):
@@ -205,16 +237,26 @@ class SimulationResult:
         return hist
 
     def retrain_models(self, on_round: RoundCallback | None = None) -> list[torch.Tensor]:
-        """M_0..M_T of FedAvg from the same M_0 without the targets (same data orders); cached."""
+        """M_0..M_T of FedAvg from the same M_0 without the targets (same data orders, clean
+        uploads); cached."""
         if self._retrain_models is None:
             fed = self.federation
             self._retrain_models = run_fedavg(fed, fed.remaining(), self.models[0], self.config.rounds, on_round)
         return self._retrain_models
 
+    def private_retrain_models(self) -> list[torch.Tensor]:
+        """M_0..M_T of retraining without the targets under the same upload mechanism as the
+        history (same data orders and noise keys; its own budgets along its own losses)."""
+        if not self.config.upload_dp:
+            raise ValueError("the history was recorded without upload privacy; use retrain_models()")
+        fed = self.federation
+        return run_fedavg(fed, fed.remaining(), self.models[0], self.config.rounds, privatizer=new_privatizer(fed))
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Write the history as .npz (no pickled objects; config as a JSON string)."""
         meta = {"config": asdict(self.config), "train_seconds": self.train_seconds}
+        meta["privacy"] = None if self.privacy is None else asdict(self.privacy)
         np.savez(
             Path(path),
             meta=np.array(json.dumps(meta)),
@@ -225,20 +267,52 @@ class SimulationResult:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> "SimulationResult":
+    def load(cls, path: str | Path) -> SimulationResult:
         """Read a history written by `save`; the data partition is rebuilt from the config."""
         with np.load(Path(path), allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             fed = build_federation(SimulationConfig(**meta["config"]))
             models = [torch.from_numpy(m.copy()) for m in z["models"]]
-            res = cls(fed, models, z["grads"], z["norms"], z["deltas"], float(meta["train_seconds"]))
+            privacy = privacy_from_json(meta.get("privacy"))
+            res = cls(fed, models, z["grads"], z["norms"], z["deltas"], float(meta["train_seconds"]), privacy)
         if res.grads.shape[:2] != (fed.config.rounds, fed.config.num_clients):
             raise ValueError(f"{path}: stored history does not match its config")
         return res
 
 
+def privacy_from_json(value: dict | None) -> UploadPrivacy | None:
+    """The `UploadPrivacy` written by `save` (None stays None)."""
+    if value is None:
+        return None
+    return UploadPrivacy(
+        mechanism=str(value["mechanism"]),
+        clip_norm=float(value["clip_norm"]),
+        delta=float(value["delta"]),
+        budgets=tuple(float(e) for e in value["budgets"]),
+        noise_std=tuple(float(x) for x in value["noise_std"]),
+    )
+
+
+def new_privatizer(fed: Federation) -> UploadPrivatizer:
+    """The upload mechanism of `fed`'s config, with the loss F of the probe set."""
+    cfg = fed.config
+    probe = DatasetProbe(cfg.architecture, fed.dataset)
+    slots = {c.client_id: c.index for c in fed.clients}
+    return UploadPrivatizer(
+        cfg.dp_clip_norm,
+        cfg.dp_delta,
+        cfg.dp_epsilon_0,
+        cfg.dp_epsilon_min,
+        cfg.dp_epsilon_max,
+        cfg.dp_noise_seed,
+        probe.loss,
+        slots,
+    )
+
+
 def simulate(config: SimulationConfig, on_round: RoundCallback | None = None) -> SimulationResult:
-    """Run Stage I and record every client's upload (g, ‖g‖, δ) as it would be sent."""
+    """Run Stage I and record every client's upload (g, ‖g‖, δ) as it would be sent
+    (privatized first when the config asks for upload privacy)."""
     fed = build_federation(config)
     cfg = fed.config
     m0 = initial_model(cfg.architecture, cfg.seed)
@@ -250,9 +324,11 @@ def simulate(config: SimulationConfig, on_round: RoundCallback | None = None) ->
     def record(i: int, g: dict[str, torch.Tensor]) -> None:
         for j, cid in enumerate(ids):
             grads[i - 1, j] = g[cid].numpy()
-            norms[i - 1, j] = gradient_norm(grads[i - 1, j])
+            norms[i - 1, j] = l2_norm(grads[i - 1, j])
             deltas[i - 1, j] = tolerance_threshold(grads[i - 1, j], cfg.tolerance_rate)
 
+    privatizer = new_privatizer(fed) if cfg.upload_dp else None
     start = time.perf_counter()
-    models = run_fedavg(fed, fed.clients, m0, cfg.rounds, on_round, record)
-    return SimulationResult(fed, models, grads, norms, deltas, time.perf_counter() - start)
+    models = run_fedavg(fed, fed.clients, m0, cfg.rounds, on_round, record, privatizer)
+    privacy = None if privatizer is None else privatizer.declaration()
+    return SimulationResult(fed, models, grads, norms, deltas, time.perf_counter() - start, privacy=privacy)

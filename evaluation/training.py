@@ -1,10 +1,10 @@
-"""Local training of one client and the FedAvg step (Stage I, DESIGN §5).
+"""Local training of one client and the FedAvg step (Stage I; docs/SERVICE.md, "Round protocol").
 
 A client starting from the global model M_{i−1} runs `epochs` passes of plain SGD
 (no momentum, no weight decay) with learning rate η_l and batch size b over its data,
 reaching M_local, and uploads the pseudo-gradient
 
-    g_i^j = (M_{i−1} − M_local) / η_l                                  (DESIGN §4)
+    g_i^j = (M_{i−1} − M_local) / η_l                                  (docs/SERVICE.md)
 
 The server aggregates G_i = Σ_j n_j g_i^j / Σ_j n_j and sets M_i = M_{i−1} − η_l·G_i.
 
@@ -15,16 +15,15 @@ warm-up, correction) visits its samples in the same order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from evaluation.models import build_model, set_flat
-
 
 #: intra-op threads for simulated training; one thread per process was up to 100× faster
 #: than two on a loaded 2-core machine (small batches spin-wait for each other)
@@ -63,6 +62,17 @@ def order_seed(seed: int, client_index: int, round_index: int) -> int:
     return int(np.random.SeedSequence([seed, client_index, round_index]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
+#: separates fresh data orders from the orders of stored rounds
+FRESH_ORDER_TAG = 0x46524553
+
+
+def fresh_order_seed(seed: int, client_index: int, original_round: int, unlearning_round: int) -> int:
+    """Seed of a data order no stored round used: a new FL round asked for during unlearning
+    round `unlearning_round` (replacing `original_round`), reproducible from the same keys."""
+    keys = [seed, client_index, FRESH_ORDER_TAG, original_round, unlearning_round]
+    return int(np.random.SeedSequence(keys).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
 class LocalTrainer:
     """Runs a client's local SGD and returns its pseudo-gradient."""
 
@@ -75,15 +85,21 @@ class LocalTrainer:
         self.batch_size = batch_size
         self._module = build_model(architecture)
 
-    def pseudo_gradient(self, model: torch.Tensor, client: ClientData, seed: int) -> torch.Tensor:
-        """(M − M_local)/η_l after `epochs` SGD passes from `model` in the order fixed by `seed`."""
+    def pseudo_gradient(
+        self, model: torch.Tensor, client: ClientData, seed: int, epochs: int | None = None
+    ) -> torch.Tensor:
+        """(M − M_local)/η_l after `epochs` SGD passes (default: the trainer's) from `model`
+        in the order fixed by `seed`."""
+        passes = self.epochs if epochs is None else epochs
+        if passes < 1:
+            raise ValueError(f"need at least one local epoch; got {passes}")
         start = torch.as_tensor(model, dtype=torch.float32)
         module = self._module
         set_flat(module, start)
         module.train()
         gen = torch.Generator().manual_seed(seed)
         params = list(module.parameters())
-        for _ in range(self.epochs):
+        for _ in range(passes):
             perm = torch.randperm(client.n_samples, generator=gen)
             for b in range(0, client.n_samples, self.batch_size):
                 idx = perm[b : b + self.batch_size]

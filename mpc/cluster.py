@@ -1,7 +1,9 @@
-"""Run a function on both parties of a real 2PC setting (dealer + 2 party processes).
+"""Run a function on both parties of a real 2PC setting (dealer service + 2 party processes).
 
 For tests, benchmarks and job workers that need a CrypTen computation without the full
-service. Everything runs on 127.0.0.1 with fresh free ports; processes are started with
+service. Everything runs on 127.0.0.1: a dealer service process and two party processes,
+on the TLS plane with certificates made for the cluster in a temporary directory (or,
+for measurements, `ClusterConfig.transport` "tcp" / "gloo"). Processes are started with
 multiprocessing's "spawn" method, so the function must be defined at module level
 (importable by the children) and its arguments and results must be picklable (they only
 travel over local pipes between our own processes, never over the network).
@@ -21,7 +23,7 @@ keeps the dealer and both parties up between calls; each call starts with a fres
 transcript (lock-step check) and a fresh cost ledger (`backend.ledger`). Errors: if a party raises, the call
 raises `TwoPartyError` with each failing party's traceback text in `.errors`; if the call
 exceeds `timeout`, `TwoPartyError` says so. After an error the cluster restarts its
-processes (on new ports) at the next call. Processes are always reaped on `close()`.
+processes (in a new session) at the next call. Processes are always reaped on `close()`.
 """
 
 from __future__ import annotations
@@ -29,14 +31,20 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-import socket
+import shutil
+import tempfile
 import time
 import traceback
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from mpc.costs import CostLedger
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+from mpc.plane.tls import TlsFiles
+from mpc.ports import free_port
 
 T = TypeVar("T")
 PartyFn = Callable[..., Any]
@@ -45,6 +53,7 @@ PartyFn = Callable[..., Any]
 _CTX = mp.get_context("spawn")
 _JOIN_GRACE_S = 5.0
 _PARENT_POLL_S = 1.0
+HOST = "127.0.0.1"
 
 
 class TwoPartyError(RuntimeError):
@@ -65,39 +74,53 @@ class ClusterConfig:
     step_check: str = "op"
     start_timeout_s: float = 180.0
     start_attempts: int = 3
-    """A free port can be taken by another process before rank 0 binds it: retry on a new one."""
+    """A start can fail on a loaded machine (or a gloo port taken meanwhile): retry."""
+    transport: str = "tls"
+    """"tls" (as deployed); "tcp" / "gloo": unencrypted, to measure what TLS costs."""
     backend_options: dict[str, Any] = field(default_factory=dict)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+@dataclass(frozen=True)
+class _Plan:
+    """Where the three processes meet (sent to each child)."""
+
+    session_id: str
+    dealer_port: int
+    gloo_port: int
+    certs: str  # directory with ca.pem and party0/party1/dealer certificates
+
+    def tls(self, name: str) -> TlsFiles | None:
+        d = Path(self.certs)
+        return TlsFiles(d / "ca.pem", d / f"{name}.pem", d / f"{name}.key")
 
 
 # ------------------------------------------------------------------------- child processes
 def _fast_exit(code: int, results: Any = None) -> None:
-    """Flush our queue, then skip the interpreter's slow torch/gloo finalisation."""
+    """Flush our queue, then skip the interpreter's slow torch finalisation."""
     if results is not None:
         results.close()
         results.join_thread()
     os._exit(code)
 
 
-def _dealer_main(port: int, cfg: ClusterConfig) -> None:
-    from mpc.dealer import run_dealer
-    from mpc.session import DEALER_RANK, SessionConfig
+def _dealer_main(certs: str, cfg: ClusterConfig, ports: Any, stop: Any) -> None:
+    """A dealer service on a free loopback port until told to stop or orphaned."""
+    parent = os.getppid()
+    from mpc.plane.dealer_service import DealerConfig, DealerLimits, DealerService
 
+    d = Path(certs)
+    tls = TlsFiles(d / "ca.pem", d / "dealer.pem", d / "dealer.key") if cfg.transport == "tls" else None
+    limits = DealerLimits(join_timeout_s=cfg.start_timeout_s, idle_timeout_s=max(600.0, cfg.session_timeout_s))
     try:
-        run_dealer(
-            SessionConfig(
-                rank=DEALER_RANK, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s
-            )
-        )
+        service = DealerService(DealerConfig(HOST, 0, tls, limits=limits)).start()
     except BaseException:
         traceback.print_exc()
         _fast_exit(1)
+    ports.put(service.port)
+    while not stop.wait(_PARENT_POLL_S):
+        if os.getppid() != parent:
+            break
+    service.stop()
     _fast_exit(0)
 
 
@@ -112,21 +135,47 @@ def _next_task(tasks: Any, parent: int) -> Any:
                 return None
 
 
-def _party_main(rank: int, port: int, cfg: ClusterConfig, tasks: Any, results: Any) -> None:
+def _open_session(rank: int, plan: _Plan, cfg: ClusterConfig, tasks: Any, results: Any, parent: int) -> Any:
+    """Open this party's session: party 0 announces its port, party 1 waits for it."""
+    from mpc.session import Endpoint, Session, SessionConfig
+
+    if rank == 0:
+        port = plan.gloo_port if cfg.transport == "gloo" else 0
+    else:
+        port = _next_task(tasks, parent)
+        if port is None:
+            _fast_exit(3, results)
+    session = Session(
+        SessionConfig(
+            rank=rank,
+            session_id=plan.session_id,
+            peer=Endpoint(HOST, port),
+            dealer=Endpoint(HOST, plan.dealer_port),
+            tls=plan.tls(f"party{rank}") if cfg.transport == "tls" else None,
+            transport=cfg.transport,
+            precision_bits=cfg.precision_bits,
+            timeout_s=cfg.session_timeout_s,
+        )
+    )
+    if rank == 0:
+        results.put((0, "listening", session.listen()))
+    session.open()
+    return session
+
+
+def _party_main(rank: int, plan: _Plan, cfg: ClusterConfig, tasks: Any, results: Any) -> None:
     """Open a session, then run tasks until told to stop (None) or a task fails."""
     parent = os.getppid()
     from mpc.crypten_backend import CrypTenBackend
-    from mpc.session import Session, SessionConfig
 
-    session = Session(
-        SessionConfig(rank=rank, port=port, precision_bits=cfg.precision_bits, timeout_s=cfg.session_timeout_s)
-    )
+    session = None
     try:
-        session.open()
+        session = _open_session(rank, plan, cfg, tasks, results, parent)
         backend = CrypTenBackend(precision_bits=cfg.precision_bits, step_check=cfg.step_check, **cfg.backend_options)
     except BaseException:
         results.put((rank, "error", traceback.format_exc()))
-        session.close(force=True)
+        if session is not None:
+            session.close(force=True)
         _fast_exit(1, results)
     results.put((rank, "ready", None))
     failed = False
@@ -161,16 +210,18 @@ class TwoPartyCluster:
         self._procs: list[Any] = []
         self._tasks: list[Any] = []
         self._results: Any = None
+        self._stop: Any = None
+        self._certs = ""
         self.port: int | None = None
 
     # lifecycle
-    def start(self) -> "TwoPartyCluster":
+    def start(self) -> TwoPartyCluster:
         """Start dealer and parties and wait until both parties have joined the session."""
         if self._procs:
             return self
         for attempt in range(1, self.config.start_attempts + 1):
-            self._spawn()
             try:
+                self._spawn()
                 self._collect("ready", self.config.start_timeout_s)
                 return self
             except TwoPartyError:
@@ -180,25 +231,40 @@ class TwoPartyCluster:
         return self
 
     def _spawn(self) -> None:
-        self.port = free_port()
+        from mpc.plane.certs import make_certs
+
+        self._certs = tempfile.mkdtemp(prefix="starfish-cluster-")
+        make_certs(Path(self._certs), hosts=("localhost",))
         self._results = _CTX.Queue()
         self._tasks = [_CTX.Queue(), _CTX.Queue()]
-        dealer = _CTX.Process(target=_dealer_main, args=(self.port, self.config), name="mpc-dealer", daemon=True)
-        parties = [
-            _CTX.Process(
+        self._stop = _CTX.Event()
+        ports = _CTX.Queue()
+        dealer = _CTX.Process(
+            target=_dealer_main, args=(self._certs, self.config, ports, self._stop), name="mpc-dealer", daemon=True
+        )
+        self._procs = [dealer]
+        dealer.start()
+        try:
+            dealer_port = ports.get(timeout=self.config.start_timeout_s)
+        except queue.Empty:
+            raise TwoPartyError(f"the dealer service did not start (exit code {dealer.exitcode})") from None
+        finally:
+            ports.close()
+        gloo_port = free_port() if self.config.transport == "gloo" else 0
+        plan = _Plan(f"cluster-{uuid.uuid4().hex[:12]}.1", dealer_port, gloo_port, self._certs)
+        self.port = gloo_port or None
+        for r in (0, 1):
+            party = _CTX.Process(
                 target=_party_main,
-                args=(r, self.port, self.config, self._tasks[r], self._results),
+                args=(r, plan, self.config, self._tasks[r], self._results),
                 name=f"mpc-party{r}",
                 daemon=True,
             )
-            for r in (0, 1)
-        ]
-        self._procs = [dealer, *parties]
-        for p in self._procs:
-            p.start()
+            self._procs.append(party)
+            party.start()
 
     def close(self) -> None:
-        """Stop the parties (graceful goodbye to the dealer), then reap everything."""
+        """Stop the parties (graceful goodbye to the dealer), then the dealer; reap everything."""
         if not self._procs:
             return
         for q in self._tasks:
@@ -207,8 +273,10 @@ class TwoPartyCluster:
             except (OSError, ValueError):
                 pass
         deadline = time.monotonic() + _JOIN_GRACE_S
-        for p in self._procs:
+        for p in self._procs[1:]:
             p.join(max(0.0, deadline - time.monotonic()))
+        self._stop.set()
+        self._procs[0].join(max(0.0, deadline - time.monotonic()) + _PARENT_POLL_S)
         for p in self._procs:
             if p.is_alive():
                 p.kill()
@@ -217,13 +285,14 @@ class TwoPartyCluster:
             q.close()
             q.join_thread()
         self._procs, self._tasks, self._results = [], [], None
+        shutil.rmtree(self._certs, ignore_errors=True)
 
     @property
     def pids(self) -> dict[str, int]:
         """Process ids of the running dealer and parties (e.g. for CPU accounting)."""
         return {p.name.removeprefix("mpc-"): p.pid for p in self._procs if p.pid is not None}
 
-    def __enter__(self) -> "TwoPartyCluster":
+    def __enter__(self) -> TwoPartyCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -259,6 +328,9 @@ class TwoPartyCluster:
                     if not proc.is_alive() and r not in got and r not in errors:
                         errors[r] = f"party process exited with code {proc.exitcode} without a result"
                         deadline = min(deadline, time.monotonic() + self.config.session_timeout_s + _JOIN_GRACE_S)
+                continue
+            if kind == "listening":  # party 0's port: party 1 connects there
+                self._tasks[1].put(value)
                 continue
             if kind == "error":
                 errors[rank] = value

@@ -8,9 +8,9 @@ offline bytes from the dealer). Steps may nest; each records its own totals.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 
 @dataclass
@@ -24,7 +24,7 @@ class StepCost:
     offline_bytes: int = 0
     offline_seconds: float = 0.0
 
-    def add(self, other: "StepCost") -> None:
+    def add(self, other: StepCost) -> None:
         self.calls += other.calls
         self.seconds += other.seconds
         self.online_bytes += other.online_bytes
@@ -58,7 +58,7 @@ class CostLedger:
         """JSON-ready per-step totals."""
         return {name: asdict(cost) for name, cost in self.steps.items()}
 
-    def merge(self, other: "CostLedger") -> None:
+    def merge(self, other: CostLedger) -> None:
         """Add another ledger's totals into this one (e.g. after a resumed job)."""
         for name, cost in other.steps.items():
             self.steps.setdefault(name, StepCost()).add(cost)

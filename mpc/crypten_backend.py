@@ -28,8 +28,9 @@ mismatch raises `OutOfStepError` on both parties instead of computing garbage. W
 `step_check="boundary"` the exchange happens only at reveals and at `step()` boundaries.
 
 Costs: online bytes/rounds are this party's communicator counters (CrypTen counts what a
-party sends and receives) minus the dealer traffic; offline bytes/seconds are the dealer
-requests (party 0 fetches the triples; party 1 expands its seed locally).
+party sends and receives; the dealer has a connection of its own); offline bytes/seconds
+are the dealer requests (party 0 fetches its shares of the triples; party 1 expands its
+key locally), counted by the session's dealer link.
 """
 
 from __future__ import annotations
@@ -37,24 +38,24 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from mpc.backend import Backend, Public, Secret
 from mpc.costs import CostLedger
+from mpc.crypten_loader import load_crypten
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
-from mpc.onnx_shim import load_crypten
+from mpc.plane.provider import DealerProvider
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
 from crypten.config import cfg as crypten_cfg  # noqa: E402
 from crypten.mpc import MPCTensor  # noqa: E402
 from crypten.mpc.primitives import ArithmeticSharedTensor, beaver  # noqa: E402
-from crypten.mpc.provider.ttp_provider import TTPClient  # noqa: E402
 
 STEP_CHECK_MODES = ("op", "boundary", "off")
 CHUNK_ELEMENTS_DEFAULT = 1 << 21
@@ -66,6 +67,10 @@ after scaling by public weights ≥ 2^-8 (docs/NUMERICS.md)."""
 RECIPROCAL_ITERATIONS_DEFAULT = 16
 """Newton–Raphson steps of SecDiv's reciprocal (valid range in docs/NUMERICS.md)."""
 RECIPROCAL_REFINE_STEPS = 2
+#: CrypTen's inverse-square-root Newton steps (its initial guess ≈ 2 needs ~7 to reach 1/√10⁻³)
+SQRT_ITERATIONS = 10
+#: Heron refinements y ← (y + a/y)/2 of CrypTen's √a, each through the refined `div`
+SQRT_REFINE_STEPS = 2
 """Residual-form Newton steps after CrypTen's reciprocal (precision for large denominators)."""
 
 
@@ -92,38 +97,6 @@ class CrypTenSecret(Secret):
 
     def __repr__(self) -> str:  # never print the share itself
         return f"CrypTenSecret(shape={tuple(self.share.shape)}, bits={self.bits})"
-
-
-# ---------------------------------------------------------------------------- offline meter
-class _OfflineMeter:
-    """Dealer traffic seen by this process (TTP requests are made by party 0 only)."""
-
-    bytes = 0
-    seconds = 0.0
-    comm_bytes = 0  # part of the communicator counters caused by dealer requests
-    comm_rounds = 0
-    installed = False
-
-    @classmethod
-    def install(cls) -> None:
-        if cls.installed:
-            return
-        inner = TTPClient._TTPClient__TTPClient  # type: ignore[attr-defined]
-        original = inner.ttp_request
-
-        def metered(self: Any, func_name: str, device: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-            c = comm.get()
-            before_b, before_r = c.comm_bytes, c.comm_rounds
-            start = time.perf_counter()
-            result = original(self, func_name, device, *args, **kwargs)
-            cls.seconds += time.perf_counter() - start
-            cls.bytes += result.nelement() * result.element_size()
-            cls.comm_bytes += c.comm_bytes - before_b
-            cls.comm_rounds += c.comm_rounds - before_r
-            return result
-
-        inner.ttp_request = metered
-        cls.installed = True
 
 
 def _to_tensor(x: Public) -> torch.Tensor:
@@ -173,16 +146,16 @@ class CrypTenBackend(Backend):
         self.fault_bound = fault_bound
         self.reciprocal_iterations = reciprocal_iterations
         self.reset_transcript()
-        _OfflineMeter.install()
 
     # ------------------------------------------------------------------ accounting
     def _comm_snapshot(self) -> dict[str, int | float]:  # type: ignore[override]
         c = comm.get()
+        link = DealerProvider.link
         return {
-            "online_bytes": int(c.comm_bytes - _OfflineMeter.comm_bytes),
-            "online_rounds": int(c.comm_rounds - _OfflineMeter.comm_rounds),
-            "offline_bytes": int(_OfflineMeter.bytes),
-            "offline_seconds": float(_OfflineMeter.seconds),
+            "online_bytes": int(c.comm_bytes),
+            "online_rounds": int(c.comm_rounds),
+            "offline_bytes": int(link.bytes) if link is not None else 0,
+            "offline_seconds": float(link.seconds) if link is not None else 0.0,
         }
 
     @contextmanager
@@ -304,6 +277,16 @@ class CrypTenBackend(Backend):
         if t.dtype != torch.long:
             raise TypeError(f"shares must be int64, got {t.dtype}")
         return CrypTenSecret(t.clone(), self.f if precision_bits is None else precision_bits)
+
+    def export_shares(self, x: Secret) -> tuple[np.ndarray, int]:
+        """This party's int64 share of x and its scale exponent (no communication)."""
+        x = self._check(x)
+        return x.share.detach().cpu().numpy(), x.bits
+
+    def all_gather(self, values: Sequence[int]) -> list[list[int]]:
+        """Exchange public int64 values with the peer: [party 0's, party 1's] (one round)."""
+        tensors = comm.get().all_gather(torch.tensor([int(v) for v in values], dtype=torch.long))
+        return [t.tolist() for t in tensors]
 
     def reveal_encoded(self, x: Secret) -> torch.Tensor:
         """Open x's ring element (int64) to both parties, without decoding."""
@@ -495,3 +478,16 @@ class CrypTenBackend(Backend):
             residual = self.neg(self.sub(self.mul(b, r), 1.0))
             r = self.add(r, self.mul(r, residual))
         return self._to_precision(self._raw_product("mul", a, r))
+
+    def sqrt(self, a: Secret) -> CrypTenSecret:
+        """√a: CrypTen's a·(1/√a) (Newton on 1/√a from its exp-based guess, accurate for
+        10⁻³ ≤ a ≤ 150), then Heron steps y ← (y + a/y)/2, each halving the relative error's
+        exponent, so the result carries the refined division's precision."""
+        a = self._lift(self._check(a), self.f)
+        self._sync("sqrt", *self._sig(a))
+        with crypten_cfg.temp_override({"functions.sqrt_nr_iters": SQRT_ITERATIONS}):
+            root = MPCTensor.from_shares(a.share, precision=self.f).sqrt()
+        y = CrypTenSecret(root._tensor.share, self.f)
+        for _ in range(SQRT_REFINE_STEPS):
+            y = self.mul(self.add(y, self.div(a, y)), 0.5)
+        return y

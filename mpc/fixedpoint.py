@@ -3,7 +3,7 @@
 Importable without torch or CrypTen: the client SDK uses it to share gradients.
 
 Encoding (CrypTen's): x̄ = round(x · 2^f) as int64, arithmetic wraps mod 2^64.
-Sharing (DESIGN §4): r ← CSPRNG (os.urandom), share0 = x̄ − r, share1 = r (mod 2^64);
+Sharing (docs/SERVICE.md, "What a client uploads"): r ← CSPRNG (os.urandom), share0 = x̄ − r, share1 = r (mod 2^64);
 reconstruct x̄ = share0 + share1 (mod 2^64). Decoding divides the signed int64 by 2^f
 in float64 — exact for negatives (CrypTen's `get_plain_text` is not; do not use it).
 """

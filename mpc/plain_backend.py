@@ -3,16 +3,24 @@
 Used for fast experiments and as the ground truth the CrypTen backend must match.
 It implements only the primitives; the composite protocols of `mpc/protocols/` run
 on top of them exactly as they do under 2PC, so orders, selections and flags agree.
+
+It stands for both parties at once: a public agreement (`all_gather`) sees the same
+values on both sides, and its "share" of a value is the whole fixed-point encoding
+x̄ = round(x·2^f) (the other party's share being 0), so stored shares load and export
+through the same calls as under 2PC.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 
 from mpc.backend import Backend, Public, Secret
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 
 
 class PlainSecret(Secret):
@@ -52,6 +60,27 @@ class PlainBackend(Backend):
 
     def reveal(self, x: Secret) -> torch.Tensor:
         return _val(x).clone()  # type: ignore[union-attr]
+
+    def load_shares(self, share: np.ndarray | torch.Tensor, precision_bits: int | None = None) -> PlainSecret:
+        """The value x̄ / 2^f of a whole encoding x̄ (int64)."""
+        t = torch.from_numpy(np.ascontiguousarray(share)) if isinstance(share, np.ndarray) else share
+        if t.dtype != torch.long:
+            raise TypeError(f"shares must be int64, got {t.dtype}")
+        bits = DEFAULT_PRECISION_BITS if precision_bits is None else precision_bits
+        return PlainSecret(t.to(torch.float64) / float(2**bits))
+
+    def export_shares(self, x: Secret) -> tuple[np.ndarray, int]:
+        """The whole encoding x̄ = round(x·2^f) as int64, with f = DEFAULT_PRECISION_BITS."""
+        value = torch.as_tensor(_val(x), dtype=torch.float64)
+        if not torch.isfinite(value).all():
+            raise ValueError("cannot export a non-finite value as a fixed-point share")
+        encoded = torch.round(value * float(2**DEFAULT_PRECISION_BITS)).to(torch.long)
+        return encoded.numpy(), DEFAULT_PRECISION_BITS
+
+    def all_gather(self, values: Sequence[int]) -> list[list[int]]:
+        """Both parties are this process: each holds the same public values."""
+        mine = [int(v) for v in values]
+        return [mine, list(mine)]
 
     def zeros(self, shape: Sequence[int]) -> PlainSecret:
         return PlainSecret(torch.zeros(tuple(shape), dtype=torch.float64))
@@ -95,6 +124,9 @@ class PlainBackend(Backend):
 
     def div(self, a: Secret, b: Secret | Public) -> PlainSecret:
         return PlainSecret(_val(a) / _val(b))  # type: ignore[operator]
+
+    def sqrt(self, a: Secret) -> PlainSecret:
+        return PlainSecret(torch.sqrt(_val(a).clamp_min(0.0)))  # type: ignore[union-attr]
 
     def random(self, shape: Sequence[int]) -> PlainSecret:
         """Gaussian entries from a generator seeded by the OS CSPRNG (SecMI's mask R)."""

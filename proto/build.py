@@ -33,8 +33,8 @@ def is_stale() -> bool:
 
 def build() -> None:
     """Run grpc_tools.protoc over every `.proto` file; raise on a compiler error."""
-    from grpc_tools import protoc  # build-time dependency only
     import grpc_tools
+    from grpc_tools import protoc  # build-time dependency only
 
     files = proto_files()
     if not files:

@@ -79,10 +79,16 @@ def usage_problem(cert: x509.Certificate, name: str) -> str | None:
         usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound:
-        return "its certificate is not an erasure-signing certificate (no key usage for document signing; a TLS certificate?)"
+        return (
+            "its certificate is not an erasure-signing certificate "
+            "(no key usage for document signing; a TLS certificate?)"
+        )
     oids = {u.dotted_string for u in eku}
     if not (usage.digital_signature and usage.content_commitment) or DOCUMENT_SIGNING_OID not in oids:
-        return "its certificate is not issued for signing documents (key usage content commitment, RFC 9336 document signing)"
+        return (
+            "its certificate is not issued for signing documents "
+            "(key usage content commitment, RFC 9336 document signing)"
+        )
     if ExtendedKeyUsageOID.SERVER_AUTH.dotted_string in oids or ExtendedKeyUsageOID.CLIENT_AUTH.dotted_string in oids:
         return "its certificate is also a TLS certificate; erasure certificates need a signing-only certificate"
     return None

@@ -1,4 +1,5 @@
-"""Admin gRPC service (party0): start training, training status, erase.
+"""Admin gRPC service (party0): start training, training status, erase, and the round
+control an external FL server uses (`server.round_control`).
 
 The unlearning-job RPCs of the contract are served by `server.jobs.services.JobAdminService`,
 which extends this class.
@@ -12,13 +13,14 @@ import math
 import grpc
 import numpy as np
 
-from client_sdk.wire import collect_model
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, common_pb2, peer_pb2
+from proto.wire import collect_model
 from server import metrics
 from server.auth import require_admin
 from server.client_service import round_state
 from server.peer_client import PeerClient, PeerRefused
 from server.peer_service import receipt_message
+from server.round_control import close_round, global_model_messages, open_round, open_tasks
 from server.state import PartyState
 from server.store import ConflictError
 
@@ -109,3 +111,20 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         metrics.client_erased()
         log.info("client %s erased on both parties", client)
         return admin_pb2.EraseReply(receipts=[mine, theirs])
+
+    # -- round control for an external FL server (server.round_control) ---------------------
+    def OpenRound(self, request, context):
+        require_admin(self.cfg, context)
+        return open_round(self.state, request, context)
+
+    def CloseRound(self, request, context):
+        require_admin(self.cfg, context)
+        return close_round(self.state, request, context)
+
+    def GetGlobalModel(self, request, context):
+        require_admin(self.cfg, context)
+        return global_model_messages(self.state, request, context)
+
+    def ListTasks(self, request, context):
+        require_admin(self.cfg, context)
+        return open_tasks(self.state, request)

@@ -1,4 +1,4 @@
-"""Stage I aggregation on shares (DESIGN §5; FedAvg).
+"""Stage I aggregation on shares (FedAvg; docs/SERVICE.md, "Round protocol").
 
 Each party computes its share of A = Σ_{j∈S} n_j·[g_j] locally with integer weights
 (wrapping int64 arithmetic, no truncation). After the exchange both parties hold
@@ -24,7 +24,6 @@ import numpy as np
 
 from mpc.fixedpoint import decode, reconstruct_encoded
 from server.store import Store
-
 
 LOAD_THREADS = 2  #: shares are read (and seed-compressed ones expanded) concurrently; hashing releases the GIL
 
@@ -59,7 +58,7 @@ def _weighted_sum(store: Store, round_index: int, weights: dict[str, int], num_p
     acc = np.zeros(num_params, dtype=np.int64)
     clients = sorted(weights)
     with ThreadPoolExecutor(LOAD_THREADS) as pool, np.errstate(over="ignore"):
-        for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients)):
+        for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients), strict=True):
             if bundle.n_samples != weights[client]:
                 raise ValueError(
                     f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {weights[client]}"

@@ -9,9 +9,9 @@ import time
 
 import grpc
 
-from client_sdk.masks import expand_mask
-from client_sdk.wire import model_messages
+from mpc.masks import expand_mask
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+from proto.wire import model_messages
 from server import metrics
 from server.auth import authenticate_client
 from server.headroom import round_sample_budget
@@ -96,7 +96,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if request.header_only:
             yield common_pb2.ModelChunk(header=header)
             return
-        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
+        yield from model_messages(header, model.params, self.cfg.limits.chunk_bytes)
 
     def _refuse(self, context, code: grpc.StatusCode, client: str, what: str, reason: str, label: str):
         """Log, count and abort: the one place where an upload is refused (client, target, reason;
@@ -244,4 +244,4 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         header = common_pb2.ModelHeader(
             arch=model.arch, num_params=model.params.size, model_hash=model.hash, precision_bits=self.cfg.precision_bits
         )
-        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
+        yield from model_messages(header, model.params, self.cfg.limits.chunk_bytes)

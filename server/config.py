@@ -16,7 +16,8 @@ from pathlib import Path
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
 from server.headroom import round_sample_budget
-from server.jobs.config import JobConfig
+from server.jobs.job_config import JobConfig
+from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Client ids are used in file names: letters, digits, `_ . -`, at most 64 characters."""
@@ -39,6 +40,9 @@ class TlsConfig:
     cert: Path
     key: Path
     peer_name: str  #: common name the other party's certificate must carry
+
+
+ROUND_OPENING = frozenset({"auto", "on_request"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class RoundConfig:
     poll_s: float = 0.1  #: how often the coordinator looks at upload progress
     peer_timeout_s: float = 30.0  #: per-call deadline on the peer channel
     peer_retry_s: float = 0.5  #: first back-off after a failed peer call (doubles, capped at 5 s)
+    #: "auto": party0 opens the next round as soon as the previous one commits; "on_request":
+    #: only when the admin asks (AdminService.OpenRound), for an external FL server that samples clients
+    opening: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ class PartyConfig:
     jobs: JobConfig = field(default_factory=JobConfig)  #: Stage II job runner ([jobs])
     signing: SigningConfig = field(default_factory=SigningConfig)  #: erasure-signing identity ([signing])
     observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
+    #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
+    unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
 
     @property
     def name(self) -> str:
@@ -172,6 +181,8 @@ def _check_rounds(rounds: RoundConfig) -> RoundConfig:
         _positive(getattr(rounds, key), f"rounds.{key}")
     _positive(rounds.min_clients, "rounds.min_clients", integer=True)
     _positive(rounds.max_rounds, "rounds.max_rounds", integer=True, zero_ok=True)
+    if rounds.opening not in ROUND_OPENING:
+        raise ConfigError(f"rounds.opening must be one of {sorted(ROUND_OPENING)}, got {rounds.opening!r}")
     return rounds
 
 
@@ -198,6 +209,20 @@ def _check_admission(admission: AdmissionConfig) -> AdmissionConfig:
     return admission
 
 
+def _auth(auth: dict) -> tuple[dict[str, str], str]:
+    """`[auth]`: client id -> token digest, and the admin token digest."""
+    clients = dict(auth.get("clients", {}))
+    for cid, digest in clients.items():
+        if not CLIENT_ID_RE.match(cid):
+            raise ConfigError(f"invalid client id {cid!r} in [auth.clients]")
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ConfigError(f"credential of client {cid!r} must be a sha256 hex digest")
+    admin = auth.get("admin_token_sha256", "")
+    if admin and not re.fullmatch(r"[0-9a-f]{64}", admin):
+        raise ConfigError("auth.admin_token_sha256 must be a sha256 hex digest")
+    return clients, admin
+
+
 def parse_config(data: dict, base: Path) -> PartyConfig:
     """Validate a parsed TOML document; relative paths are resolved against `base`."""
     role = _require(data, "role", "top level")
@@ -217,16 +242,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     max_abs = float(fp.get("max_abs", MAX_ABS_DEFAULT))
     if not (math.isfinite(max_abs) and max_abs > 0):
         raise ConfigError(f"fixed_point.max_abs must be a positive finite number, got {max_abs!r}")
-    auth = data.get("auth", {})
-    clients = dict(auth.get("clients", {}))
-    for cid, digest in clients.items():
-        if not CLIENT_ID_RE.match(cid):
-            raise ConfigError(f"invalid client id {cid!r} in [auth.clients]")
-        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
-            raise ConfigError(f"credential of client {cid!r} must be a sha256 hex digest")
-    admin = auth.get("admin_token_sha256", "")
-    if admin and not re.fullmatch(r"[0-9a-f]{64}", admin):
-        raise ConfigError("auth.admin_token_sha256 must be a sha256 hex digest")
+    clients, admin = _auth(data.get("auth", {}))
     rounds = _check_rounds(_sub(RoundConfig, data.get("rounds", {}), "rounds"))
     limits = _check_limits(_sub(LimitConfig, data.get("limits", {}), "limits"), precision, max_abs)
     admission = _check_admission(_sub(AdmissionConfig, data.get("admission", {}), "admission"))
@@ -235,6 +251,10 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
+    try:
+        unlearning = parse_policy(data.get("unlearning", {}))
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from exc
     try:
         observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
     except ValueError as exc:
@@ -256,6 +276,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         jobs=jobs,
         signing=signing,
         observability=observability,
+        unlearning=unlearning,
     )
 
 

@@ -1,10 +1,13 @@
-"""The leader's round coordinator (party0), DESIGN §5.
+"""The leader's round coordinator (party0); docs/SERVICE.md, "Round protocol".
 
-Per round i, every step idempotent on both parties so a restart of either resumes:
+Rounds open one after the other (`[rounds] opening = "auto"`) or when the admin asks
+(`"on_request"`: an external FL server such as a Flower strategy samples the clients of
+each round). Per round i, every step idempotent on both parties so a restart of either resumes:
 
 1. open round i from M_{i−1} here and on party1 (party1 checks the hash of M_{i−1});
-2. wait until every registered client has an upload on both parties, or the deadline
-   passes (with fewer than `min_clients` consistent pairs the deadline is extended);
+2. wait until every registered client has an upload on both parties (with opening
+   "on_request": until the clients the admin names in its close request have), or the
+   deadline passes (with fewer than `min_clients` consistent pairs the deadline is extended);
 3. close here and on party1; S = clients whose two halves both arrived with equal n_j and
    equal binding (server.membership), within the round's sample budget; every other
    upload is excluded with a reason, logged and recorded on both parties;
@@ -20,12 +23,11 @@ import logging
 import threading
 import time
 
-from client_sdk.wire import model_messages, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2
+from proto.wire import model_messages, read_share_stream, sha256_hex, share_messages
 from server import membership, metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
-from server.exchange import read_share_stream, share_messages
 from server.headroom import round_sample_budget
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
@@ -43,7 +45,6 @@ class RoundCoordinator:
         self.cfg = state.config
         self.peer = peer
         self._peer_has_m0 = False
-        self._peer_opened: set[int] = set()  #: rounds party1 confirmed open since this process started
         self.thread = threading.Thread(target=self.run, name="round-coordinator", daemon=True)
 
     def start(self) -> None:
@@ -86,14 +87,16 @@ class RoundCoordinator:
                 return False
             if self.state.training_paused.is_set():
                 return False
+            if self.cfg.rounds.opening == "on_request" and latest + 1 not in self.state.open_requests:
+                return False
             self._open(latest + 1)
             return True
         if rec.state == "failed":
             return False
         if rec.state == "open":
-            if rec.round not in self._peer_opened:  # after a restart of party0: make sure party1 knows
+            if rec.round not in self.state.open_on_both:  # after a restart of party0: make sure party1 knows
                 self.peer.unary("OpenRound", self._open_request(rec))
-                self._peer_opened.add(rec.round)
+                self.state.mark_open_on_both(rec.round)
             if not self._ready_to_close(rec):
                 return False
             self.store.set_round_state(rec.round, "closed")
@@ -106,7 +109,7 @@ class RoundCoordinator:
         m0 = self.store.global_model(0)
         header = common_pb2.ModelHeader(round=0, arch=m0.arch, num_params=m0.params.size, model_hash=m0.hash, lr=m0.lr)
         ack = self.peer.stream_unary(
-            "InitModel", lambda: model_messages(common_pb2, header, m0.params, self.cfg.limits.chunk_bytes)
+            "InitModel", lambda: model_messages(header, m0.params, self.cfg.limits.chunk_bytes)
         )
         if ack.model_hash != m0.hash:
             raise PeerRefused(None, f"party1 holds initial model {ack.model_hash[:12]}, party0 {m0.hash[:12]}")
@@ -122,7 +125,7 @@ class RoundCoordinator:
         lr = self.store.global_model(0).lr
         rec = self.store.open_round(round_index, previous.hash, time.time() + self.cfg.rounds.deadline_s, lr)
         self.peer.unary("OpenRound", self._open_request(rec))
-        self._peer_opened.add(round_index)
+        self.state.mark_open_on_both(round_index)
         log.info("round %d opened from model %s", round_index, previous.hash[:12])
 
     def _holdings(self, round_index: int, follower: peer_pb2.MemberList) -> tuple[dict, dict]:
@@ -147,21 +150,45 @@ class RoundCoordinator:
                 metrics.share_pair_mismatch(round_index, client, *found)
 
     def _ready_to_close(self, rec: RoundRecord) -> bool:
-        registered = set(self.store.registered())
+        wanted = self.store.close_request(rec.round)
+        close_now = wanted == set()  # the admin asked to close with the uploads there are
+        if wanted is not None:
+            expected = wanted
+        elif self.cfg.rounds.opening == "on_request":  # the admin names who is expected
+            expected = set()
+        else:
+            expected = set(self.store.registered())
         mine = set(self.store.uploads(rec.round))
-        deadline_passed = time.time() >= rec.deadline
-        if not deadline_passed and not (registered and registered <= mine):
+        ending = self.state.end_open_round.is_set()
+        deadline_passed = ending or time.time() >= rec.deadline
+        if not deadline_passed and not ((close_now and mine) or (expected and expected <= mine)):
             return False
         follower = self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round))
-        if registered and registered <= mine & {m.client_id for m in follower.members}:
-            return True  # every registered client's two halves arrived: nothing can change any more
+        if close_now and self._decide(rec.round, follower)[0]:
+            return True
+        if expected and expected <= mine & {m.client_id for m in follower.members}:
+            return True  # every expected client's two halves arrived: nothing can change any more
         if deadline_passed:
             members, _ = self._decide(rec.round, follower)
             if len(members) >= max(1, self.cfg.rounds.min_clients):
                 return True
+            if ending:
+                self._abandon(rec.round, len(members))
+                return False
             self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s)
             log.warning("round %d: only %d consistent uploads at the deadline; extended", rec.round, len(members))
         return False
+
+    def _abandon(self, round_index: int, consistent: int) -> None:
+        """End an open round without a model (an unlearning job paused training, too few uploads)."""
+        reason = (
+            f"round {round_index} abandoned: an unlearning job paused training with {consistent} consistent "
+            f"upload(s), fewer than the minimum cohort {max(1, self.cfg.rounds.min_clients)}; its uploads are "
+            "not aggregated (submit to the next round)"
+        )
+        self.peer.unary("AbandonRound", peer_pb2.AbandonRequest(round=round_index, reason=reason))
+        self.store.set_round_state(round_index, "abandoned", reason)
+        log.warning(reason)
 
     def _finish(self, rec: RoundRecord) -> None:
         i = rec.round

@@ -57,7 +57,7 @@ def decide(at0: dict[str, Held], at1: dict[str, Held], budget: int) -> tuple[dic
         else:
             excluded[client] = found[1]
     members, over = trim_to_budget(members, budget)
-    excluded.update({client: OVER_BUDGET for client in over})
+    excluded.update(dict.fromkeys(over, OVER_BUDGET))
     return members, excluded
 
 

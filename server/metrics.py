@@ -15,8 +15,8 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_training_halted | gauge | 1 while the newest round is failed (training stopped) |
 | starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
 | starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
-| starfish_share_pair_mismatches_total{reason} | counter | clients excluded because their two shares do not form a pair |
-| starfish_peer_up | gauge | party0: 1 after a successful peer call, 0 after a transient failure (NaN before the first) |
+| starfish_share_pair_mismatches_total{reason} | counter | clients excluded: their two shares are not one pair |
+| starfish_peer_up | gauge | party0: 1 after a peer call succeeded, 0 after a failure (NaN before the first) |
 | starfish_peer_call_failures_total{method,code} | counter | party0: failed peer calls |
 | starfish_peer_last_contact_timestamp_seconds | gauge | party1: when party0 last called |
 | starfish_rpc_requests_total{method} | counter | RPCs received, by method |
@@ -27,7 +27,7 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_jobs_queued | gauge | jobs waiting (party0) |
 | starfish_job_duration_seconds | histogram | wall time of finished jobs |
 | starfish_mpc_step_seconds{step} | histogram | wall time of each protocol step of a finished job |
-| starfish_mpc_step_bytes_total{step,phase} | counter | bytes of each protocol step: online (party↔party), offline (dealer) |
+| starfish_mpc_step_bytes_total{step,phase} | counter | bytes per step: online (party↔party), offline (dealer) |
 | starfish_clients_erased_total | counter | client erasures carried out here |
 | starfish_certificates_total{outcome} | counter | erasure certificates: signed, unsigned, refused, invalid |
 | starfish_store_bytes{kind} | gauge | bytes on disk: shares, tasks, models, database |

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
@@ -72,6 +73,16 @@ class PeerClient:
     def unary(self, method: str, request):
         rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()
         return self.call(method, lambda timeout: rpc(request, timeout=timeout, metadata=md))
+
+    def try_unary(self, method: str, request, timeout_s: float):
+        """One call without retries: the reply, or None when the peer is unreachable now."""
+        rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()
+        try:
+            return rpc(request, timeout=timeout_s, metadata=md)
+        except grpc.RpcError as exc:
+            if exc.code() not in TRANSIENT:
+                raise PeerRefused(exc.code(), exc.details() or "") from None
+            return None
 
     def stream_unary(self, method: str, make_requests: Callable[[], object]):
         rpc, md = getattr(self.stub, method), request_context.outgoing_metadata()

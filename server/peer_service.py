@@ -1,10 +1,11 @@
 """Peer gRPC service: the follower (party1) side of the Stage I round protocol.
 
 Each handler is idempotent so that the leader may retry any step after a crash
-(DESIGN §5): open round i from M_{i−1} (hash checked) → close and report the upload
-set → fix the agreed membership S → exchange aggregate shares (each party derives
-M_i) → commit only when the leader's hash of M_i equals ours, else fail the round.
-Job-control messages are part of the contract; their handlers arrive with Stage II.
+(docs/SERVICE.md, "Round protocol"): open round i from M_{i−1} (hash checked) → close
+and report the upload set → fix the agreed membership S → exchange aggregate shares
+(each party derives M_i) → commit only when the leader's hash of M_i equals ours, else
+fail the round. The job-control calls are answered on party1 by
+`server.jobs.services.JobPeerService`; elsewhere the generated base answers UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ import math
 
 import grpc
 
-from client_sdk.wire import collect_model, sha256_hex
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
+from proto.wire import collect_model, read_share_stream, sha256_hex, share_messages
 from server import membership, metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
-from server.exchange import read_share_stream, share_messages
 from server.state import PartyState
-from server.store import ConflictError, StoreError, TaskRecord, membership_digest
+from server.store import ConflictError, StoreError, membership_digest
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,8 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if not (math.isfinite(request.deadline_unix) and math.isfinite(request.lr) and request.lr > 0):
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"round {request.round}: deadline {request.deadline_unix!r} and lr {request.lr!r} must be finite, lr > 0",
+                f"round {request.round}: deadline {request.deadline_unix!r} and lr {request.lr!r} "
+                "must be finite, lr > 0",
             )
         try:
             rec = self.state.store.open_round(request.round, request.model_hash, request.deadline_unix, request.lr)
@@ -104,6 +105,16 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if rec.state == "open":
             self.state.store.set_round_state(request.round, "closed")
         return member_list(self.state, request.round)
+
+    def AbandonRound(self, request, context):
+        """party0 abandoned an open round (an unlearning job paused training): record it."""
+        require_peer(self.cfg, context)
+        rec = self._record(request.round, context)
+        if rec.state in ("open", "closed", "abandoned"):
+            self.state.store.set_round_state(request.round, "abandoned", request.reason)
+            log.warning("round %d abandoned: %s", request.round, request.reason)
+            return self._ack(detail="abandoned")
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round} is {rec.state}")
 
     def AgreeMembership(self, request, context):
         require_peer(self.cfg, context)
@@ -189,22 +200,6 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         log.info("round %d committed, model %s", request.round, rec.model_out_hash[:12])
         return self._ack(rec.model_out_hash)
 
-    def PostTask(self, request, context):
-        require_peer(self.cfg, context)
-        self.state.post_task(
-            TaskRecord(
-                request.task_id,
-                request.client_id,
-                request.job_id,
-                request.kind,
-                request.unlearning_round,
-                request.original_round,
-                request.model_hash,
-                request.deadline_unix,
-            )
-        )
-        return self._ack(detail=request.task_id)
-
     def EraseClient(self, request, context):
         require_peer(self.cfg, context)
         first = not self.state.store.is_erased(request.client_id)
@@ -212,15 +207,3 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if first:
             metrics.client_erased()
         return receipt_message(receipt)
-
-    def StartJob(self, request, context):
-        require_peer(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")
-
-    def GetPeerJob(self, request, context):
-        require_peer(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")
-
-    def CancelJob(self, request, context):
-        require_peer(self.cfg, context)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "unlearning jobs are not available on this party")

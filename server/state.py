@@ -19,10 +19,29 @@ class PartyState:
     running_sums: RunningSums = field(default_factory=RunningSums)  #: Σ n_j·[g_j] of the open round so far
     #: set while an unlearning job runs: the coordinator opens no new round
     training_paused: threading.Event = field(default_factory=threading.Event)
+    #: set by a job that waited `jobs.pause_training_after_s`: the coordinator ends the open
+    #: round now (closes it with its consistent uploads, or abandons it below the minimum cohort)
+    end_open_round: threading.Event = field(default_factory=threading.Event)
+    #: rounds the admin asked party0 to open (`[rounds] opening = "on_request"`)
+    open_requests: set[int] = field(default_factory=set)
+    #: rounds party1 confirmed open since this process started; notified on `rounds_changed`
+    open_on_both: set[int] = field(default_factory=set)
+    rounds_changed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def role(self) -> int:
         return self.config.role
+
+    def request_open(self, round_index: int) -> None:
+        """Ask the coordinator to open round i (it opens only latest committed + 1)."""
+        with self.rounds_changed:
+            self.open_requests.add(round_index)
+
+    def mark_open_on_both(self, round_index: int) -> None:
+        with self.rounds_changed:
+            self.open_on_both.add(round_index)
+            self.open_requests.discard(round_index)
+            self.rounds_changed.notify_all()
 
     def notify_tasks(self) -> None:
         with self.tasks_changed:

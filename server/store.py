@@ -7,7 +7,7 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
-A share sent seed-compressed (client_sdk.masks) is kept as its 32-byte seed in the row
+A share sent seed-compressed (mpc.masks) is kept as its 32-byte seed in the row
 and expanded on load; it has no file.
 
 A share blob is written to a temp file, fsynced and renamed before its row is
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from client_sdk.masks import expand_mask
-from client_sdk.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
+from mpc.masks import expand_mask
+from proto.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
 from server import blobs
 from server.config import CLIENT_ID_RE
 
@@ -58,6 +58,9 @@ CREATE TABLE IF NOT EXISTS uploads (
 CREATE TABLE IF NOT EXISTS exclusions (
   round INTEGER NOT NULL, client TEXT NOT NULL, reason TEXT NOT NULL,
   PRIMARY KEY (round, client));
+CREATE TABLE IF NOT EXISTS close_when (
+  round INTEGER NOT NULL, client TEXT NOT NULL, PRIMARY KEY (round, client));
+CREATE TABLE IF NOT EXISTS close_requests (round INTEGER PRIMARY KEY, requested REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS clients (
   client TEXT PRIMARY KEY, registered REAL, erased REAL);
 CREATE TABLE IF NOT EXISTS tasks (
@@ -166,8 +169,17 @@ def membership_digest(members: dict[str, int], round_index: int) -> str:
     return sha256_hex(text.encode("utf-8"))
 
 
-def _signed64(value: int) -> int:
-    return int(np.int64(np.uint64(value % (1 << 64)).astype(np.int64)))
+def _share_payload(gradient_share: np.ndarray | None, mask_seed: bytes | None) -> tuple[bytes | memoryview | None, str]:
+    """(bytes to write, content hash) of a share: a seed-compressed one has no file and the
+    seed's hash; a full one is written as little-endian int64 without another copy."""
+    if mask_seed is not None:
+        return None, sha256_hex(mask_seed)
+    arr = np.asarray(gradient_share)
+    if arr.dtype == np.dtype("<i8") and arr.flags.c_contiguous:
+        data: bytes | memoryview = memoryview(arr).cast("B")
+    else:
+        data = np.ascontiguousarray(arr, dtype="<i8").tobytes()
+    return data, sha256_hex(data)
 
 
 class Store:
@@ -310,11 +322,17 @@ class Store:
 
     # -- rounds --------------------------------------------------------------------------
     def open_round(self, round_index: int, model_in_hash: str, deadline: float, lr: float) -> RoundRecord:
-        """Record round i as open from M_{i−1} (idempotent for the same M_{i−1})."""
+        """Record round i as open from M_{i−1} (idempotent for the same M_{i−1}); a round
+        abandoned for an unlearning job that then failed opens again, with its uploads."""
         existing = self.round_record(round_index)
         if existing is not None:
             if existing.model_in_hash != model_in_hash:
                 raise ConflictError(f"round {round_index} is already open from model {existing.model_in_hash[:12]}…")
+            if existing.state == "abandoned":  # the job that ended it failed: M_{i−1} is still current
+                self._tx(
+                    [("UPDATE rounds SET state='open', error='', deadline=? WHERE round=?", (deadline, round_index))]
+                )
+                return self.round_record(round_index)  # type: ignore[return-value]
             return existing
         expected = self.global_model_hash(round_index - 1)
         if expected != model_in_hash:
@@ -348,10 +366,10 @@ class Store:
         return [RoundRecord(*r) for r in rows]
 
     def current_round(self) -> RoundRecord | None:
-        """The newest round that is not committed (open, closing or failed), if any."""
+        """The newest round that is not committed or abandoned (open, closing or failed), if any."""
         rows = self._query(  # one statement: the row cannot commit between two reads
             "SELECT round, state, model_in_hash, deadline, lr, opened, membership_sha256, model_out_hash, "
-            "peer_bytes, error FROM rounds WHERE state != 'committed' ORDER BY round DESC LIMIT 1"
+            "peer_bytes, error FROM rounds WHERE state NOT IN ('committed', 'abandoned') ORDER BY round DESC LIMIT 1"
         )
         return RoundRecord(*rows[0]) if rows else None
 
@@ -360,6 +378,22 @@ class Store:
 
     def extend_deadline(self, round_index: int, deadline: float) -> None:
         self._tx([("UPDATE rounds SET deadline=? WHERE round=?", (deadline, round_index))])
+
+    def request_close(self, round_index: int, clients: list[str]) -> None:
+        """Close round i once every client in `clients` has an upload on both parties (an
+        empty list: at once). Durable, idempotent; a later request replaces an earlier one."""
+        stmts = [
+            ("DELETE FROM close_when WHERE round=?", (round_index,)),
+            ("INSERT OR REPLACE INTO close_requests VALUES (?,?)", (round_index, time.time())),
+        ]
+        stmts += [("INSERT INTO close_when VALUES (?,?)", (round_index, c)) for c in sorted(set(clients))]
+        self._tx(stmts)
+
+    def close_request(self, round_index: int) -> set[str] | None:
+        """The clients round i waits for before it closes (None: no close request)."""
+        if not self._query("SELECT 1 FROM close_requests WHERE round=?", (round_index,)):
+            return None
+        return {c for (c,) in self._query("SELECT client FROM close_when WHERE round=?", (round_index,))}
 
     def set_membership(self, round_index: int, members: dict[str, int], excluded: dict[str, str] | None = None) -> str:
         """Fix S of round i with weights n_j, and the excluded clients with their reasons
@@ -389,7 +423,7 @@ class Store:
     def exclusions(self, round_index: int) -> dict[str, str]:
         """Clients left out of round i's membership although a party held an upload: client → reason."""
         rows = self._query("SELECT client, reason FROM exclusions WHERE round=? ORDER BY client", (round_index,))
-        return {c: r for c, r in rows}
+        return dict(rows)
 
     def committed_rounds(self) -> list[int]:
         """Indices i ≥ 1 of committed training rounds, ascending."""
@@ -447,16 +481,7 @@ class Store:
         rename, fsync dir), then the row committed; identical retries (same bytes, same
         binding) are duplicates, checked before `guard` so a retry is answered also after
         the round closed."""
-        if mask_seed is not None:
-            data, digest = None, sha256_hex(mask_seed)
-        else:
-            arr = np.asarray(gradient_share)
-            data = (
-                memoryview(arr).cast("B")
-                if arr.dtype == np.dtype("<i8") and arr.flags.c_contiguous
-                else np.ascontiguousarray(arr, dtype="<i8").tobytes()
-            )
-            digest = sha256_hex(data)
+        data, digest = _share_payload(gradient_share, mask_seed)
         norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
         key = (int(n_samples), digest, norm_v, delta_v, binding_sha256)
         where = " AND ".join(f"{c}=?" for c in key_cols)
@@ -479,27 +504,14 @@ class Store:
                 raise
             if tmp is not None:
                 blobs.publish(tmp, path)
-            cols = {
-                **key_cols,
-                "n_samples": int(n_samples),
-                "num_params": int(num_params),
-                "grad_sha256": digest,
-                "norm_share": norm_v,
-                "delta_share": delta_v,
-                "received": time.time(),
-                "mask_seed": mask_seed,
-                "binding_sha256": binding_sha256,
-                **extra,
-            }
-            self._tx(
-                [
-                    (
-                        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        tuple(cols.values()),
-                    )
-                ]
-            )
+            row = {"n_samples": int(n_samples), "num_params": int(num_params), "grad_sha256": digest}
+            row |= {"norm_share": norm_v, "delta_share": delta_v, "received": time.time(), "mask_seed": mask_seed}
+            self._insert(table, {**key_cols, **row, "binding_sha256": binding_sha256, **extra})
         return digest, False
+
+    def _insert(self, table: str, cols: dict) -> None:
+        names, marks = ", ".join(cols), ", ".join("?" * len(cols))
+        self._tx([(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(cols.values()))])
 
     def put_upload(
         self,
@@ -654,7 +666,8 @@ class Store:
                     ("DELETE FROM uploads WHERE client=?", (client,)),
                     ("DELETE FROM task_uploads WHERE client=?", (client,)),
                     (
-                        "INSERT INTO clients (client, erased) VALUES (?,?) ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
+                        "INSERT INTO clients (client, erased) VALUES (?,?) "
+                        "ON CONFLICT(client) DO UPDATE SET erased=excluded.erased",
                         (client, receipt.erased_at),
                     ),
                     ("INSERT INTO erasures VALUES (?,?)", (client, json.dumps(asdict(receipt), sort_keys=True))),
@@ -696,15 +709,22 @@ class Store:
         )
         return TaskRecord(*rows[0]) if rows else None
 
-    def open_tasks(self, client: str, now: float) -> list[TaskRecord]:
-        """Tasks for `client` that are unanswered and not past their deadline."""
+    def _unanswered_tasks(self, column: str, value: str, now: float) -> list[TaskRecord]:
         rows = self._query(
-            "SELECT t.task_id, t.client, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline "
-            "FROM tasks t LEFT JOIN task_uploads u ON t.task_id=u.task_id "
-            "WHERE t.client=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created",
-            (client, now),
+            "SELECT t.task_id, t.client, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, "
+            "t.deadline FROM tasks t LEFT JOIN task_uploads u ON t.task_id=u.task_id "
+            f"WHERE t.{column}=? AND u.task_id IS NULL AND t.deadline > ? ORDER BY t.created",
+            (value, now),
         )
         return [TaskRecord(*r) for r in rows]
+
+    def open_tasks(self, client: str, now: float) -> list[TaskRecord]:
+        """Tasks for `client` that are unanswered and not past their deadline."""
+        return self._unanswered_tasks("client", client, now)
+
+    def open_job_tasks(self, job_id: str, now: float) -> list[TaskRecord]:
+        """Tasks of job `job_id` that are unanswered here and not past their deadline."""
+        return self._unanswered_tasks("job_id", job_id, now)
 
     def put_task_upload(
         self,

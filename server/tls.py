@@ -38,12 +38,21 @@ def peer_channel_credentials(cfg: PartyConfig) -> grpc.ChannelCredentials:
     )
 
 
+RECONNECT_BACKOFF_MS = (500, 2000)
+"""First and longest wait before a broken channel dials again. gRPC's default grows to 120 s,
+so after a link outage of half a minute the peer channel stayed down ~25 s after the link
+came back; capped at 2 s, a job resumes within seconds of the link's return."""
+
+
 def channel_options(max_message_bytes: int, server_name: str | None = None) -> list[tuple[str, object]]:
-    """Message-size caps (both directions) and, for certificates issued to a party name,
-    the TLS name to verify instead of the dialled host."""
+    """Message-size caps (both directions), the reconnect back-off cap and, for certificates
+    issued to a party name, the TLS name to verify instead of the dialled host."""
     opts: list[tuple[str, object]] = [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+        ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+        ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
     ]
     if server_name:
         opts.append(("grpc.ssl_target_name_override", server_name))

@@ -5,7 +5,7 @@ Decided from the round's state, the agreed membership and the recorded exclusion
 | round on this party | upload held here | state |
 | --- | --- | --- |
 | never opened | — | NOT_RECEIVED |
-| failed | any | ROUND_FAILED (the round's error) |
+| failed, abandoned | any | ROUND_FAILED (the round's error) |
 | any, client excluded | any | EXCLUDED (the recorded reason) |
 | committed | member | COUNTED |
 | agreed / aggregated | member | PENDING (aggregating) |
@@ -27,7 +27,7 @@ def _state(store: Store, round_index: int, client: str, held: bool) -> tuple[int
     rec = store.round_record(round_index)
     if rec is None:
         return client_pb2.UPLOAD_STATE_NOT_RECEIVED, f"round {round_index} has not opened on this party"
-    if rec.state == "failed":
+    if rec.state in ("failed", "abandoned"):
         return client_pb2.UPLOAD_STATE_ROUND_FAILED, rec.error
     reason = store.exclusions(round_index).get(client)
     if reason is not None:

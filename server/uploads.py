@@ -10,14 +10,14 @@ half matches the commitment of this party in the upload's share binding (proto.b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
-from client_sdk.masks import SEED_BYTES
-from client_sdk.wire import sha256_hex
+from mpc.masks import SEED_BYTES
 from proto import binding
+from proto.wire import StreamError, read_payload, sha256_hex, split_header
 from server.config import LimitConfig
 
 
@@ -29,17 +29,17 @@ class UploadError(ValueError):
 class ParsedUpload:
     header: object  #: common_pb2.UploadHeader
     gradient: np.ndarray | None  #: the streamed share, or None when a mask seed was sent
-    mask_seed: bytes | None  #: 32-byte seed of a seed-compressed mask share (client_sdk.masks)
+    mask_seed: bytes | None  #: 32-byte seed of a seed-compressed mask share (mpc.masks)
     norm: np.ndarray
     delta: np.ndarray
 
 
 def read_header(stream: Iterable) -> tuple[object, Iterable]:
-    it = iter(stream)
-    first = next(it, None)
-    if first is None or first.WhichOneof("part") != "header":
-        raise UploadError("an upload must start with its header")
-    return first.header, it
+    """The upload's header (it must come first) and the rest of the stream."""
+    try:
+        return split_header(stream, "an upload")
+    except StreamError as exc:
+        raise UploadError(str(exc)) from None
 
 
 def _scalar_share(tensor, what: str) -> np.ndarray:
@@ -70,13 +70,10 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
             raise UploadError("mask seed does not match the declared content_sha256")
         return ParsedUpload(header, None, bytes(header.mask_seed), norm, delta)
     expected = 8 * num_params
-    buf = bytearray()
-    for msg in rest:
-        if msg.WhichOneof("part") != "data":
-            raise UploadError("an upload carries exactly one header")
-        buf += msg.data
-        if len(buf) > expected:
-            raise UploadError(f"gradient share is longer than the {expected} bytes of shape [{num_params}]")
+    try:
+        buf = read_payload(rest, expected, f"gradient share of shape [{num_params}]")
+    except StreamError as exc:
+        raise UploadError(str(exc)) from None
     if len(buf) != expected:
         raise UploadError(f"gradient share has {len(buf)} bytes, expected {expected} for shape [{num_params}]")
     if sha256_hex(buf) != header.content_sha256:

@@ -15,8 +15,8 @@ starts from M_{i−1}, collects gradients g_i^j and produces M_i.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import torch
 
@@ -31,6 +31,23 @@ class RoundInfo:
     clients: tuple[str, ...]  #: clients whose gradients were aggregated in round i
     n_samples: Mapping[str, int]  #: FedAvg weights n_j (public)
     lr: float  #: η_l used to form M_i = M_{i−1} − η_l · G_i
+
+
+@dataclass(frozen=True)
+class UploadPrivacy:
+    """How the clients privatized their uploads while the history was recorded (public).
+
+    FedADP's Algorithm 1 (lines 10–12, eq. (5)–(6)): each upload of round i was clipped to
+    norm S and noised with N(0, σ_i²·I), σ_i = S·√(2 ln(1.25/δ))/ε_i, the budget ε_i given by
+    eq. (4) along the training. A history that declares this holds only privatized uploads,
+    and its global models are aggregates of them.
+    """
+
+    mechanism: str  #: "gaussian"
+    clip_norm: float  #: S
+    delta: float  #: δ
+    budgets: tuple[float, ...]  #: ε_1..ε_T
+    noise_std: tuple[float, ...]  #: σ_1..σ_T
 
 
 class SharedHistory(ABC):
@@ -61,6 +78,10 @@ class SharedHistory(ABC):
     def thresholds(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
         """[δ_i^j] (tolerance-rate thresholds) as reported, shape (len(clients),)."""
 
+    def upload_privacy(self) -> UploadPrivacy | None:
+        """The privacy mechanism the clients applied to their uploads, or None (clean uploads)."""
+        return None
+
     def all_clients(self) -> list[str]:
         """Every client that appears in some stored round, sorted."""
         seen: set[str] = set()
@@ -72,13 +93,31 @@ class SharedHistory(ABC):
 @dataclass(frozen=True)
 class GradientRequest:
     """ "Compute your exact gradient at model M̂ (hash) for unlearning round t,
-    using the data order of original round i where possible"."""
+    using the data order of original round i where possible".
+
+    Two optional fields change the local training a client runs:
+
+    * `local_epochs`: run this many local epochs instead of the client's regular number
+      (PUF's unlearning epochs E_u, FedEraser's calibration epochs); None: regular;
+    * `fresh_order`: visit the data in an order never used before, as a new FL round
+      would (PUF's unlearning and recovery rounds continue training after round T), instead
+      of the order of original round i.
+
+    The service's client task protocol carries neither field; its jobs run strategies that
+    leave both at their defaults, and its oracle refuses a request that sets them.
+    """
 
     model: torch.Tensor  #: M̂_t (public, flat float32)
     unlearning_round: int  #: t
     original_round: int  #: i, the stored round being replaced
     clients: tuple[str, ...]
-    reason: str  #: "warmup" or "correction"
+    reason: str  #: why: "warmup", "correction", "retrain", "calibration", "negation", "recovery", ...
+    local_epochs: int | None = None  #: None: the client's regular local epochs
+    fresh_order: bool = False  #: True: a new data order instead of original round i's
+
+    def __post_init__(self) -> None:
+        if self.local_epochs is not None and (isinstance(self.local_epochs, bool) or self.local_epochs < 1):
+            raise ValueError(f"local_epochs must be a positive integer or None; got {self.local_epochs!r}")
 
 
 class GradientOracle(ABC):
@@ -99,6 +138,10 @@ class InMemoryHistory(SharedHistory):
     grads: dict[tuple[int, str], Secret] = field(default_factory=dict)
     grad_norms: dict[tuple[int, str], Secret] = field(default_factory=dict)
     deltas: dict[tuple[int, str], Secret] = field(default_factory=dict)
+    privacy: UploadPrivacy | None = None  #: declared upload privatization (None: clean uploads)
+
+    def upload_privacy(self) -> UploadPrivacy | None:
+        return self.privacy
 
     @property
     def num_rounds(self) -> int:

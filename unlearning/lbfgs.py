@@ -14,7 +14,7 @@ so B_k·v = σ_k v − [σ_k S, Y]·q with p = [σ_k Sᵀv ; Yᵀv] and q = K⁻
 m×m is formed; the only secret×secret products are K⁻¹ (SecMI or Newton–Schulz), K⁻¹·p,
 σ_k·(v − S q₁) and Y·q₂. Every function is batched over a leading client dimension n.
 
-The curvature safeguards (DESIGN §6 pitfalls) are here too so both backends apply the
+The curvature safeguards (docs/ALGORITHM.md §3, "safeguards") are here too so both backends apply the
 same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
 and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (nothing revealed).
 """

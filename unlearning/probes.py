@@ -8,25 +8,25 @@ also look at what a model *predicts*:
   time windows by the loss F(M_t) (Algorithm 2, line 12);
 * FedADP (Algorithm 1, lines 18 and 25–26) cuts windows by the loss and drives its
   adaptive privacy budget ε_{t+1} = min(max(ε_t·e^{Δloss}, ε_min), ε_max) by the change
-  of the training loss between rounds.
+  of the training loss between rounds;
+* PUF (§V-D) recovers until the unlearned model reaches the retrained model's test
+  accuracy, which needs the accuracy of each recovered model.
 
-`ModelProbe` provides exactly that: class probabilities and the mean loss of a public
-model on a fixed probe set (a public validation set in the simulator; in a deployment,
+`ModelProbe` provides exactly that: class probabilities, the mean loss and the accuracy
+of a public model on a fixed probe set (a public validation set in the simulator; in a deployment,
 data the server may legitimately evaluate on). It never sees client data or secrets;
 its inputs are public models. The evaluation package implements it next to its
 simulator and passes it as `UnlearnContext.probe`; strategies that need it raise
-`UnlearningError` when it is absent (see `require_probe`).
+`UnlearningError` when it is absent (see `require_probe`; `Strategy.needs_probe`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:  # pragma: no cover - import for type checkers only
-    from unlearning.strategy import UnlearnContext
+from unlearning.errors import UnlearningError
 
 
 class ModelProbe(ABC):
@@ -41,12 +41,13 @@ class ModelProbe(ABC):
     def loss(self, model: torch.Tensor) -> float:
         """Mean training-objective loss F(M) of `model` on the probe set."""
 
+    @abstractmethod
+    def accuracy(self, model: torch.Tensor) -> float:
+        """Fraction of probe samples whose most probable class under `model` is their label."""
 
-def require_probe(ctx: "UnlearnContext", strategy: str) -> ModelProbe:
-    """The context's probe, or a clear `UnlearningError` naming what is missing."""
-    from unlearning.strategy import UnlearningError
 
-    probe = getattr(ctx, "probe", None)
+def require_probe(probe: object, strategy: str) -> ModelProbe:
+    """`probe` (a context's), or a clear `UnlearningError` naming what is missing."""
     if probe is None:
         raise UnlearningError(
             f"strategy {strategy!r} needs a ModelProbe (model outputs and loss on a probe data set): "

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 
-from unlearning.strategy import Strategy, UnlearningError
+from unlearning.errors import UnlearningError
+from unlearning.strategy import Strategy
 
 #: name → "module:Class"; the order is the order of the paper's comparison (Starfish §VI-A)
 STRATEGIES: dict[str, str] = {
@@ -26,9 +27,6 @@ STRATEGIES: dict[str, str] = {
     "fedadp": "unlearning.baselines.fedadp:FedADPStrategy",
     "puf": "unlearning.baselines.puf:PUFStrategy",
 }
-
-#: strategies that need `UnlearnContext.probe` (unlearning.probes.ModelProbe)
-NEEDS_PROBE = frozenset({"crab", "fedadp"})
 
 
 def names() -> list[str]:
@@ -52,10 +50,6 @@ def strategy_class(name: str) -> type[Strategy]:
     return cls
 
 
-#: the name the evaluation package and the CLI use
-get_strategy = strategy_class
-
-
 def create(name: str) -> Strategy:
     """A fresh instance of the strategy registered under `name`."""
     return strategy_class(name)()
@@ -68,5 +62,9 @@ def requires_plaintext(name: str) -> bool:
 
 def needs_probe(name: str) -> bool:
     """Whether the strategy needs a `ModelProbe` in its context."""
-    strategy_class(name)
-    return name in NEEDS_PROBE
+    return bool(strategy_class(name).needs_probe)
+
+
+def job_names() -> list[str]:
+    """The strategies the 2PC job runtime can run (`Strategy.runs_as_job`), in registry order."""
+    return [name for name in STRATEGIES if strategy_class(name).runs_as_job()]

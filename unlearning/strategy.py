@@ -1,28 +1,43 @@
 """One interface for every unlearning strategy (Starfish and the baselines).
 
 Modelled on Flower's `flwr/server/strategy`: one module per strategy, each a class
-with a `run(context) -> UnlearnResult`; pure helper functions for the maths; explicit
-errors. Strategies that need plaintext values (FedEraser, Crab, ...) declare
-`requires_plaintext = True` and refuse a secure backend.
+deriving `Strategy`; pure helper functions for the maths; explicit errors. What a caller
+(the simulator, the job runtime) needs to know about a strategy is on the base class:
+
+* `params_type` and `parse_params` — its typed parameters, parsed by one function
+  (`unlearning.params.parse_params`) before any work;
+* `requires_plaintext`, `needs_probe`, `resumable` — what it needs to run (a plaintext
+  history, a `ModelProbe`, checkpoints) and so whether it can run as a 2PC job;
+* `run(ctx)` — parse, validate, then `unlearn(ctx, params)`, which each strategy writes;
+* `restore_state` — a resumable strategy rebuilds its `ResumableState` from the three
+  parts a checkpoint stores (public JSON, public tensors, this party's secrets).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 import torch
 
-from mpc.backend import Backend
+from mpc.backend import Backend, Secret
+from unlearning.errors import UnlearningError
 from unlearning.history import GradientOracle, SharedHistory
+from unlearning.params import StrategyParams, parse_params
+from unlearning.probes import ModelProbe, require_probe
 
-if TYPE_CHECKING:  # pragma: no cover - import for type checkers only
-    from unlearning.probes import ModelProbe
+P = TypeVar("P", bound=StrategyParams)
 
-
-class UnlearningError(ValueError):
-    """An unlearning request that cannot be carried out (bad targets or parameters)."""
+__all__ = [
+    "Progress",
+    "ResumableState",
+    "Strategy",
+    "UnlearnContext",
+    "UnlearnResult",
+    "UnlearningError",
+]
 
 
 @dataclass(frozen=True)
@@ -35,9 +50,30 @@ class Progress:
     detail: str = ""
 
 
+class ResumableState(ABC):
+    """A strategy's state after an unlearning round, in three parts a party stores without pickle."""
+
+    @property
+    @abstractmethod
+    def round(self) -> int:
+        """t, the unlearning rounds completed."""
+
+    @abstractmethod
+    def public_json(self) -> dict[str, Any]:
+        """JSON-ready public facts (the same on both parties)."""
+
+    @abstractmethod
+    def public_tensors(self) -> dict[str, torch.Tensor]:
+        """Public tensors by name (the same on both parties)."""
+
+    @abstractmethod
+    def secrets(self) -> dict[str, Secret]:
+        """Secrets by name (each party stores its own share)."""
+
+
 @dataclass
 class UnlearnContext:
-    """Everything a strategy may use."""
+    """Everything a strategy may use; `params` is the request's raw mapping."""
 
     backend: Backend
     history: SharedHistory
@@ -46,11 +82,11 @@ class UnlearnContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     on_progress: Callable[[Progress], None] | None = None
     #: called after every completed unlearning round with the strategy's resumable state
-    on_checkpoint: Callable[[Any], None] | None = None
+    on_checkpoint: Callable[[ResumableState], None] | None = None
     #: state from a previous run's last checkpoint (resume), or None
-    resume_from: Any = None
+    resume_from: ResumableState | None = None
     #: model outputs/loss on a probe set, for strategies that need them (Crab, FedADP)
-    probe: "ModelProbe | None" = None
+    probe: ModelProbe | None = None
 
     def progress(self, step: str, t: int, total: int, detail: str = "") -> None:
         if self.on_progress is not None:
@@ -70,14 +106,33 @@ class UnlearnResult:
     report: dict[str, Any]
 
 
-class Strategy(ABC):
-    """An unlearning method."""
+class Strategy(ABC, Generic[P]):
+    """An unlearning method with parameters of type P (see the module docstring)."""
 
     name: str = "abstract"
+    params_type: type[P]
     requires_plaintext: bool = False
+    needs_probe: bool = False
+    resumable: bool = False
 
-    def validate(self, ctx: UnlearnContext) -> None:
-        """Raise `UnlearningError` for targets or parameters this strategy cannot handle."""
+    @classmethod
+    def parse_params(cls, raw: Mapping[str, Any]) -> P:
+        """The request's parameters as `params_type` (raises `UnlearningError`)."""
+        return parse_params(cls.params_type, raw, cls.name)
+
+    @classmethod
+    def runs_as_job(cls) -> bool:
+        """Whether the 2PC job runtime can run it: secure-capable, no probe, resumable."""
+        return cls.resumable and not cls.requires_plaintext and not cls.needs_probe
+
+    def run(self, ctx: UnlearnContext) -> UnlearnResult:
+        """Unlearn `ctx.targets`: parse the parameters once, validate, then `unlearn`."""
+        params = self.parse_params(ctx.params)
+        self.validate(ctx, params)
+        return self.unlearn(ctx, params)
+
+    def validate(self, ctx: UnlearnContext, params: P) -> None:
+        """Raise `UnlearningError` for targets, backend, probe or resume state this strategy cannot handle."""
         if self.requires_plaintext and ctx.backend.is_secure:
             raise UnlearningError(f"strategy {self.name!r} needs the plaintext history and cannot run under 2PC")
         known = set(ctx.history.all_clients())
@@ -88,7 +143,18 @@ class Strategy(ABC):
             raise UnlearningError(f"unknown target client(s): {unknown}")
         if not ctx.remaining_clients():
             raise UnlearningError("every client is a target: nothing would remain to learn from")
+        if self.needs_probe:
+            require_probe(ctx.probe, self.name)
+        if ctx.resume_from is not None and not self.resumable:
+            raise UnlearningError(f"strategy {self.name!r} does not support resuming from a checkpoint")
 
     @abstractmethod
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        """Unlearn `ctx.targets` and return the new model and a report."""
+    def unlearn(self, ctx: UnlearnContext, params: P) -> UnlearnResult:
+        """Unlearn `ctx.targets` with validated `params`; return the new model and a report."""
+
+    @classmethod
+    def restore_state(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> ResumableState:
+        """Rebuild the state a checkpoint stored (resumable strategies override this)."""
+        raise UnlearningError(f"strategy {cls.name!r} does not support resuming from a checkpoint")

@@ -1,6 +1,10 @@
-"""Composite two-party protocols written once against the primitives of `mpc.backend.Backend`.
+"""Composite two-party protocols, one file per protocol of the Starfish paper.
 
-Each module realises one protocol of the Starfish paper (algorithm and line cited in its
-docstring). Because they only call backend methods, the plaintext backend runs exactly
-the same network of comparisons, selections and reveals as the CrypTen backend.
+Each is a function over `mpc.primitives.Primitives` (the algorithm and line are cited in
+its docstring) and imports nothing else of `mpc`; `mpc.backend.Backend` binds them as
+methods. Because they only call primitives, the plaintext backend runs exactly the same
+network of comparisons, selections and reveals as the CrypTen backend.
+
+secge (SecGE2/3/4), secmax (SecMax), secmi (SecMI and Newton–Schulz), secmul3 (SecMul3),
+secsel (SecSel), secsp (SecSP), secsrt (SecSrt), sectc (SecTC).
 """

@@ -38,7 +38,7 @@ def first_difference(claimed: Any, held: Any, path: str = "") -> tuple[str, Any,
                 return diff
         return None
     if isinstance(claimed, list) and isinstance(held, list) and len(claimed) == len(held):
-        for i, (a, b) in enumerate(zip(claimed, held)):
+        for i, (a, b) in enumerate(zip(claimed, held, strict=True)):
             diff = first_difference(a, b, f"{path}[{i}]")
             if diff:
                 return diff

@@ -5,7 +5,7 @@ their own store and their own worker's report — nothing the other party sent:
 
 * ``job``: id, strategy, the parameters the run used, the targets;
 * ``models``: the global model the job replaced (M_T, round T) and the unlearned model
-  that replaced it (M̂ = M_{T+1}), by content hash (`client_sdk.wire.model_hash`:
+  that replaced it (M̂ = M_{T+1}), by content hash (`proto.wire.model_hash`:
   sha256 over "starfish-model-v1", the architecture, the length and the float32 bytes);
 * ``history``: the stored rounds T, the selected rounds, the number of threshold checks
   and ARP — public values of the run;

@@ -1,4 +1,4 @@
-"""Per-round checkpoints of a job on one party (DESIGN §6, resumable Starfish state).
+"""Per-round checkpoints of a job on one party: a strategy's `ResumableState` on disk.
 
 After unlearning round t each party writes `checkpoints/t<t>/`:
 
@@ -9,7 +9,10 @@ After unlearning round t each party writes `checkpoints/t<t>/`:
 The directory is written under a temporary name, every file fsynced, then renamed: a
 checkpoint exists completely or not at all. `digest` covers the public state and tensors
 (not the party-local costs), so both parties can check they resume from the same point.
-Nothing is pickled; a loaded checkpoint is checked against its file index.
+Nothing is pickled; a loaded checkpoint is checked against its file index. Only the
+`unlearning.strategy` base-class interface is used: the state's three parts on saving,
+`Strategy.restore_state` on loading; shares go through the backend's `export_shares` and
+`load_shares`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import os
 import re
 import secrets as pysecrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,25 +33,17 @@ from server.blobs import fsync_dir
 
 if TYPE_CHECKING:  # torch and the algorithm load only in job workers, not at party start
     from mpc.backend import Secret
-    from unlearning.starfish.state import StarfishState
+    from unlearning.strategy import ResumableState, Strategy
 
 CKPT_RE = re.compile(r"^t(\d{6})$")
-MakeSecret = Callable[[np.ndarray, int], "Secret"]
-"""Wrap this party's int64 share with its scale exponent (e.g. CrypTenBackend.load_shares)."""
+ExportShare = Callable[["Secret"], tuple[np.ndarray, int]]
+"""This party's int64 share of a secret and its scale exponent (`Backend.export_shares`)."""
+LoadShare = Callable[[np.ndarray, int], "Secret"]
+"""Wrap this party's int64 share with its scale exponent (`Backend.load_shares`)."""
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not match its index."""
-
-
-def secret_parts(secret: "Secret") -> tuple[np.ndarray, int]:
-    """This party's int64 share and scale exponent of a secret (CrypTen secrets only)."""
-    import torch
-
-    share, bits = getattr(secret, "share", None), getattr(secret, "bits", None)
-    if not isinstance(share, torch.Tensor) or share.dtype != torch.long or not isinstance(bits, int):
-        raise TypeError(f"cannot checkpoint a {type(secret).__name__}: shares must be int64 tensors")
-    return share.detach().cpu().numpy(), bits
 
 
 def state_digest(public: dict[str, Any], tensors: dict[str, np.ndarray]) -> str:
@@ -85,7 +81,7 @@ class CheckpointDir:
         rounds = self.rounds()
         return rounds[-1] if rounds else 0
 
-    def save(self, state: "StarfishState", costs: dict[str, Any]) -> str:
+    def save(self, state: ResumableState, costs: dict[str, Any], export_share: ExportShare) -> str:
         """Write the checkpoint of `state.round`; returns its digest."""
         import torch
 
@@ -103,7 +99,9 @@ class CheckpointDir:
                 os.fsync(fh.fileno())
             index["tensors"][name] = path.name
         for k, (name, secret) in enumerate(sorted(state.secrets().items())):
-            share, bits = secret_parts(secret)
+            share, bits = export_share(secret)
+            if share.dtype != np.int64:
+                raise CheckpointError(f"share of {name!r} is {share.dtype}, not int64")
             data = np.ascontiguousarray(share, dtype="<i8").tobytes()
             _write(tmp / f"s{k}.i64", data)
             index["secrets"][name] = {
@@ -133,11 +131,11 @@ class CheckpointDir:
         except json.JSONDecodeError as exc:
             raise CheckpointError(f"checkpoint {round_index} is corrupt: {exc}") from None
 
-    def load(self, round_index: int, make_secret: MakeSecret) -> tuple["StarfishState", dict[str, Any]]:
-        """The state after `round_index` and the party's cost ledger at that point."""
+    def load(
+        self, round_index: int, strategy: type[Strategy], load_share: LoadShare
+    ) -> tuple[ResumableState, dict[str, Any]]:
+        """The state `strategy` stored after `round_index` and the party's cost ledger at that point."""
         import torch
-
-        from unlearning.starfish.state import StarfishState
 
         index = self._index(round_index)
         folder = self.root / f"t{round_index:06d}"
@@ -146,14 +144,14 @@ class CheckpointDir:
             tensors[name] = np.load(folder / file, allow_pickle=False)
         if state_digest(index["public"], tensors) != index["digest"]:
             raise CheckpointError(f"checkpoint {round_index}: public state does not match its digest")
-        secrets: dict[str, "Secret"] = {}
+        secrets: dict[str, Secret] = {}
         for name, meta in index["secrets"].items():
             data = (folder / meta["file"]).read_bytes()
             if hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 raise CheckpointError(f"checkpoint {round_index}: share file of {name!r} is corrupt")
             arr = np.frombuffer(data, dtype="<i8").astype(np.int64).reshape(meta["shape"])
-            secrets[name] = make_secret(arr, int(meta["bits"]))
-        state = StarfishState.from_parts(index["public"], {k: torch.from_numpy(v) for k, v in tensors.items()}, secrets)
+            secrets[name] = load_share(arr, int(meta["bits"]))
+        state = strategy.restore_state(index["public"], {k: torch.from_numpy(v) for k, v in tensors.items()}, secrets)
         return state, index["costs"]
 
     def remove_all(self) -> None:

@@ -9,7 +9,7 @@ A round without members (e.g. a model installed by an earlier unlearning job) ha
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -58,10 +58,7 @@ class StoreHistory(SharedHistory):
         missing = [c for c in clients if c not in members]
         if missing:
             raise KeyError(f"round {i} has no stored upload for clients {missing}")
-        load = getattr(backend, "load_shares", None)
-        if load is None:
-            raise TypeError(f"backend {backend.name!r} cannot load stored shares")
-        return [load(part(self.store.load_share(i, c))) for c in clients]
+        return [backend.load_shares(part(self.store.load_share(i, c))) for c in clients]
 
     def gradients(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
         return backend.stack(self._load(backend, i, clients, lambda b: b.gradient))

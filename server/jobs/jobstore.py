@@ -27,6 +27,16 @@ CREATE TABLE IF NOT EXISTS jobs (
   rendezvous TEXT NOT NULL DEFAULT '', model_hash TEXT NOT NULL DEFAULT '',
   error TEXT NOT NULL DEFAULT '', created REAL NOT NULL, started REAL, finished REAL);
 """
+#: columns added after the first schema, with their SQL type: `_migrate` adds them to an older table
+ADDED_COLUMNS = {
+    "failures": "INTEGER NOT NULL DEFAULT 0",
+    "checkpoint_round": "INTEGER NOT NULL DEFAULT 0",
+    "progress_round": "INTEGER NOT NULL DEFAULT 0",
+    "last_error": "TEXT NOT NULL DEFAULT ''",
+    "failed_process": "TEXT NOT NULL DEFAULT ''",
+    "adopted_from": "TEXT NOT NULL DEFAULT ''",
+    "worker_exit": "INTEGER",
+}
 TERMINAL = ("succeeded", "failed", "cancelled")
 COLUMNS = (
     "job_id",
@@ -48,6 +58,7 @@ COLUMNS = (
     "created",
     "started",
     "finished",
+    *ADDED_COLUMNS,
 )
 
 
@@ -72,6 +83,19 @@ class JobRecord:
     created: float
     started: float | None
     finished: float | None
+    #: failed session attempts since the job last made progress (a new common checkpoint)
+    failures: int = 0
+    #: newest unlearning round this party checkpointed
+    checkpoint_round: int = 0
+    #: the common checkpoint (both parties) when the job last made progress
+    progress_round: int = 0
+    #: why the last failed attempt failed, and which process failed
+    last_error: str = ""
+    failed_process: str = ""
+    #: the failed identical job whose checkpoints this one took over
+    adopted_from: str = ""
+    #: exit code of this party's last worker once it exited (negative: killed by a signal)
+    worker_exit: int | None = None
 
     @property
     def progress(self) -> float:
@@ -106,6 +130,14 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns a job table written by an older version lacks."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for name, sql_type in ADDED_COLUMNS.items():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {sql_type}")
 
     def close(self) -> None:
         with self._lock:
@@ -121,7 +153,7 @@ class JobStore:
             rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM jobs {where}", args).fetchall()
         out = []
         for r in rows:
-            d = dict(zip(COLUMNS, r))
+            d = dict(zip(COLUMNS, r, strict=True))
             d["targets"] = tuple(json.loads(d["targets"]))
             d["parameters"] = json.loads(d["parameters"])
             out.append(JobRecord(**d))

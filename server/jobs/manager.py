@@ -1,15 +1,20 @@
-"""party0's job manager: queue, session attempts, completion (DESIGN §2, §6).
+"""party0's job manager: queue, session attempts, completion (docs/JOBS.md).
 
 One job at a time; further requests wait in the queue (FIFO). For a job:
 
 1. re-check the request, pause training (no new round opens) and wait until no round is
-   open; T = the newest committed round, M_T its model;
-2. session attempt k: pick the rendezvous port (config or a free port), hand a started
-   dealer process the session (the third operator's process in a local deployment), send party1 the
-   exact job parameters and rendezvous (peer StartJob), start our worker; watch our
-   worker and party1's job state. If either worker or the dealer dies, the attempt fails
-   and attempt k+1 resumes from the newest checkpoint both parties hold, in a fresh
-   session (new port, new dealer), up to `jobs.max_attempts`;
+   open (after `jobs.pause_training_after_s` the coordinator ends the open round: closed
+   with its consistent uploads, or abandoned); T = the newest committed round, M_T its
+   model; adopt the checkpoints of an identical failed job (`server.jobs.adoption`);
+2. session attempt k (session id `<job id>.<k>`): start our worker, which listens on the
+   configured MPC address and reports its port; send party1 the exact job parameters,
+   where to connect and the dealer identity (peer StartJob); both workers join the
+   session at the dealer service (run by the third operator, `[jobs] dealer`); watch our
+   worker and party1's job state. If either worker dies or the dealer fails the session,
+   the attempt fails and attempt k+1 resumes from the newest checkpoint both parties
+   hold, in a fresh session (new id, new keys). The failure is blamed on the process that
+   caused it (`server.jobs.failures`); `jobs.max_attempts` failures in a row without a new
+   common checkpoint fail the job, which keeps its checkpoints;
 3. on success: install M̂ as global model T+1, wait until party1 has installed the same
    model (hash compared), erase every target's shares on both parties, have both parties
    sign the erasure certificate (`server.evidence.certifier`), write the report with both
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from dataclasses import asdict
@@ -29,18 +35,24 @@ from typing import Any
 from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
 from server.evidence.certifier import Certifier
+from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.checkpoints import CheckpointDir
+from server.jobs.failures import Failure, blame, observe_exit, observe_party1
+from server.jobs.job_report import build_report, dealer_record, render_summary
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
-from server.jobs.process import Standby, spawn_dealer, start_dealer_session, stop_process
-from server.jobs.report import build_report, render_summary
+from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import RequestError, check_request
-from server.local import free_port
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 
 log = logging.getLogger(__name__)
 PEER_CHECK_EVERY_S = 1.0  #: how often a running attempt asks party1 for its job state
+PRUNE_EVERY_S = 60.0  #: how often an idle job manager removes failed jobs' checkpoints that expired
+PEER_PROBE_S = 2.0  #: deadline of one look at party1's job state while diagnosing (no retries)
+PEER_SETTLE_S = 3.0  #: how long a failed attempt waits for party1 to notice the session ended
+DEALER_WAIT_MAX_S = 5.0  #: longest pause between two checks of an unreachable dealer service
+WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
 
 
 def _receipt_dict(msg) -> dict[str, Any]:
@@ -61,14 +73,17 @@ class JobManager(JobRunnerBase):
         super().__init__(state, jobs)
         self.peer = peer
         self.certifier = certifier
-        self.dealers = Standby(spawn_dealer, jobs.root / "logs", "dealer", self.cfg.jobs.standby != "off")
         self.wake = threading.Event()
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
     # -- requests --------------------------------------------------------------------------
     def submit(self, targets: list[str], strategy: str, parameters: dict[str, Any]) -> JobRecord:
         """Validate and queue an unlearn request (raises `RequestError`)."""
-        checked = check_request(self.store, set(self.cfg.clients), targets, strategy, parameters)
+        if not self.cfg.jobs.dealer:
+            raise RequestError(
+                "precondition", "no dealer service is configured on party0 ([jobs] dealer = 'host:port')"
+            )
+        checked = check_request(self.store, set(self.cfg.clients), targets, strategy, parameters, self.cfg.unlearning)
         job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
         self._warm_up()
@@ -77,23 +92,30 @@ class JobManager(JobRunnerBase):
 
     # -- main loop -------------------------------------------------------------------------
     def start(self) -> None:
+        for job in self.jobs.all():
+            if job.state == "running" and not job.model_hash and job.attempts:
+                self.jobs.update(
+                    job.job_id,
+                    failures=job.failures + 1,
+                    last_error=f"party0 restarted during session attempt {job.attempts}",
+                    failed_process="party0",
+                )
         if self.cfg.jobs.standby == "always" or self.jobs.next_job() is not None:
             self._warm_up()
         self.thread.start()
 
     def _warm_up(self) -> None:
         self.workers.fill()
-        self.dealers.fill()
-
-    def close(self) -> None:
-        super().close()
-        self.dealers.close()
 
     def run(self) -> None:
         stop = self.state.stopping
+        next_prune = 0.0
         while not stop.is_set():
             job = self.jobs.next_job()
             if job is None:
+                if time.time() >= next_prune:
+                    next_prune = time.time() + PRUNE_EVERY_S
+                    self._prune_idle()
                 self.wake.wait(self.cfg.jobs.poll_s)
                 self.wake.clear()
                 continue
@@ -102,21 +124,35 @@ class JobManager(JobRunnerBase):
                     self._run(job)
             except Stopped:
                 return
-            except (JobFailed, RequestError, PeerRefused) as exc:
+            except JobFailed as exc:
+                self._fail(job, str(exc), exc.process)
+            except (RequestError, PeerRefused) as exc:
                 self._fail(job, str(exc))
             except Exception as exc:  # a bug must not wedge the queue
                 log.exception("job %s failed", job.job_id)
                 self._fail(job, f"internal error: {exc}")
 
-    def _fail(self, job: JobRecord, error: str) -> None:
-        log.error("job %s failed: %s", job.job_id, error)
+    def _prune_idle(self) -> None:
+        latest = self.store.latest_committed()
+        if latest < 0:
+            return
         try:
-            self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id))
+            self.prune_failed(self.store.global_model_hash(latest) or "")
+        except (PeerRefused, OSError) as exc:
+            log.warning("removing failed jobs' checkpoints: %s", exc)
+
+    def _fail(self, job: JobRecord, error: str, process: str = "") -> None:
+        """The job failed: both parties keep its checkpoints for an identical re-filed request
+        (server.jobs.adoption decides when they are removed)."""
+        log.error("job %s failed%s: %s", job.job_id, f" ({process})" if process else "", error)
+        try:
+            self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id, keep_checkpoints=True))
         except (PeerRefused, Stopped):
             pass
+        if process:
+            self.jobs.update(job.job_id, failed_process=process)
         self.jobs.finish(job.job_id, "failed", error=error)
         metrics.job_finished("failed", 0.0)
-        CheckpointDir(self.jobs.job_dir(job.job_id) / "checkpoints").remove_all()
         self.state.training_paused.clear()
 
     def _check_stop(self) -> None:
@@ -136,9 +172,10 @@ class JobManager(JobRunnerBase):
         self.jobs.update(job.job_id, step="signing the erasure certificate")
         certificate = self.certifier.certify(self.jobs.get(job.job_id), receipts)  # type: ignore[arg-type]
         finished = time.time()
-        report = build_report(self.jobs.job_dir(job.job_id), job, digest, receipts, finished)
-        report["certificate"] = certificate
         folder = self.jobs.job_dir(job.job_id)
+        dealer = dealer_record(folder, self.cfg.jobs.dealer_label, self.cfg.jobs.dealer_independent)
+        report = build_report(folder, job, digest, receipts, finished, dealer)
+        report["certificate"] = certificate
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))
         CheckpointDir(folder / "checkpoints").remove_all()
@@ -150,102 +187,201 @@ class JobManager(JobRunnerBase):
         log.info("job %s succeeded: model %s", job.job_id, digest[:12])
 
     def _begin(self, job: JobRecord) -> JobRecord:
-        check_request(self.store, set(self.cfg.clients), list(job.targets), job.strategy, job.parameters)
+        check_request(
+            self.store, set(self.cfg.clients), list(job.targets), job.strategy, job.parameters, self.cfg.unlearning
+        )
         self.state.training_paused.set()
-        self.jobs.update(job.job_id, step="waiting for the open training round to finish")
-        # a coordinator step that began before the pause may still open a round: let it
-        self.state.stopping.wait(3 * self.cfg.rounds.poll_s)
-        while (rec := self.store.current_round()) is not None and rec.state != "failed":
-            self._check_stop()
-            self.state.stopping.wait(self.cfg.jobs.poll_s)
+        self._await_no_open_round(job.job_id)
         base = self.store.latest_committed()
+        base_hash = self.store.global_model_hash(base) or ""
         self.jobs.update(
             job.job_id,
             state="running",
             started=time.time(),
             base_round=base,
-            base_model_hash=self.store.global_model_hash(base) or "",
+            base_model_hash=base_hash,
             step="starting",
         )
+        job = self.jobs.get(job.job_id)  # type: ignore[assignment]
+        old = adoptable(self.jobs, job, base_hash)
+        if old is not None and adopt_checkpoints(self.jobs, old.job_id, job, base_hash):
+            log.info("job %s resumes from the checkpoints of the identical failed job %s", job.job_id, old.job_id)
+        self.prune_failed(base_hash)
         return self.jobs.get(job.job_id)  # type: ignore[return-value]
 
+    def _await_no_open_round(self, job_id: str) -> None:
+        """Wait until no training round is open; after `jobs.pause_training_after_s` the
+        coordinator ends the open round now (closed with its consistent uploads, or abandoned)."""
+        self.jobs.update(job_id, step="waiting for the open training round to finish")
+        # a coordinator step that began before the pause may still open a round: let it
+        self.state.stopping.wait(3 * self.cfg.rounds.poll_s)
+        give_up = time.time() + self.cfg.jobs.pause_training_after_s
+        try:
+            while (rec := self.store.current_round()) is not None and rec.state != "failed":
+                self._check_stop()
+                if time.time() >= give_up and not self.state.end_open_round.is_set():
+                    log.warning(
+                        "job %s waited %.0f s for round %d: ending the round now",
+                        job_id,
+                        self.cfg.jobs.pause_training_after_s,
+                        rec.round,
+                    )
+                    self.jobs.update(job_id, step=f"ending training round {rec.round} (waited too long)")
+                    self.state.end_open_round.set()
+                self.state.stopping.wait(self.cfg.jobs.poll_s)
+        finally:
+            self.state.end_open_round.clear()
+
+    def prune_failed(self, base_hash: str, any_base: bool = False) -> None:
+        """Remove failed jobs' checkpoints that can no longer be adopted, here and on party1."""
+        for job_id in stale_failed(self.jobs, base_hash, self.cfg.jobs.keep_failed_checkpoints_s, any_base):
+            self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job_id))
+            remove_checkpoints(self.jobs, job_id)
+
     def _mpc(self, job: JobRecord) -> str:
-        """Session attempts until one finishes; returns the unlearned model's hash."""
+        """Session attempts until one finishes; returns the unlearned model's hash.
+
+        The budget counts failed attempts since the job last made progress (a new
+        checkpoint both parties hold): `jobs.max_attempts` failures in a row fail the job.
+        """
         jc = self.cfg.jobs
-        last_error = ""
         while True:
             self._check_stop()
             job = self.jobs.get(job.job_id)  # type: ignore[assignment]
-            attempt = job.attempts + 1
-            if attempt > jc.max_attempts:
-                raise JobFailed(f"{jc.max_attempts} session attempts failed; last: {last_error}")
-            port = jc.mpc_port + attempt - 1 if jc.mpc_port else free_port()
-            rendezvous = f"tcp://{jc.mpc_host}:{port}"
-            self.jobs.update(job.job_id, attempts=attempt, rendezvous=rendezvous, step="starting session")
-            dealer = worker = None
-            outcome: str | None = "the session could not start"
-            metrics.job_attempt_started()
-            try:
-                dealer = self._start_dealer(job.job_id, attempt, port)
-                self.peer.unary(
-                    "StartJob",
-                    peer_pb2.JobSpec(
-                        job_id=job.job_id,
-                        targets=list(job.targets),
-                        strategy=job.strategy,
-                        parameters_json=job.parameters_json,
-                        rendezvous=rendezvous,
-                        base_round=job.base_round,
-                        base_model_hash=job.base_model_hash,
-                    ),
+            if job.failures >= jc.max_attempts:
+                raise JobFailed(
+                    f"{job.failures} session attempts failed without progress; last: {job.last_error}",
+                    job.failed_process,
                 )
-                worker = self.start_worker(job, attempt, jc.mpc_host, port)
-                outcome = self._watch(job, worker)
-            except OSError as exc:
-                outcome = f"could not start the session's processes: {exc}"
-            finally:
-                if worker is not None and worker.poll() is None:
-                    worker.kill()
-                stop_process(dealer)  # its session is over (finished or failed)
-            if outcome is None and worker is not None and worker.result is not None:
-                return self.install_result(job, str(worker.result["model_hash"]))
-            last_error = outcome or "worker ended without a result"
-            metrics.job_attempt_failed()
-            log.warning(
-                "job %s attempt %d failed: %s; resuming from the last common checkpoint",
-                job.job_id,
-                attempt,
-                last_error,
-            )
+            attempt = job.attempts + 1
+            session_id = f"{job.job_id}.{attempt}"
+            step = f"session attempt {attempt}: starting"
+            if job.last_error:
+                step += f" (attempt {job.attempts} failed: {job.last_error})"
+            self.jobs.update(job.job_id, attempts=attempt, step=step)
+            metrics.job_attempt_started()
+            outcome = self._attempt(job, attempt, session_id)
+            if isinstance(outcome, str):
+                return outcome
+            self._record_failure(job.job_id, attempt, outcome)
             self.state.stopping.wait(jc.retry_backoff_s)
 
-    def _start_dealer(self, job_id: str, attempt: int, port: int):
-        """Hand a started dealer process this attempt's session (pid and log noted in the job dir)."""
+    def _attempt(self, job: JobRecord, attempt: int, session_id: str) -> str | Failure:
+        """One session attempt: the unlearned model's hash, or why it failed."""
         jc = self.cfg.jobs
-        folder = self.jobs.job_dir(job_id)
-        dealer, dealer_log = self.dealers.take()
-        (folder / "dealer.pid").write_text(str(dealer.pid))
-        link = folder / f"dealer-{attempt}.log"
-        if not link.exists():
-            link.symlink_to(dealer_log)
-        start_dealer_session(dealer, jc.mpc_host, port, self.cfg.precision_bits, jc.session_timeout_s, jc.allow_remote)
-        return dealer
+        worker = None
+        try:
+            self._await_dealer(job.job_id, attempt)
+            worker = self.start_worker(job, attempt, session_id, jc.mpc_host, jc.mpc_port)
+            self._announce(job, session_id, worker.wait_listening(jc.session_timeout_s + WORKER_START_S))
+            outcome = self._watch(job, worker)
+        except OSError as exc:
+            outcome = Failure("party0", f"party0 could not start the session: {exc}")
+        finally:
+            if worker is not None and worker.poll() is None:
+                worker.kill()
+        if outcome is None and worker is not None and worker.result is not None:
+            return self.install_result(job, str(worker.result["model_hash"]))
+        return outcome or Failure("party0 worker", "party0 worker ended without a result")
 
-    def _watch(self, job: JobRecord, worker) -> str | None:
+    def _await_dealer(self, job_id: str, attempt: int) -> None:
+        """Wait until the dealer service accepts connections (an attempt is not spent on a
+        dealer that is down, as none is spent on an unreachable party1)."""
+        host, port = self.cfg.jobs.dealer_address
+        delay = self.cfg.jobs.retry_backoff_s
+        while True:
+            self._check_stop()
+            try:
+                socket.create_connection((host, port), timeout=PEER_PROBE_S).close()
+                return
+            except OSError as exc:
+                step = f"session attempt {attempt}: waiting for the dealer service at {self.cfg.jobs.dealer} ({exc})"
+                self.jobs.update(job_id, step=step)
+                log.warning("job %s: %s", job_id, step)
+            self.state.stopping.wait(delay)
+            delay = min(2 * delay, DEALER_WAIT_MAX_S)
+
+    def _record_failure(self, job_id: str, attempt: int, failure: Failure) -> None:
+        """Note the failure; a new checkpoint both parties hold resets the attempt budget."""
+        job = self.jobs.get(job_id)
+        assert job is not None
+        theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job_id), PEER_PROBE_S)
+        mine = CheckpointDir(self.jobs.job_dir(job_id) / "checkpoints").latest()
+        common = min(mine, theirs.checkpoint_round) if theirs is not None else job.progress_round
+        progressed = common > job.progress_round
+        failures = 1 if progressed else job.failures + 1
+        self.jobs.update(
+            job_id,
+            failures=failures,
+            progress_round=max(common, job.progress_round),
+            last_error=failure.error,
+            failed_process=failure.process,
+            step=f"session attempt {attempt} failed ({failure.process}); retrying",
+        )
+        metrics.job_attempt_failed()
+        log.warning(
+            "job %s attempt %d failed (%s): %s; %d of %d attempts used since the last progress "
+            "(common checkpoint: unlearning round %d)",
+            job_id,
+            attempt,
+            failure.process,
+            failure.error,
+            failures,
+            self.cfg.jobs.max_attempts,
+            max(common, job.progress_round),
+        )
+
+    def _announce(self, job: JobRecord, session_id: str, port: int) -> None:
+        """Tell party1 the attempt: job parameters, where our worker listens, which dealer."""
+        jc = self.cfg.jobs
+        rendezvous = f"tls://{jc.advertised_host}:{port}"
+        self.jobs.update(job.job_id, rendezvous=rendezvous)
+        self.peer.unary(
+            "StartJob",
+            peer_pb2.JobSpec(
+                job_id=job.job_id,
+                targets=list(job.targets),
+                strategy=job.strategy,
+                parameters_json=job.parameters_json,
+                rendezvous=rendezvous,
+                base_round=job.base_round,
+                base_model_hash=job.base_model_hash,
+                session_id=session_id,
+                dealer_identity=jc.dealer_identity,
+                adopt_from=job.adopted_from,
+            ),
+        )
+
+    def _watch(self, job: JobRecord, worker: WorkerProcess) -> Failure | None:
         """Wait for our worker; returns None on success, else why the attempt failed."""
         next_peer_check = time.time() + PEER_CHECK_EVERY_S
         while True:
             self._check_stop()
             code = worker.poll()
             if code is not None:
-                return None if code == 0 and worker.result is not None else f"party0 worker exited with code {code}"
+                return None if code == 0 and worker.result is not None else self._diagnose(job, worker)
             if time.time() >= next_peer_check:
                 next_peer_check = time.time() + PEER_CHECK_EVERY_S
-                theirs = self.peer.unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id))
-                if theirs.state == "failed":
+                theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id), PEER_PROBE_S)
+                if theirs is not None and theirs.state == "failed":
+                    failure = self._diagnose(job, worker, theirs)
                     worker.kill()
-                    return f"party1: {theirs.error}"
+                    return failure
             self.state.stopping.wait(self.cfg.jobs.poll_s)
+
+    def _diagnose(self, job: JobRecord, worker: WorkerProcess, theirs=None) -> Failure:
+        """Blame the process that made the attempt fail (server.jobs.failures); the dealer
+        service is named by a worker that exits because the dealer failed its session."""
+        observed = [observe_exit("party0 worker", worker.poll(), worker.log_path)]
+        end = time.time() + PEER_SETTLE_S
+        while theirs is None or (theirs.state == "running" and time.time() < end):
+            theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id), PEER_PROBE_S)
+            if theirs is None:
+                break
+            if theirs.state == "running":
+                self.state.stopping.wait(self.cfg.jobs.poll_s)
+        observed.append(observe_party1(theirs))
+        return blame(observed)
 
     def _await_peer(self, job: JobRecord, digest: str) -> str:
         """Wait until party1 installed the same model; a failed party1 gets another attempt."""

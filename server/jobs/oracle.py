@@ -1,4 +1,4 @@
-"""`ServiceOracle`: warm-up and correction gradients from real clients (DESIGN §6 steps 3, 5).
+"""`ServiceOracle`: warm-up and correction gradients from real clients (docs/JOBS.md §4).
 
 For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clients):
 
@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import torch
 
-from client_sdk.wire import model_hash
 from mpc.backend import Backend, Secret
 from proto.starfish.v1 import client_pb2
+from proto.wire import model_hash
 from server.jobs import agree
 from server.store import Store
 from unlearning.history import GradientOracle, GradientRequest
+from unlearning.strategy import UnlearningError
 
 log = logging.getLogger(__name__)
 TASK_KINDS = {"warmup": client_pb2.TASK_KIND_WARMUP, "correction": client_pb2.TASK_KIND_CORRECTION}
@@ -56,11 +57,17 @@ class ServiceOracle(GradientOracle):
         self.task_poll_s = task_poll_s
 
     def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
+        if request.reason not in TASK_KINDS or request.local_epochs is not None or request.fresh_order:
+            raise UnlearningError(
+                f"the client task protocol carries warm-up and correction tasks with the data order of a "
+                f"stored round only; cannot ask for {request.reason!r} (local_epochs={request.local_epochs}, "
+                f"fresh_order={request.fresh_order})"
+            )
         clients = list(request.clients)
         model = request.model.detach().to(torch.float32).numpy()
         digest = model_hash(self.arch, model)
-        agree.check_same(digest, f"model M̂_{request.unlearning_round}")
-        deadline_ms = agree.leader_value(int((time.time() + self.task_timeout_s) * 1000))
+        agree.check_same(backend, digest, f"model M̂_{request.unlearning_round}")
+        deadline_ms = agree.leader_value(backend, int((time.time() + self.task_timeout_s) * 1000))
         deadline = deadline_ms / 1000.0
         ids = {
             c: task_id(self.job_id, request.unlearning_round, request.reason, digest, deadline_ms, c) for c in clients
@@ -83,12 +90,12 @@ class ServiceOracle(GradientOracle):
             }
         )
         held = self._wait(ids, deadline)
-        agreed = agree.both_true([c in held for c in clients])
+        agreed = agree.both_true(backend, [c in held for c in clients])
         out: dict[str, Secret | None] = {}
-        for client, ok in zip(clients, agreed):
+        for client, ok in zip(clients, agreed, strict=True):
             bundle = self.store.load_task_share(ids[client]) if ok else None
             out[client] = None if bundle is None else backend.load_shares(bundle.gradient)
-        missing = [c for c, ok in zip(clients, agreed) if not ok]
+        missing = [c for c, ok in zip(clients, agreed, strict=True) if not ok]
         if missing:
             log.warning(
                 "round %d %s: no answer from %s before the deadline; estimates kept",

@@ -1,11 +1,13 @@
-"""Processes of a job: the per-party worker (JSON lines over pipes) and the dealer.
+"""A job's worker process per party and session attempt (JSON lines over pipes).
 
-Both are started ahead of need (`Standby`): they import torch and CrypTen, then wait on
-stdin for their session. The worker's protocol (JSON objects, one per line, between this
+Workers are started ahead of need (`Standby`): they import torch and CrypTen, then wait
+on stdin for their session. The protocol (JSON objects, one per line, between this
 party's own processes; nothing is pickled):
 
     party → worker   {"kind": "spec", "path"}   the session attempt to run
-    worker → party   {"kind": "progress", "step", "t", "total", "detail", "bytes"}
+    worker → party   {"kind": "listening", "port"}   party0: where party1 must connect
+                     {"kind": "session", "session_id", "dealer": {...}}   who serves it
+                     {"kind": "progress", "step", "t", "total", "detail", "bytes"}
                      {"kind": "checkpoint", "t", "digest"}
                      {"kind": "post_tasks", "id", ...}   (the party answers {"id", "ok", "error"})
                      {"kind": "result", "model_hash"}
@@ -21,9 +23,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -45,12 +49,19 @@ class WorkerSpec:
     parameters: dict[str, Any]
     base_round: int
     base_model_hash: str
-    host: str
-    port: int
+    session_id: str
+    peer_host: str  #: party0: the address it listens on; party1: where party0 listens
+    peer_port: int  #: party0: 0 = any free port
+    peer_identity: str
+    dealer_host: str
+    dealer_port: int
+    dealer_identity: str
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
     precision_bits: int
     session_timeout_s: float
     step_check: str
-    allow_remote: bool
     task_timeout_s: float
     task_poll_s: float
 
@@ -59,7 +70,7 @@ class WorkerSpec:
         return path
 
     @classmethod
-    def read(cls, path: Path) -> "WorkerSpec":
+    def read(cls, path: Path) -> WorkerSpec:
         data = json.loads(Path(path).read_text())
         if not isinstance(data, dict) or set(data) != set(cls.__dataclass_fields__):
             raise ValueError(f"{path} is not a worker spec")
@@ -69,49 +80,18 @@ class WorkerSpec:
 Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-def _spawn(module: str, log_path: Path) -> subprocess.Popen:
+def spawn_worker(log_path: Path) -> subprocess.Popen:
+    """Start `python -m server.jobs.worker`; it imports, then waits for a spec on stdin."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", module],
+            [sys.executable, "-m", "server.jobs.worker"],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE if module.endswith("worker") else log_file,
+            stdout=subprocess.PIPE,
             stderr=log_file,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-
-
-def spawn_worker(log_path: Path) -> subprocess.Popen:
-    """Start `python -m server.jobs.worker`; it imports, then waits for a spec on stdin."""
-    return _spawn("server.jobs.worker", log_path)
-
-
-def spawn_dealer(log_path: Path) -> subprocess.Popen:
-    """Start `python -m server.jobs.dealer`; it imports, then waits for a session on stdin."""
-    return _spawn("server.jobs.dealer", log_path)
-
-
-def start_dealer_session(
-    proc: subprocess.Popen, host: str, port: int, precision_bits: int, timeout_s: float, allow_remote: bool
-) -> None:
-    """Name the session a started dealer serves (it then joins the rendezvous as rank 2)."""
-    assert proc.stdin is not None
-    proc.stdin.write(
-        (
-            json.dumps(
-                {
-                    "host": host,
-                    "port": port,
-                    "precision_bits": precision_bits,
-                    "timeout_s": timeout_s,
-                    "allow_remote": allow_remote,
-                }
-            )
-            + "\n"
-        ).encode()
-    )
-    proc.stdin.flush()
 
 
 class Standby:
@@ -160,18 +140,21 @@ class Standby:
 class WorkerProcess:
     """A started worker handed one session attempt; its messages go to `handler`."""
 
-    def __init__(self, proc: subprocess.Popen, handler: Handler):
+    def __init__(self, proc: subprocess.Popen, handler: Handler, log_path: Path | None = None):
         self.proc = proc
         self.handler = handler
+        self.log_path = log_path
         self.result: dict[str, Any] | None = None
+        self.listening = threading.Event()
+        self.port = 0  #: party0: the port its worker listens on (once `listening` is set)
         self._write_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"job-worker-{proc.pid}", daemon=True)
         self._reader.start()
 
     @classmethod
-    def assign(cls, proc: subprocess.Popen, log_path: Path, spec_path: Path, handler: Handler) -> "WorkerProcess":
+    def assign(cls, proc: subprocess.Popen, log_path: Path, spec_path: Path, handler: Handler) -> WorkerProcess:
         """Hand a started worker its attempt; records `worker.pid` and a link to its log."""
-        worker = cls(proc, handler)
+        worker = cls(proc, handler, log_path)
         folder = spec_path.parent
         (folder / "worker.pid").write_text(str(proc.pid))
         link = folder / f"{spec_path.stem}.log"
@@ -205,6 +188,9 @@ class WorkerProcess:
                 continue
             if msg.get("kind") == "result":
                 self.result = msg
+            elif msg.get("kind") == "listening" and isinstance(msg.get("port"), int):
+                self.port = msg["port"]
+                self.listening.set()
             try:
                 reply = self.handler(msg)
             except Exception as exc:  # the worker gets the error and fails its attempt
@@ -212,6 +198,16 @@ class WorkerProcess:
                 reply = {"ok": False, "error": str(exc)}
             if "id" in msg:
                 self._reply({"id": msg["id"], **(reply or {"ok": True})})
+
+    def wait_listening(self, timeout_s: float) -> int:
+        """party0: the port its worker listens on; raises OSError if it exits or takes too long."""
+        deadline = time.monotonic() + timeout_s
+        while not self.listening.wait(0.1):
+            if self.proc.poll() is not None:
+                raise OSError(f"the worker exited with code {self.proc.returncode} before listening")
+            if time.monotonic() > deadline:
+                raise OSError(f"the worker did not open its MPC listener within {timeout_s:.0f} s")
+        return self.port
 
     def poll(self) -> int | None:
         """Exit code once the worker has exited (and its output was read), else None."""

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from client_sdk.wire import model_hash
+from proto.wire import model_hash
 from server import metrics
 from server.jobs.jobstore import JobRecord, JobStore
 from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
@@ -22,7 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class JobFailed(RuntimeError):
-    """The job cannot succeed (bad input found late, attempts exhausted, parties disagree)."""
+    """The job cannot succeed (bad input found late, attempts exhausted, parties disagree);
+    `process` names the process blamed for it, when one is."""
+
+    def __init__(self, message: str, process: str = ""):
+        super().__init__(message)
+        self.process = process
 
 
 class JobRunnerBase:
@@ -39,8 +45,12 @@ class JobRunnerBase:
         self.workers.close()
 
     # -- worker ----------------------------------------------------------------------------
-    def spec(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerSpec:
+    def spec(self, job: JobRecord, attempt: int, session_id: str, host: str, port: int) -> WorkerSpec:
+        """The worker's attempt: `host:port` is party0's listening address (party0 binds it,
+        party1 connects to it)."""
         jc = self.cfg.jobs
+        dealer_host, dealer_port = jc.dealer_address
+        tls = self.cfg.tls
         return WorkerSpec(
             job_id=job.job_id,
             role=self.cfg.role,
@@ -53,22 +63,29 @@ class JobRunnerBase:
             parameters=job.parameters,
             base_round=job.base_round,
             base_model_hash=job.base_model_hash,
-            host=host,
-            port=port,
+            session_id=session_id,
+            peer_host=host,
+            peer_port=port,
+            peer_identity=tls.peer_name,
+            dealer_host=dealer_host,
+            dealer_port=dealer_port,
+            dealer_identity=jc.dealer_identity,
+            tls_ca=str(Path(tls.ca).resolve()),
+            tls_cert=str(Path(tls.cert).resolve()),
+            tls_key=str(Path(tls.key).resolve()),
             precision_bits=self.cfg.precision_bits,
             session_timeout_s=jc.session_timeout_s,
             step_check=jc.step_check,
-            allow_remote=jc.allow_remote,
             task_timeout_s=jc.task_timeout_s,
             task_poll_s=jc.task_poll_s,
         )
 
-    def start_worker(self, job: JobRecord, attempt: int, host: str, port: int) -> WorkerProcess:
+    def start_worker(self, job: JobRecord, attempt: int, session_id: str, host: str, port: int) -> WorkerProcess:
         folder = self.jobs.job_dir(job.job_id)
-        path = self.spec(job, attempt, host, port).write(folder / f"attempt-{attempt}.json")
+        path = self.spec(job, attempt, session_id, host, port).write(folder / f"attempt-{attempt}.json")
         proc, log_path = self.workers.take()
         worker = WorkerProcess.assign(proc, log_path, path, self.handler(job.job_id))
-        log.info("job %s attempt %d: worker %d started (session %s:%d)", job.job_id, attempt, worker.pid, host, port)
+        log.info("job %s attempt %d: worker %d started (session %s)", job.job_id, attempt, worker.pid, session_id)
         return worker
 
     def handler(self, job_id: str) -> Handler:
@@ -83,13 +100,35 @@ class JobRunnerBase:
                     bytes=int(msg["bytes"]),
                 )
             elif kind == "checkpoint":
-                self.jobs.update(job_id, unlearning_round=int(msg["t"]))
+                self.jobs.update(job_id, unlearning_round=int(msg["t"]), checkpoint_round=int(msg["t"]))
+            elif kind == "session":
+                self.record_session(job_id, msg)
             elif kind == "post_tasks":
                 self.post_tasks(job_id, msg)
                 return {"ok": True}
             return None
 
         return handle
+
+    def record_session(self, job_id: str, msg: dict[str, Any]) -> None:
+        """Note which dealer (address, certificate identity and fingerprint) served a session
+        attempt: `sessions.json` in the job directory, read by the report."""
+        path = self.jobs.job_dir(job_id) / "sessions.json"
+        sessions = json.loads(path.read_text()) if path.exists() else []
+        dealer = dict(msg.get("dealer") or {})
+        sessions.append(
+            {
+                "session_id": str(msg.get("session_id", "")),
+                "dealer_address": str(dealer.get("address", "")),
+                "dealer_identity": str(dealer.get("identity", "")),
+                "dealer_certificate_sha256": str(dealer.get("certificate_sha256", "")),
+                "dealer_independent": self.cfg.jobs.dealer_independent,
+                "opened": time.time(),
+            }
+        )
+        tmp = path.with_name("sessions.json.tmp")
+        tmp.write_text(json.dumps(sessions, indent=1))
+        tmp.replace(path)
 
     def post_tasks(self, job_id: str, msg: dict[str, Any]) -> None:
         """Store the task model M̂_t (public) and post one task per client on this party."""

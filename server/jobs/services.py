@@ -2,8 +2,9 @@
 
 They extend the Stage I services: `JobAdminService` answers Unlearn, GetJobStatus,
 WatchJob, GetJobModel, GetJobReport, GetJobCertificate and ListJobs; `JobPeerService`
-answers StartJob, GetPeerJob, CancelJob and SignCertificate. Every admin call needs the admin credential, except Unlearn
-filed by a client for itself alone with its client credential (DESIGN §8).
+answers StartJob, GetPeerJob, CancelJob and SignCertificate. Every admin call needs the
+admin credential, except Unlearn filed by a client for itself alone with its client
+credential (docs/JOBS.md §1).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import time
 
 import grpc
 
-from client_sdk.wire import model_messages
 from proto.starfish.v1 import admin_pb2, common_pb2, peer_pb2
+from proto.wire import model_messages
 from server.admin_service import AdminService
 from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, require_admin, require_peer
 from server.evidence.attestation import AttestationRefused
@@ -46,8 +47,9 @@ WATCH_POLL_S = 0.2
 log = logging.getLogger(__name__)
 
 
-def job_status(job: JobRecord) -> admin_pb2.JobStatus:
+def job_status(job: JobRecord, dealer: str = "") -> admin_pb2.JobStatus:
     return admin_pb2.JobStatus(
+        dealer=dealer,
         job_id=job.job_id,
         state=STATES[job.state],
         step=job.step,
@@ -56,6 +58,11 @@ def job_status(job: JobRecord) -> admin_pb2.JobStatus:
         seconds=job.seconds,
         bytes=job.bytes,
         error=job.error,
+        attempt=job.attempts,
+        failures_since_progress=job.failures,
+        last_error=job.last_error,
+        failed_process=job.failed_process,
+        adopted_from=job.adopted_from,
     )
 
 
@@ -71,23 +78,40 @@ class JobAdminService(AdminService):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
         return job
 
-    def _authorize_unlearn(self, request, context) -> None:
-        """The admin may file any request; a client only one whose sole target is itself."""
+    def _authorize_unlearn(self, request, context) -> bool:
+        """The admin may file any request; a client only one whose sole target is itself.
+        Returns True for a client's own request."""
         keys = {k for k, _ in (context.invocation_metadata() or ())}
         if ADMIN_TOKEN_KEY in keys or CLIENT_ID_KEY not in keys:
             require_admin(self.cfg, context)
-            return
+            return False
         client = authenticate_client(self.cfg, context)
         if list(request.targets) != [client]:
             context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"client {client!r} may only request its own unlearning; other targets need the admin credential",
             )
+        return True
+
+    def _request_parameters(self, request, context, own: bool) -> dict:
+        """The job's parameters under the operator's policy (server.unlearning_policy): a
+        client's own request gets the operator's; the admin's overrides them."""
+        parameters = parse_parameters(request.parameters_json)
+        operator = dict(self.cfg.unlearning.parameters)
+        if not own:
+            return {**operator, **parameters}
+        if (parameters and parameters != operator) or request.strategy not in ("", "starfish"):
+            context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "a client's own unlearning runs Starfish with the operator's parameters "
+                f"{json.dumps(operator, sort_keys=True)}; only the admin may choose the strategy or parameters",
+            )
+        return operator
 
     def Unlearn(self, request, context):
-        self._authorize_unlearn(request, context)
+        own = self._authorize_unlearn(request, context)
         try:
-            parameters = parse_parameters(request.parameters_json)
+            parameters = self._request_parameters(request, context, own)
             job = self.manager.submit(list(request.targets), request.strategy, parameters)
         except RequestError as exc:
             context.abort(CODES[exc.kind], str(exc))
@@ -103,18 +127,20 @@ class JobAdminService(AdminService):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"unlearning job(s) {busy} are queued or running; erase after they end",
             )
-        return super().Erase(request, context)
+        reply = super().Erase(request, context)
+        self.manager.prune_failed("", any_base=True)  # the history changed: no failed job can resume
+        return reply
 
     def GetJobStatus(self, request, context):
         require_admin(self.cfg, context)
-        return job_status(self._job(request, context))
+        return job_status(self._job(request, context), self.cfg.jobs.dealer_label)
 
     def WatchJob(self, request, context):
         require_admin(self.cfg, context)
         last = None
         while context.is_active() and not self.state.stopping.is_set():
-            status = job_status(self._job(request, context))
-            view = (status.state, status.step, status.unlearning_round, status.bytes, status.error)
+            status = job_status(self._job(request, context), self.cfg.jobs.dealer_label)
+            view = (status.state, status.step, status.unlearning_round, status.bytes, status.error, status.attempt)
             if view != last:
                 last = view
                 yield status
@@ -143,7 +169,7 @@ class JobAdminService(AdminService):
             lr=self.state.store.global_model(0).lr,
             precision_bits=self.cfg.precision_bits,
         )
-        yield from model_messages(common_pb2, header, model.params, self.cfg.limits.chunk_bytes)
+        yield from model_messages(header, model.params, self.cfg.limits.chunk_bytes)
 
     def GetJobReport(self, request, context):
         require_admin(self.cfg, context)
@@ -173,7 +199,7 @@ class JobAdminService(AdminService):
 
     def ListJobs(self, request, context):
         require_admin(self.cfg, context)
-        return admin_pb2.ListJobsReply(jobs=[job_status(j) for j in self.jobs.all()])
+        return admin_pb2.ListJobsReply(jobs=[job_status(j, self.cfg.jobs.dealer_label) for j in self.jobs.all()])
 
 
 class JobPeerService(PeerService):
@@ -201,11 +227,14 @@ class JobPeerService(PeerService):
             unlearning_round=job.unlearning_round,
             checkpoint_hash=job.model_hash,
             error=job.error,
+            checkpoint_round=job.checkpoint_round,
+            worker_exited=job.worker_exit is not None,
+            worker_exit_code=job.worker_exit or 0,
         )
 
     def CancelJob(self, request, context):
         require_peer(self.cfg, context)
-        self.follower.cancel(request.job_id)
+        self.follower.cancel(request.job_id, keep_checkpoints=request.keep_checkpoints)
         return self._ack(detail=request.job_id)
 
     def SignCertificate(self, request, context):

@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.store import Store
-
-#: strategies the job runner can run under 2PC: Algorithm 4 with a resumable `StarfishState`
-#: (public and secret parts), i.e. Starfish and its random-round-selection baseline
-JOB_STRATEGIES = ("starfish", "random")
+from server.unlearning_policy import PolicyError, UnlearningPolicy
 
 
 class RequestError(ValueError):
@@ -43,35 +40,28 @@ def parse_parameters(text: str) -> dict[str, Any]:
     return value
 
 
-def check_strategy(strategy: str, parameters: dict[str, Any]) -> str:
-    """The strategy name, after checking it runs as a 2PC job and its parameters parse.
+def check_strategy(strategy: str, parameters: dict[str, Any], policy: UnlearningPolicy | None = None) -> str:
+    """The strategy name, after checking it runs as a 2PC job, its parameters parse and the
+    parsed parameters lie within the operator's bounds (`policy`, server.unlearning_policy).
 
     The algorithm (and torch) is imported here, at the first request, not at party start.
     """
     from unlearning import registry
-    from unlearning.starfish.strategy import StarfishStrategy
-    from unlearning.strategy import UnlearnContext, UnlearningError
+    from unlearning.strategy import UnlearningError
 
     name = strategy or "starfish"
-    if name not in JOB_STRATEGIES:
-        known = registry.names()
-        why = "unknown" if name not in known else "not available as a 2PC job"
-        raise RequestError("invalid", f"strategy {name!r} is {why}; jobs run {list(JOB_STRATEGIES)}")
-    strategy = registry.create(name)
-    if strategy.requires_plaintext or not isinstance(strategy, StarfishStrategy):
-        raise RequestError("invalid", f"strategy {name!r} cannot run as a 2PC job")
-    try:  # the strategy's own parameter parsing reads nothing but the parameters
-        strategy.params(
-            UnlearnContext(
-                backend=None,
-                history=None,
-                oracle=None,
-                targets=(),  # type: ignore[arg-type]
-                params=parameters,
-            )
-        )
-    except (UnlearningError, TypeError) as exc:
+    if name not in registry.names() or not registry.strategy_class(name).runs_as_job():
+        why = "unknown" if name not in registry.names() else "not available as a 2PC job"
+        raise RequestError("invalid", f"strategy {name!r} is {why}; jobs run {registry.job_names()}")
+    try:
+        typed = registry.strategy_class(name).parse_params(parameters)
+    except UnlearningError as exc:
         raise RequestError("invalid", f"bad {name} parameters: {exc}") from None
+    if policy is not None:
+        try:
+            policy.check(typed.as_dict)
+        except PolicyError as exc:
+            raise RequestError("invalid", str(exc)) from None
     return name
 
 
@@ -84,14 +74,19 @@ def history_clients(store: Store, last_round: int) -> set[str]:
 
 
 def check_request(
-    store: Store, known_clients: set[str], targets: list[str], strategy: str, parameters: dict[str, Any]
+    store: Store,
+    known_clients: set[str],
+    targets: list[str],
+    strategy: str,
+    parameters: dict[str, Any],
+    policy: UnlearningPolicy | None = None,
 ) -> CheckedRequest:
-    """Validate targets and parameters against the stored history (DESIGN §6 inputs)."""
+    """Validate targets and parameters against the stored history (the inputs of Algorithm 4)."""
     if not targets:
         raise RequestError("invalid", "no target client given")
     if len(set(targets)) != len(targets):
         raise RequestError("invalid", f"duplicate target(s) in {targets}")
-    name = check_strategy(strategy, parameters)
+    name = check_strategy(strategy, parameters, policy)
     unknown = sorted(t for t in targets if t not in known_clients)
     if unknown:
         raise RequestError("not_found", f"unknown client(s) {unknown}")

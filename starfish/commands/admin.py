@@ -59,7 +59,7 @@ def _connect(args: argparse.Namespace):
         if not token or not args.ca:
             raise SystemExit("error: --address needs --ca and $STARFISH_ADMIN_TOKEN")
         return AdminClient(args.address, token, args.ca)
-    from server.local import LocalDeployment
+    from starfish.local import LocalDeployment
 
     root = Path(args.dir)
     if not (root / "credentials.json").exists():

@@ -15,16 +15,20 @@ import time
 #: benchmark modules, cheapest first
 BENCHMARKS = (
     "mpc_primitives",
+    "mpc_plane",
     "stage1",
     "soak",
+    "flower_scale",
     "quality_mnist",
     "unlearning_cost",
     "switching",
     "precision",
     "whole_job",
     "whole_job_service",
+    "multihost",
     "sweeps",
     "quality_compare",
+    "baselines_own_terms",
     "report",
 )
 

@@ -21,7 +21,7 @@ DEFAULT_OUT = "demo-out"
 
 
 def register(subparsers) -> None:
-    from evaluation.demo.config import DemoConfig
+    from starfish.demo.demo_config import DemoConfig
 
     d = DemoConfig()
     p = subparsers.add_parser(
@@ -75,8 +75,8 @@ def _terminate(signum, _frame) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluation.demo.config import DemoConfig
-    from evaluation.demo.runner import DemoError, run_demo
+    from starfish.demo.demo_config import DemoConfig
+    from starfish.demo.runner import DemoError, run_demo
 
     signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -66,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--target-label", type=int, default=d.target_label)
     p.add_argument("--max-train-samples", type=int, default=d.max_train_samples, help="> 0: train on a random subset")
     p.add_argument("--seed", type=int, default=d.seed)
+    _register_upload_dp(p, d)
     p.add_argument("--backend", choices=BACKENDS, default="plain")
     p.add_argument(
         "--param", action="append", default=[], metavar="[STRATEGY:]NAME=VALUE", help="strategy parameter (repeatable)"
@@ -81,6 +82,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: fastest on a busy 2-core machine)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
+
+
+def _register_upload_dp(p: argparse.ArgumentParser, d) -> None:
+    """Options of the clients' upload privacy (evaluation.upload_dp), defaults from `d`."""
+    dp = p.add_argument_group("upload privacy (FedADP's adaptive Gaussian mechanism, applied by every client)")
+    dp.add_argument("--upload-dp", action="store_true", help="clients clip and noise every upload")
+    dp.add_argument("--dp-clip-norm", type=float, default=d.dp_clip_norm, help="clip norm S")
+    dp.add_argument("--dp-delta", type=float, default=d.dp_delta, help="δ")
+    dp.add_argument("--dp-epsilon-0", type=float, default=d.dp_epsilon_0, help="budget of round 1, ε_0")
+    dp.add_argument("--dp-epsilon-min", type=float, default=d.dp_epsilon_min, help="ε_min")
+    dp.add_argument("--dp-epsilon-max", type=float, default=d.dp_epsilon_max, help="ε_max (the privacy budget)")
+    dp.add_argument("--dp-noise-seed", type=int, default=d.dp_noise_seed, help="seed of the clients' noise")
 
 
 def _parse_params(items: list[str], strategies: list[str]) -> dict[str, dict[str, Any]]:
@@ -124,9 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from evaluation.compare import markdown_table, plot
-    from evaluation.experiment import Experiment, json_ready, strategy_class
-    from evaluation.simulator import SimulationConfig, SimulationResult, simulate
+    from evaluation.experiment import Experiment
+    from unlearning.registry import strategy_class
 
     strategies = [s.strip() for s in args.compare.split(",") if s.strip()] if args.compare else [args.strategy]
     if not strategies or len(set(strategies)) != len(strategies):
@@ -134,83 +146,101 @@ def _run(args: argparse.Namespace) -> int:
     for name in strategies:
         strategy_class(name)  # unknown names fail before any training
     params = _parse_params(args.param, strategies)
-    show = not args.no_progress
-
-    if args.load_history is not None:
-        result = SimulationResult.load(args.load_history)
-    else:
-        cfg = SimulationConfig(
-            dataset=args.dataset,
-            architecture=args.architecture,
-            num_clients=args.clients,
-            rounds=args.rounds,
-            lr=args.lr,
-            local_epochs=args.local_epochs,
-            batch_size=args.batch_size,
-            partition=args.partition,
-            dirichlet_beta=args.dirichlet_beta,
-            tolerance_rate=args.alpha,
-            num_targets=args.targets,
-            backdoor_copies=args.backdoor_copies,
-            target_label=args.target_label,
-            max_train_samples=args.max_train_samples,
-            seed=args.seed,
-        ).resolved()
-        if cfg.num_targets < 1:
-            raise ValueError("unlearning needs at least one target client (--targets ≥ 1)")
-        with _bar(show, cfg.rounds, "federated training") as bar:
-            result = simulate(cfg, lambda i, total: bar.update(1))
-        if args.save_history is not None:
-            result.save(args.save_history)
+    result = _history(args)
     cfg = result.config
-
     exp = Experiment(result)
     every = args.eval_every if args.eval_every > 0 else max(1, cfg.rounds // 10)
     rounds = sorted(set(range(every, cfg.rounds + 1, every)) | {cfg.rounds})
     doc: dict[str, Any] = {"config": asdict(cfg), "training": exp.training_summary(rounds)}
     if not args.no_gap:
-        with _bar(show, cfg.rounds, "retrain reference") as bar:
+        with _bar(not args.no_progress, cfg.rounds, "retrain reference") as bar:
             ref = result.retrain_models(lambda i, total: bar.update(1))[-1]
         doc["retrain_reference"] = exp.evaluator.evaluate(ref)
-
     from mpc.plain_backend import PlainBackend
 
-    plain = PlainBackend()
-    runs = []
-    for name in strategies:
-        bar = _bar(show, 0, name)
+    plain = PlainBackend()  # one backend: the shared history is built once for every strategy
+    doc["runs"] = [_unlearn(args, exp, name, params[name], plain) for name in strategies]
+    _write_outputs(args, doc)
+    return 0
 
-        def progress(ev, bar=bar) -> None:
-            bar.total = max(bar.total or 0, ev.total_rounds)
-            bar.n = ev.unlearning_round
-            bar.set_postfix_str(ev.step, refresh=True)
 
-        try:
-            if args.backend == "mpc":
-                from evaluation.mpc_run import run_mpc
+def _history(args: argparse.Namespace):
+    """The Stage I history: loaded (--load-history) or simulated from the options."""
+    from evaluation.simulator import SimulationConfig, SimulationResult, simulate
 
-                bar.set_postfix_str("two-party run (dealer + 2 parties)", refresh=True)
-                runs.append(
-                    exp.measure(run_mpc(result, name, params[name], threads=args.threads), with_gap=not args.no_gap)
-                )
-            else:
-                runs.append(exp.run(name, plain, params[name], progress, with_gap=not args.no_gap))
-        finally:
-            bar.close()
-    doc["runs"] = runs
-    table = markdown_table(runs, doc["training"]["final"])
+    if args.load_history is not None:
+        return SimulationResult.load(args.load_history)
+    cfg = SimulationConfig(
+        dataset=args.dataset,
+        architecture=args.architecture,
+        num_clients=args.clients,
+        rounds=args.rounds,
+        lr=args.lr,
+        local_epochs=args.local_epochs,
+        batch_size=args.batch_size,
+        partition=args.partition,
+        dirichlet_beta=args.dirichlet_beta,
+        tolerance_rate=args.alpha,
+        num_targets=args.targets,
+        backdoor_copies=args.backdoor_copies,
+        target_label=args.target_label,
+        max_train_samples=args.max_train_samples,
+        seed=args.seed,
+        upload_dp=args.upload_dp,
+        dp_clip_norm=args.dp_clip_norm,
+        dp_delta=args.dp_delta,
+        dp_epsilon_0=args.dp_epsilon_0,
+        dp_epsilon_min=args.dp_epsilon_min,
+        dp_epsilon_max=args.dp_epsilon_max,
+        dp_noise_seed=args.dp_noise_seed,
+    ).resolved()
+    if cfg.num_targets < 1:
+        raise ValueError("unlearning needs at least one target client (--targets ≥ 1)")
+    with _bar(not args.no_progress, cfg.rounds, "federated training") as bar:
+        result = simulate(cfg, lambda i, total: bar.update(1))
+    if args.save_history is not None:
+        result.save(args.save_history)
+    return result
+
+
+def _unlearn(args: argparse.Namespace, exp, name: str, params: dict[str, Any], plain) -> dict[str, Any]:
+    """Run strategy `name` (on `plain` in this process, or on the two-party cluster) and measure it."""
+    bar = _bar(not args.no_progress, 0, name)
+
+    def progress(ev) -> None:
+        bar.total = max(bar.total or 0, ev.total_rounds)
+        bar.n = ev.unlearning_round
+        bar.set_postfix_str(ev.step, refresh=True)
+
+    try:
+        if args.backend == "mpc":
+            from evaluation.mpc_run import run_mpc
+
+            bar.set_postfix_str("two-party run (dealer + 2 parties)", refresh=True)
+            outcome = run_mpc(exp.result, name, params, threads=args.threads)
+            return exp.measure(outcome, with_gap=not args.no_gap)
+        return exp.run(name, plain, params, progress, with_gap=not args.no_gap)
+    finally:
+        bar.close()
+
+
+def _write_outputs(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    """Print the comparison table; write compare.md/.png (--compare) and the JSON (--json)."""
+    from evaluation.compare import markdown_table, plot
+    from evaluation.experiment import json_ready
+
+    cfg = doc["config"]
+    table = markdown_table(doc["runs"], doc["training"]["final"])
     doc["table"] = table
     print(table)
     if args.compare:
         out = args.out or Path(".")
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(table, encoding="utf-8")
-        plot(
-            runs, out / "compare.png", f"{cfg.dataset}, {cfg.num_clients} clients, {cfg.rounds} rounds, seed {cfg.seed}"
-        )
+        title = f"{cfg['dataset']}, {cfg['num_clients']} clients, {cfg['rounds']} rounds, seed {cfg['seed']}"
+        plot(doc["runs"], out / "compare.png", title)
         print(f"wrote {out / 'compare.md'} and {out / 'compare.png'}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(json_ready(doc), indent=2, allow_nan=False), encoding="utf-8")
         print(f"wrote {args.json}")
-    return 0

@@ -92,7 +92,8 @@ def render_page(
         sections.section(
             "raw",
             "The report as JSON",
-            f"<details><summary>show</summary><pre>{escape(json.dumps(report, indent=1, sort_keys=True))}</pre></details>",
+            "<details><summary>show</summary>"
+            f"<pre>{escape(json.dumps(report, indent=1, sort_keys=True))}</pre></details>",
         ),
     ]
     nav = "".join(f'<a href="#{ident}">{escape(label)}</a>' for ident, label in NAV)

@@ -1,6 +1,6 @@
 """The sections of the job report page, each rendered from the job report (escaped HTML).
 
-The report is `server.jobs.report.build_report`'s JSON (the strategy's report plus `job`,
+The report is `server.jobs.job_report.build_report`'s JSON (the strategy's report plus `job`,
 `erasure` and `certificate`); every section copes with a missing part, so a report of
 another strategy or an older job still renders.
 """
@@ -60,6 +60,15 @@ def figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _dealer(dealer: Mapping[str, Any]) -> str:
+    """The dealer's label and, per session attempt, the identity and certificate fingerprint that served it."""
+    served = ", ".join(
+        f"{s.get('dealer_identity', '?')} ({str(s.get('dealer_certificate_sha256', '?'))[:16]})"
+        for s in dealer.get("sessions", [])
+    )
+    return f"{dealer.get('label', '?')}; sessions served by {served or 'no recorded dealer'}"
+
+
 def summary(report: Mapping[str, Any]) -> str:
     job = report.get("job", {})
     sel = report.get("selection", {})
@@ -78,6 +87,7 @@ def summary(report: Mapping[str, Any]) -> str:
         ("started / finished", f"{when(job.get('started'))} / {when(job.get('finished'))}"),
         ("duration", f"{job.get('seconds', 0.0):.1f} s in {job.get('session_attempts', '?')} session attempt(s)"),
         ("bytes between the parties", f"{mb(online)} online, {mb(offline)} offline (from the dealer)"),
+        ("dealer", _dealer(report.get("dealer", {}))),
     ]
     dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in rows)
     return section("summary", "Summary", f"<dl>{dl}</dl>")

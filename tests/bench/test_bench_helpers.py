@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-import bench_cases
 from bench.histories import SyntheticHistory, seeded_share
 from bench.report import _ratio, _verdict
 from bench.sweeps import job_cost
 from bench.switching import batched_model, comparator_stages, fit, paper_rule_threshold
 from mpc.cluster import ClusterConfig, TwoPartyCluster
 from mpc.plain_backend import PlainBackend
-from mpc.protocols.sort import bitonic_stages
+from mpc.protocols.secsrt import bitonic_stages
+
+import bench_cases
 
 
 @pytest.mark.timeout(180)

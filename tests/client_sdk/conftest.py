@@ -8,9 +8,9 @@ import grpc
 import numpy as np
 import pytest
 
-from client_sdk.wire import model_hash, model_messages
 from proto.starfish.v1 import common_pb2, peer_pb2_grpc
-from server.local import LocalDeployment
+from proto.wire import model_hash, model_messages
+from starfish.local import LocalDeployment
 
 M = 48
 
@@ -48,6 +48,6 @@ def sdk_twin(tmp_path_factory, sdk_parties):
     m0 = np.ones(M, dtype=np.float32)
     header = common_pb2.ModelHeader(arch="toy", num_params=M, model_hash=model_hash("toy", m0), lr=0.1)
     with grpc.secure_channel(f"127.0.0.1:{dep.creds['ports']['peer1']}", creds) as ch:
-        peer_pb2_grpc.PeerServiceStub(ch).InitModel(model_messages(common_pb2, header, m0, 1024), timeout=20)
+        peer_pb2_grpc.PeerServiceStub(ch).InitModel(model_messages(header, m0, 1024), timeout=20)
     yield dep
     dep.stop()

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client_sdk.masks import expand_mask
 from client_sdk.outbox import Outbox, OutboxError, federation_id
 from client_sdk.retry import RetryPolicy
 from client_sdk.sharing import make_sharing
 from mpc.fixedpoint import decode, from_wire
+from mpc.masks import expand_mask
 from proto import binding
 
 H = "ab" * 32

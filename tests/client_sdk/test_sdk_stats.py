@@ -24,6 +24,14 @@ def test_fraction_alpha_of_coordinates_exceeds_delta(g, alpha):
     assert int(np.sum(mags > delta)) == min(math.floor(alpha * g.size), int(np.count_nonzero(mags)))
 
 
+def test_delta_is_a_magnitude_of_g_and_ties_never_exceed_the_fraction():
+    g = np.array([0.3, -0.7, 0.1, 0.9], dtype=np.float32)
+    assert tolerance_threshold(g, 0.5) in set(np.abs(g).astype(np.float64).tolist())
+    tied = np.array([1.0, -1.0, 1.0, 0.5, 0.5, 0.1], dtype=np.float32)
+    delta = tolerance_threshold(tied, 0.4)  # ⌊0.4·6⌋ = 2
+    assert delta == 1.0 and np.sum(np.abs(tied) > delta) <= 2
+
+
 def test_norm_and_bad_alpha():
     assert l2_norm(np.array([3.0, -4.0])) == 5.0
     for bad in (0.0, -0.1, 1.5):

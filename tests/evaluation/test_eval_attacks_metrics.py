@@ -11,6 +11,9 @@ from evaluation.attacks import (
     apply_trigger,
     backdoor_data,
     backdoor_eval_set,
+    best_threshold,
+    class_threshold_predictions,
+    class_thresholds,
     loss_threshold,
     membership_predictions,
 )
@@ -86,3 +89,34 @@ def test_evaluator_sees_the_backdoor_of_the_trained_model(small_run: SimulationR
     final = ev.evaluate(small_run.models[-1])
     assert final["ter"] < initial["ter"]
     assert len(ev.target_y) == 2 * len(small_run.federation.clean_target_data["client-00"][1])
+
+
+def test_confidence_attack_learns_the_separating_threshold_per_class() -> None:
+    members = np.array([0.1, 0.2, 0.3, 0.9])
+    outside = np.array([0.25, 1.0, 2.0, 3.0])
+    # τ = 0.9: TPR 4/4, TNR 3/4; τ = 0.3 reaches only 3/4 and 3/4
+    assert best_threshold(members, outside) == 0.9
+    labels_in, labels_out = np.array([0, 0, 1, 1]), np.array([0, 0, 1, 1])
+    taus = class_thresholds(members, labels_in, outside, labels_out, num_classes=3)
+    assert taus[0] == 0.2  # class 0: members 0.1, 0.2 vs outside 0.25, 1.0
+    assert taus[1] == 0.9  # class 1: members 0.3, 0.9 vs outside 2.0, 3.0
+    assert taus[2] == 0.9  # no samples of class 2: the pooled threshold
+    predicted = class_threshold_predictions(np.array([0.21, 0.5, 0.95]), np.array([0, 1, 2]), taus)
+    assert predicted.tolist() == [False, True, False]
+    with pytest.raises(ValueError):
+        best_threshold(np.array([]), outside)
+
+
+def test_forget_accuracy_and_confidence_attack_see_the_trained_target(small_run: SimulationResult) -> None:
+    evaluator = Evaluator(small_run)
+    trained, initial = evaluator.evaluate(small_run.models[-1]), evaluator.evaluate(small_run.models[0])
+    retrained = evaluator.evaluate(small_run.retrain_models()[-1])
+    clean_x, clean_y = small_run.federation.clean_target_data["client-00"]
+    assert trained["forget_accuracy"] > initial["forget_accuracy"] + 0.3
+    module = build_model(small_run.config.architecture)
+    set_flat(module, small_run.models[-1])
+    with torch.no_grad():
+        predicted = module(torch.from_numpy(clean_x)).argmax(1).numpy()
+    assert trained["forget_accuracy"] == pytest.approx(float(np.mean(predicted == clean_y)))
+    # the model that trained on the target's samples is more confident on them than retraining
+    assert trained["mia_confidence"] > retrained["mia_confidence"] + 0.1

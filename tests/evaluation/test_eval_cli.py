@@ -70,6 +70,18 @@ def test_compare_writes_table_figure_and_starfish_details(tmp_path: Path) -> Non
     assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_upload_privacy_is_recorded_and_fedadp_reads_it(tmp_path: Path) -> None:
+    out = tmp_path / "dp.json"
+    dp = ["--upload-dp", "--dp-epsilon-0", "50", "--dp-epsilon-min", "50", "--dp-epsilon-max", "100"]
+    args = BASE + dp + ["--strategy", "fedadp", "--no-gap", "--param", "history_privatized=true", "--json", str(out)]
+    assert main(args) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["upload_dp"] is True and doc["config"]["dp_epsilon_max"] == 100.0
+    report = doc["runs"][0]["report"]
+    assert report["privacy"]["source"] == "uploads" and len(report["budgets"]) == 4
+    assert all(50.0 <= e <= 100.0 for e in report["budgets"])
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -77,6 +89,7 @@ def test_compare_writes_table_figure_and_starfish_details(tmp_path: Path) -> Non
         (["--compare", "starfish,retrain", "--param", "sigma=0.5"], "prefix the name with a strategy"),
         (["--strategy", "retrain", "--param", "starfish:sigma=0.5"], "'starfish' is not being run"),
         (["--strategy", "retrain", "--targets", "0"], "at least one target"),
+        (["--strategy", "retrain", "--upload-dp", "--dp-clip-norm", "0"], "clip norm S must be positive"),
     ],
 )
 def test_bad_input_is_a_clear_error(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

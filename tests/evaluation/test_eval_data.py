@@ -30,7 +30,7 @@ def test_iid_partition_is_disjoint_covering_and_balanced(n: int, k: int, seed: i
     _assert_partition(parts, n)
     sizes = [len(p) for p in parts]
     assert max(sizes) - min(sizes) <= 1
-    assert all(np.array_equal(a, b) for a, b in zip(parts, iid_partition(n, k, seed)))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, iid_partition(n, k, seed), strict=True))
 
 
 @settings(max_examples=30, deadline=None)
@@ -41,7 +41,7 @@ def test_dirichlet_partition_is_disjoint_covering_and_reproducible(k: int, beta:
     _assert_partition(parts, len(labels))
     assert min(len(p) for p in parts) >= 2
     again = dirichlet_partition(labels, k, beta, seed, min_size=2)
-    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
 
 
 def _label_concentration(labels: np.ndarray, parts: list[np.ndarray]) -> float:
@@ -58,7 +58,7 @@ def test_dirichlet_skew_grows_as_beta_shrinks() -> None:
     assert abs(mild - iid) < 0.05
     assert not all(
         np.array_equal(a, b)
-        for a, b in zip(dirichlet_partition(labels, 10, 0.1, 0), dirichlet_partition(labels, 10, 0.1, 1))
+        for a, b in zip(dirichlet_partition(labels, 10, 0.1, 0), dirichlet_partition(labels, 10, 0.1, 1), strict=True)
     )
 
 

@@ -1,16 +1,10 @@
-"""Paper architectures, flat-vector helpers and the model content hash."""
+"""Paper architectures and flat-vector helpers."""
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-import sys
-
-import numpy as np
 import pytest
 import torch
 
-from evaluation.model_hash import model_hash
 from evaluation.models import ARCHITECTURES, build_model, get_flat, initial_model, input_shape, num_parameters, set_flat
 
 
@@ -55,32 +49,6 @@ def test_set_flat_rejects_wrong_length_and_unknown_architecture() -> None:
 def test_initial_model_is_reproducible_per_seed() -> None:
     assert torch.equal(initial_model("digits_mlp", 4), initial_model("digits_mlp", 4))
     assert not torch.equal(initial_model("digits_mlp", 4), initial_model("digits_mlp", 5))
-
-
-def test_model_hash_definition_and_sensitivity() -> None:
-    vec = np.linspace(-1, 1, 50, dtype=np.float32)
-    expected = hashlib.sha256(b"digits_mlp\x00" + vec.astype("<f4").tobytes()).hexdigest()
-    assert model_hash(vec, "digits_mlp") == expected
-    assert model_hash(vec.astype(np.float64), "digits_mlp") == expected  # canonical float32 bytes
-    assert model_hash(vec, "mnist_cnn") != expected
-    flipped = vec.copy()
-    flipped.view(np.uint32)[7] ^= 1  # one bit of one coordinate
-    assert model_hash(flipped, "digits_mlp") != expected
-
-
-def test_model_hash_rejects_bad_models() -> None:
-    with pytest.raises(ValueError, match="non-finite"):
-        model_hash(np.array([0.0, np.nan], dtype=np.float32), "a")
-    with pytest.raises(ValueError, match="flat"):
-        model_hash(np.zeros((2, 2), dtype=np.float32), "a")
-    with pytest.raises(ValueError, match="architecture"):
-        model_hash(np.zeros(2, dtype=np.float32), "")
-
-
-def test_numpy_only_modules_do_not_import_torch() -> None:
-    code = "import sys, evaluation.model_hash, evaluation.uploads; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_every_architecture_is_listed_with_its_input_shape() -> None:

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import SMALL
 
+from client_sdk.stats import l2_norm, tolerance_threshold
 from evaluation.oracle import SimulatedOracle
 from evaluation.simulator import SimulationConfig, SimulationResult, build_federation, simulate
-from evaluation.uploads import gradient_norm, tolerance_threshold
 from mpc.plain_backend import PlainBackend
 from unlearning.history import GradientRequest
+
+from conftest import SMALL
 
 
 def test_models_follow_fedavg_of_the_recorded_gradients(small_run: SimulationResult) -> None:
@@ -42,7 +43,7 @@ def test_norms_and_thresholds_are_those_of_the_uploaded_gradient(small_run: Simu
     for i in range(small_run.config.rounds):
         for j in range(len(small_run.client_ids)):
             g = small_run.grads[i, j]
-            assert small_run.norms[i, j] == pytest.approx(gradient_norm(g), rel=1e-12)
+            assert small_run.norms[i, j] == pytest.approx(l2_norm(g), rel=1e-12)
             assert small_run.deltas[i, j] == tolerance_threshold(g, small_run.config.tolerance_rate)
             assert 0 < small_run.deltas[i, j] < np.abs(g).max()
 
@@ -108,7 +109,7 @@ def test_simulation_is_deterministic_and_persists(small_run: SimulationResult, t
     small_run.save(path)
     loaded = SimulationResult.load(path)
     assert loaded.config == small_run.config
-    assert all(torch.equal(a, b) for a, b in zip(loaded.models, small_run.models))
+    assert all(torch.equal(a, b) for a, b in zip(loaded.models, small_run.models, strict=True))
     assert np.array_equal(loaded.grads, small_run.grads) and np.array_equal(loaded.deltas, small_run.deltas)
     again = simulate(replace(SMALL, rounds=2))
     assert np.array_equal(again.grads, small_run.grads[:2])

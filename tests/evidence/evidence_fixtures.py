@@ -14,10 +14,14 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
+from mpc.plane.certs import make_certs
 from proto.certificate import FORMAT, sign, signing_payload, utc_iso
-from server.certs import make_certs
 
-SIGNED_AT = time.time() - 60  #: inside the certificates' validity (they start 5 minutes before issue)
+
+def signed_at() -> float:
+    """A signing time a minute ago: inside the validity of certificates issued before it
+    (they start 5 minutes before issue), however long ago the test session started."""
+    return time.time() - 60
 
 
 @dataclass
@@ -48,7 +52,7 @@ def statement(job_id: str = "j0123456789ab") -> dict:
         "files_deleted": 3,
         "bytes_deleted": 1536,
         "rows_deleted": 3,
-        "erased_at": utc_iso(SIGNED_AT - 5),
+        "erased_at": utc_iso(signed_at() - 5),
         "content_sha256": ["a" * 64, "b" * 64, "c" * 64],
     }
     return {
@@ -70,12 +74,12 @@ def statement(job_id: str = "j0123456789ab") -> dict:
     }
 
 
-def sign_as(signer: str, st: dict, key, cert_pem: str, when: float = SIGNED_AT) -> dict:
-    signed_at = utc_iso(when)
-    algorithm, signature = sign(key, signing_payload(st, signer, signed_at))
+def sign_as(signer: str, st: dict, key, cert_pem: str, when: float | None = None) -> dict:
+    stamp = utc_iso(signed_at() if when is None else when)
+    algorithm, signature = sign(key, signing_payload(st, signer, stamp))
     return {
         "signer": signer,
-        "signed_at": signed_at,
+        "signed_at": stamp,
         "algorithm": algorithm,
         "signature": signature,
         "certificate": cert_pem,

@@ -13,12 +13,13 @@ import sys
 
 import numpy as np
 import pytest
-from evidence_fixtures import Keys, certificate, sign_as, statement
 
 from client_sdk.evidence import CertificateInvalid, check_certificate, model_matches, verify_certificate
-from client_sdk.wire import model_hash
-from server.certs import issue_signing_cert
-from server.local import REPO_ROOT
+from mpc.plane.certs import issue_signing_cert
+from proto.wire import model_hash
+from starfish.local import REPO_ROOT
+
+from evidence_fixtures import Keys, certificate, sign_as, statement
 
 
 @pytest.fixture(scope="module")

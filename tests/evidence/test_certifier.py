@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from evidence_fixtures import Keys, certificate
 
 from server.evidence.certifier import CERTIFICATE_FILE, Attestor, Certifier
 from server.jobs.jobstore import JobStore
 from server.store import Store
+
+from evidence_fixtures import Keys, certificate
 
 
 @pytest.fixture

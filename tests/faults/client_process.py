@@ -2,10 +2,11 @@
 
     python client_process.py ROOT CLIENT ROUND M
 
-(tests/integration on PYTHONPATH) waits until round ROUND is open on both parties, prints "ready", waits for a line on stdin,
-then submits its deterministic gradient for the round (fault_helpers.gradient) and prints the
-receipt as JSON — or {"error": ..., "outcome": ...} when the SDK raises. Its outbox is the
-deployment's (`LocalDeployment.client`), so a restarted process resumes the same sharing.
+(tests/integration on PYTHONPATH) waits until round ROUND is open on both parties, prints
+"ready", waits for a line on stdin, then submits its deterministic gradient for the round
+(fault_helpers.gradient) and prints the receipt as JSON — or {"error": ..., "outcome": ...}
+when the SDK raises. Its outbox is the deployment's (`LocalDeployment.client`), so a
+restarted process resumes the same sharing.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-from fault_helpers import gradient, samples
-
 from client_sdk import RoundClosedError, StarfishError
-from server.local import LocalDeployment
+from starfish.local import LocalDeployment
+
+from fault_helpers import gradient, samples
 
 
 def main(root: str, client: str, round_index: int, m: int) -> int:

@@ -18,11 +18,12 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from stage1_helpers import fedavg_step, tolerance
 
 from client_sdk import PartyUnreachableError
-from server.local import LocalDeployment
 from server.store import Store
+from starfish.local import LocalDeployment
+
+from stage1_helpers import fedavg_step, tolerance
 
 LR = 0.1
 

@@ -21,10 +21,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
-from stage1_helpers import wait_committed
 
 from client_sdk import RoundClosedError
+
+from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from stage1_helpers import wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 HERE = Path(__file__).resolve().parent

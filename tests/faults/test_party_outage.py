@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
 from stage1_helpers import wait_committed
 

@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+
 from fault_helpers import ClientThreads, check_acked_counted, check_models, deployment
 from stage1_helpers import wait_committed
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
-from metrics_scrape import scrape, value
-from stage1_helpers import F, wait_committed
 
 from client_sdk import PartyUnreachableError
 from client_sdk.sharing import make_sharing
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
+
+from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from metrics_scrape import scrape, value
+from stage1_helpers import F, wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 M = 64

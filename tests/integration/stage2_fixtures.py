@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,14 +30,15 @@ import torch
 from client_sdk.stats import l2_norm, tolerance_threshold
 from mpc.backend import Backend, Secret
 from mpc.plain_backend import PlainBackend
-from server.local import LocalDeployment
 from server.store import Store
+from starfish.local import LocalDeployment
 from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory, RoundInfo
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
 STAGE2_CLIENTS = [f"c{i}" for i in range(7)]  #: c6 is the evidence tests' own target
 STAGE2_ROUNDS = 8
+STAGE2_PARAMS = {"beta": 0.25}  #: the operator's unlearning parameters of the shared service ([unlearning])
 TASK_TIMEOUT_S = 2.5  #: short, so a client that never answers costs little time
 L2 = 1e-2
 ALPHA = 0.4  #: the SDK's default tolerance rate
@@ -51,7 +53,7 @@ class LogReg:
     data: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def make(cls, clients: list[str], seed: int = 3) -> "LogReg":
+    def make(cls, clients: list[str], seed: int = 3) -> LogReg:
         rng = np.random.default_rng(seed)  # test data only, not a secret
         w_true = rng.standard_normal(DIM)
         data = {}
@@ -79,11 +81,21 @@ class TrainedService:
     serving: dict[str, tuple[threading.Event, threading.Thread]] = field(default_factory=dict)
 
     @classmethod
-    def create(cls, root: Path, clients: list[str], rounds: int = 8, jobs: dict | None = None) -> "TrainedService":
+    def create(
+        cls,
+        root: Path,
+        clients: list[str],
+        rounds: int = 8,
+        jobs: dict | None = None,
+        unlearning: dict | None = None,
+        round_cfg: dict | None = None,
+    ) -> TrainedService:
+        """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables."""
         dep = LocalDeployment(
             root,
             clients=clients,
-            rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds},
+            rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds, **(round_cfg or {})},
+            unlearning=unlearning or {},
             jobs={
                 "poll_s": 0.1,
                 "retry_backoff_s": 0.3,

@@ -114,7 +114,7 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
         (["--clients", "1"], "at least 2 clients"),
         (["--rounds", "1"], "at least 2 rounds"),
         (["--param", "sigma=1.5"], "sigma must be in (0, 1]"),
-        (["--param", "bogus=1"], "unknown Starfish parameter"),
+        (["--param", "bogus=1"], "unknown parameter"),
     ],
 )
 def test_bad_settings_fail_before_anything_starts(tmp_path, args, message):

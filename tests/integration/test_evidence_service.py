@@ -18,15 +18,16 @@ import sys
 import grpc
 import numpy as np
 import pytest
-from metrics_scrape import scrape, value
-from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 
 from client_sdk.evidence import model_matches, verify_certificate
 from proto.certificate import canonical_json, signing_payload
 from proto.certificate_verify import verify_document
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
 from server.evidence.statement import receipt_entry
-from server.local import REPO_ROOT
+from starfish.local import REPO_ROOT
+
+from metrics_scrape import scrape, value
+from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -165,5 +166,5 @@ def test_metrics_and_logs_show_the_job(stage2, certified_job):
     assert value(p1, "starfish_peer_last_contact_timestamp_seconds") > report["job"]["started"]
     logs = {r: (stage2.dep.root / "logs" / f"party{r}.log").read_text() for r in (0, 1)}
     assert f"[job-{job_id}]" in logs[0] and "erasure certificate signed by party0 and party1" in logs[0]
-    signed = [line for line in logs[1].splitlines() if "erasure certificate checked and signed" in line]
+    signed = [line for line in logs[1].splitlines() if f"job {job_id}: erasure certificate checked and signed" in line]
     assert signed and f"[job-{job_id}]" in signed[0]  # party0's request id, forwarded (later: the tests' own calls)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from client_sdk.evidence import check_certificate
-from server.local import REPO_ROOT
+from starfish.local import REPO_ROOT
 from starfish.report_page import render_page
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
@@ -112,6 +112,7 @@ def test_the_report_page_renders_in_a_real_browser(stage2, certified_job, tmp_pa
     source = page.read_text()
     assert "Content-Security-Policy" in source and "default-src 'none'" in source
     assert not re.findall(r'(?:src|href)="(?!#)', source), "the page must not load or link anything outside itself"
+    assert "single-operator demo: dealer not independent; sessions served by dealer (" in source
 
     dom = _dump(page)
     assert dom.find("body", **{"data-laid-out": "yes"}), "the page's script did not run"

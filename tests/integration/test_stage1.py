@@ -9,20 +9,20 @@
 
 from __future__ import annotations
 
+import grpc
 import numpy as np
 import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import grpc
-
-from client_sdk.torch_helper import flatten, make_grad_fn
 from client_sdk.sharing import make_sharing
+from client_sdk.torch_helper import flatten, make_grad_fn
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
-from server.local import LocalDeployment
 from server.store import Store
+from starfish.local import LocalDeployment
+
 from stage1_helpers import (
     F,
     fedavg_step,

@@ -14,8 +14,9 @@ import time
 import numpy as np
 import pytest
 
-from server.local import LocalDeployment
 from server.store import Store
+from starfish.local import LocalDeployment
+
 from stage1_helpers import fedavg_step, tolerance, wait_committed
 
 pytestmark = pytest.mark.timeout(480)

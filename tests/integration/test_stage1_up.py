@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from server.local import LocalDeployment
+from starfish.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,6 +1,7 @@
-"""Fault injection in Stage II jobs (real processes): party1's worker and the dealer are
-killed in the middle of a job; the job resumes in a fresh session from the last
-checkpoint both parties hold and ends with the model of the plaintext run. Client c5
+"""Fault injection in Stage II jobs (real processes): party1's worker and the dealer
+service are killed in the middle of a job (the dealer's operator then restarts it); the
+job resumes in a fresh session from the last checkpoint both parties hold and ends with
+the model of the plaintext run. Client c5
 never answers its tasks: every task of it times out, the estimate is kept and the report
 says so (both parties decide alike; the run still equals the plaintext reference). Its
 deadline also keeps each task round open long enough to kill a process mid-job. Uses the
@@ -12,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from proto.starfish.v1 import admin_pb2
+
 from stage2_fixtures import plaintext_reference, relative_gap
 
 SILENT = "c5"
@@ -30,14 +32,14 @@ def service(stage2):
     return stage2
 
 
-def _kill_mid_job(admin, job_id: str, pid_file: Path) -> int:
-    """SIGKILL the process named by `pid_file` once the job checkpointed round KILL_AFTER_ROUND."""
+def _kill_mid_job(admin, job_id: str, pid: Callable[[], int]) -> int:
+    """SIGKILL the process `pid()` names once the job checkpointed round KILL_AFTER_ROUND."""
     for status in admin.watch_job(job_id, timeout_s=JOB_TIMEOUT_S):
         assert status.state in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING), status.error
         if status.unlearning_round >= KILL_AFTER_ROUND and status.step != "done":
-            pid = int(pid_file.read_text())
-            os.kill(pid, signal.SIGKILL)
-            return pid
+            victim = pid()
+            os.kill(victim, signal.SIGKILL)
+            return victim
     raise AssertionError("the job ended before it could be interrupted")
 
 
@@ -64,7 +66,7 @@ def test_job_resumes_after_party1_worker_is_killed(service):
     with service.dep.admin() as admin, service.silenced(SILENT):
         job_id = admin.unlearn(["c0"], parameters=PARAMS)
         pid_file = service.dep.data_dir(1) / "jobs" / job_id / "worker.pid"
-        killed = _kill_mid_job(admin, job_id, pid_file)
+        killed = _kill_mid_job(admin, job_id, lambda: int(pid_file.read_text()))
         report = _check_resumed_run(service, admin, job_id, erased_before)
         service.erased.append("c0")
         assert int(pid_file.read_text()) != killed  # party1 started a new worker
@@ -72,12 +74,17 @@ def test_job_resumes_after_party1_worker_is_killed(service):
 
 
 @pytest.mark.timeout(JOB_TIMEOUT_S + 60)
-def test_job_resumes_after_dealer_is_killed(service):
+def test_job_resumes_after_the_dealer_service_is_killed_and_restarted(service):
     erased_before = frozenset(service.erased)
-    with service.dep.admin() as admin, service.silenced(SILENT):
+    dep = service.dep
+    with dep.admin() as admin, service.silenced(SILENT):
         job_id = admin.unlearn(["c1"], parameters=PARAMS)
-        pid_file = service.dep.data_dir(0) / "jobs" / job_id / "dealer.pid"
-        killed = _kill_mid_job(admin, job_id, pid_file)
-        _check_resumed_run(service, admin, job_id, erased_before)
+        killed = _kill_mid_job(admin, job_id, lambda: dep.dealer_proc.pid)
+        dep.dealer_proc.wait(10)
+        dep.start_dealer()  # its operator restarts it (systemd's Restart=on-failure)
+        report = _check_resumed_run(service, admin, job_id, erased_before)
         service.erased.append("c1")
-        assert int(pid_file.read_text()) != killed  # a fresh dealer served the resumed session
+    assert dep.dealer_proc.pid != killed
+    sessions = report["dealer"]["sessions"]
+    assert len(sessions) == report["job"]["session_attempts"] >= 2
+    assert len({s["session_id"] for s in sessions}) == len(sessions)  # every attempt is a fresh session

@@ -1,6 +1,6 @@
-"""Stage II through the real service: party0 and party1 as processes (TLS), a dealer per
-session, SDK clients in threads answering tasks; Stage I trains 8 rounds first (the
-session fixture `stage2`, shared with the fault tests).
+"""Stage II through the real service: party0, party1 and the dealer service as processes
+(TLS everywhere, the MPC plane included), SDK clients in threads answering tasks; Stage I
+trains 8 rounds first (the session fixture `stage2`, shared with the fault tests).
 
 * bad requests are refused with a clear status and leave nothing queued;
 * two requests (the second filed by the target client itself): the second queues behind
@@ -8,11 +8,15 @@ session fixture `stage2`, shared with the fault tests).
   equals the plaintext Starfish run over the same history (relative L2 ≤ 1e-3, same
   selected rounds, flags and task events), becomes the new global model, and every share
   of its target is gone from both stores, with one erasure receipt per party;
+* the dealer is a process of its own (no party spawns one); every report names the
+  dealer certificate that served each session and the single-operator demo label, as
+  does JobStatus;
 * the CLI fetches a report and the model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -20,12 +24,16 @@ import sys
 import grpc
 import numpy as np
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from client_sdk.admin import AdminClient, request_own_unlearning
 from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
-from server.local import REPO_ROOT
+from server.jobs.job_config import DEMO_DEALER_LABEL
 from server.store import StoreError
+from starfish.local import REPO_ROOT
+
 from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 from stage2_fixtures import plaintext_reference, relative_gap
 
@@ -51,8 +59,12 @@ def service(stage2):
         (["c0"], "starfish", {"alpha": 1.5}, "INVALID_ARGUMENT", "alpha must be in"),
         (["c0"], "starfish", {"beta": -0.1}, "INVALID_ARGUMENT", "beta must be in"),
         (["c0"], "starfish", {"B": 0}, "INVALID_ARGUMENT", "buffer_size must be"),
-        (["c0"], "starfish", {"nonsense": 1}, "INVALID_ARGUMENT", "unknown Starfish parameter"),
+        (["c0"], "starfish", {"nonsense": 1}, "INVALID_ARGUMENT", "unknown parameter"),
         (["c0"], "federaser", {}, "INVALID_ARGUMENT", "not available as a 2PC job"),
+        (["c0"], "starfish", {"eta_u": 10, "sigma": 1}, "INVALID_ARGUMENT", "eta_u = 10 is outside the operator's"),
+        (["c0"], "starfish", {"B": 100}, "INVALID_ARGUMENT", "buffer_size = 100 is outside"),
+        (["c0"], "starfish", {"sigma": float("nan")}, "INVALID_ARGUMENT", "sigma"),
+        (["c0"], "starfish", {"eta": float("inf")}, "INVALID_ARGUMENT", "eta_u"),
     ],
 )
 def test_bad_requests_are_refused_and_nothing_is_queued(service, targets, strategy, params, status, message):
@@ -90,6 +102,9 @@ def test_request_without_admin_credential_is_refused(service):
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "only request its own" in err.value.details()
     with pytest.raises(StarfishError, match="UNAUTHENTICATED"):
         request_own_unlearning(dep.address(0), "c4", "a-wrong-token", dep.ca_cert)
+    token = dep.creds["clients"]["c4"]  # a client gets the operator's parameters: it cannot choose its own
+    with pytest.raises(StarfishError, match="PERMISSION_DENIED.*operator's parameters"):
+        request_own_unlearning(dep.address(0), "c4", token, dep.ca_cert, {"eta_u": 10, "sigma": 1})
     with service.dep.admin() as admin:
         assert len(admin.list_jobs().jobs) == jobs_before
 
@@ -109,6 +124,32 @@ def _assert_matches_plaintext(service, admin, job_id: str, report: dict, erased_
         (e["t"], e["reason"], e["asked"]) for e in ref_report["corrections"]["events"]
     ]
     assert relative_gap(model, reference.numpy()) <= 1e-3
+
+
+def _assert_dealer_recorded(service, report: dict, status) -> None:
+    """The report names the dealer certificate that served each session; the demo label is on."""
+    der = x509.load_pem_x509_certificate((service.dep.root / "certs" / "dealer.pem").read_bytes()).public_bytes(
+        serialization.Encoding.DER
+    )
+    dealer = report["dealer"]
+    assert dealer["label"] == status.dealer == DEMO_DEALER_LABEL and dealer["independent"] is False
+    assert len(dealer["sessions"]) == report["job"]["session_attempts"]
+    for session in dealer["sessions"]:
+        assert session["session_id"].startswith(report["job"]["job_id"] + ".")
+        assert session["dealer_identity"] == "dealer"
+        assert session["dealer_certificate_sha256"] == hashlib.sha256(der).hexdigest()
+        assert session["dealer_address"] == service.dep.dealer_address
+
+
+def _assert_no_party_spawned_a_dealer(service) -> None:
+    dealer = service.dep.dealer_proc
+    assert dealer is not None and dealer.poll() is None
+    parties = {p.pid for p in service.dep.procs.values()}
+    ppid = int(open(f"/proc/{dealer.pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    assert ppid not in parties
+    for pid in parties:  # a party's children are its job workers only
+        out = subprocess.run(["ps", "-o", "args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+        assert all("server.jobs.worker" in line for line in out.splitlines()), out
 
 
 def _assert_erased(service, target: str, report: dict) -> None:
@@ -149,8 +190,10 @@ def test_jobs_queue_match_plaintext_and_erase_their_targets(service):
 
         assert r2["job"]["started"] >= r1["job"]["finished"]  # queued, not interleaved
         assert r1["job"]["base_round"] == base and r2["job"]["base_round"] == base + 1
+        _assert_no_party_spawned_a_dealer(service)
         for job_id, report, erased in ((first, r1, erased_before), (second, r2, erased_before | {"c2"})):
             _assert_matches_plaintext(service, admin, job_id, report, erased)
+            _assert_dealer_recorded(service, report, admin.job_status(job_id))
             assert report["costs"]["UE"]["online_bytes"] > 0 and report["costs"]["UE"]["offline_bytes"] > 0
             assert set(report["revealed"]) >= {"selected_rounds", "aggregate_gradients", "correction_flags"}
             assert 0 <= report["arp_percent"] <= 100
@@ -180,6 +223,7 @@ def test_cli_fetches_report_and_model(service, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "selected rounds" in out.stdout and f"erased {target} on party1" in out.stdout
+    assert f"dealer: {DEMO_DEALER_LABEL}; sessions served by dealer (" in out.stdout
     assert "erasure certificate signed by party0 and party1" in out.stdout
     np.testing.assert_array_equal(np.load(tmp_path / "model.npy", allow_pickle=False), model)
     assert json.loads((tmp_path / "report.json").read_text())["job"]["job_id"] == done[-1]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import twoparty_cases as cases
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+
+import twoparty_cases as cases
 
 pytestmark = pytest.mark.timeout(300)
 ULP = 2.0**-DEFAULT_PRECISION_BITS

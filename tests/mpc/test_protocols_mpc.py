@@ -14,9 +14,10 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import twoparty_cases as cases
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, encode, share
 from mpc.plain_backend import PlainBackend
+
+import twoparty_cases as cases
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -218,6 +219,14 @@ def test_division_within_tolerance(cluster):
     bound = (2.0**-17 / b + 2e-4) * (a / b).abs() + 8 * ULP * (1 + a.abs())
     assert ((got["secret"] - a / b).abs() <= bound).all(), got["secret"] - a / b
     assert torch.allclose(got["public"], a / b, atol=1e-3, rtol=1e-3)
+
+
+def test_square_root_within_tolerance_over_its_range(cluster):
+    a = torch.tensor([1e-3, 4e-3, 0.02, 0.3, 1.0, 2.0, 9.0, 40.0, 150.0], dtype=torch.float64)
+    got, _ = cluster.run(cases.square_root, a)
+    # relative 1e-4 plus the fixed-point encoding of a (2^-17/a relative, halved by the root)
+    bound = (1e-4 + 2.0**-18 / a) * a.sqrt() + 4 * ULP
+    assert ((got - a.sqrt()).abs() <= bound).all(), (got - a.sqrt()) / a.sqrt()
 
 
 @settings(

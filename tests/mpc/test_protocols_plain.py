@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mpc.plain_backend import PlainBackend
-from mpc.protocols.sort import bitonic_stages
+from mpc.protocols.secsrt import bitonic_stages
 
 B = PlainBackend()
 GRID = 2.0**-16
@@ -25,7 +25,7 @@ def sh(x) -> object:
 @settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
 def test_ge2_matches_cross_products(rows):
-    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
+    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows, strict=True))
     got = B.reveal(B.ge2(sh(u_i), sh(v_i), sh(u_j), sh(v_j)))
     assert torch.equal(got, (u_i * v_j >= u_j * v_i).double())
 
@@ -37,7 +37,7 @@ def _signed_key(w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @settings(deadline=None, max_examples=40)  # timing varies on a shared machine
 @given(st.lists(st.tuples(grid_values, positive_values, grid_values, positive_values), min_size=1, max_size=20))
 def test_ge3_ge4_compare_signed_cosine_keys(rows):
-    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows))
+    u_i, v_i, u_j, v_j = (torch.tensor(c, dtype=torch.float64) for c in zip(*rows, strict=True))
     w_i, w_j = (u_i >= 0).double(), (u_j >= 0).double()
     a_i, a_j = u_i * u_i, u_j * u_j
     # (2w−1)·√(a/v) = u/√v: the keys are the cosines' order

@@ -1,45 +1,88 @@
-"""Session safety: TFP refused, remote rendezvous refused, lock-step detection, dead/hung peers."""
+"""Session safety: TFP refused, plaintext refused off loopback, lock-step detection, dead/hung peers."""
 
 from __future__ import annotations
 
 import re
+import socket
+from pathlib import Path
 
 import pytest
 import torch
 
-import twoparty_cases as cases
 from mpc.cluster import ClusterConfig, TwoPartyError, run_two_party
-from mpc.session import InsecureProviderError, SessionConfig, SessionError, configure
+from mpc.crypten_backend import CrypTenBackend
+from mpc.plane import communicator
+from mpc.plane.channel import Channel
+from mpc.plane.communicator import PlaneCommunicator
+from mpc.plane.tls import TlsFiles
+from mpc.session import Endpoint, InsecureProviderError, SessionConfig, SessionError, configure
+
+import twoparty_cases as cases
 
 SHORT_TIMEOUT_S = 5.0
 
 
-def test_tfp_provider_is_refused():
-    with pytest.raises(InsecureProviderError, match="TFP"):
-        SessionConfig(rank=0, port=29500, provider="TFP")
-    # only an explicit test-only switch lets it through
-    assert SessionConfig(rank=0, port=29500, provider="TFP", allow_tfp=True).provider == "TFP"
+def _config(**overrides) -> SessionConfig:
+    args = {
+        "rank": 0,
+        "session_id": "j1.1",
+        "peer": Endpoint("127.0.0.1", 0),
+        "dealer": Endpoint("127.0.0.1", 29500),
+        "tls": TlsFiles(Path("ca.pem"), Path("p.pem"), Path("p.key")),
+    }
+    return SessionConfig(**(args | overrides))
 
 
-def test_configure_sets_ttp_provider():
-    from mpc.onnx_shim import load_crypten
+def test_dealer_provider_replaces_crypten_ttp_and_tfp_is_refused():
+    from mpc.crypten_loader import load_crypten
+    from mpc.plane.provider import DealerProvider
 
     crypten = load_crypten()
-    configure(SessionConfig(rank=0, port=29501))
+    configure(_config())
     assert crypten.cfg.mpc.provider == "TTP"
+    assert isinstance(crypten.mpc.get_default_provider(), DealerProvider)
+    a, b = socket.socketpair()
+    communicator.install(PlaneCommunicator(0, Channel(a, 5.0, "peer")))
+    try:
+        with crypten.cfg.temp_override({"mpc.provider": "TFP"}):
+            with pytest.raises(InsecureProviderError, match="TTP"):
+                CrypTenBackend()
+    finally:
+        PlaneCommunicator.shutdown()
+        communicator.install(None)
+        b.close()
 
 
-def test_remote_rendezvous_needs_explicit_flag():
-    with pytest.raises(SessionError, match="loopback"):
-        SessionConfig(rank=1, port=29500, host="10.1.2.3")
-    assert SessionConfig(rank=1, port=29500, host="10.1.2.3", allow_remote=True).host == "10.1.2.3"
+def test_plaintext_transports_are_loopback_only():
+    for transport in ("tcp", "gloo"):
+        with pytest.raises(SessionError, match="loopback"):
+            _config(transport=transport, tls=None, peer=Endpoint("10.1.2.3", 29500))
+        with pytest.raises(SessionError, match="loopback"):
+            _config(transport=transport, tls=None, peer=Endpoint("127.0.0.1", 29500), dealer=Endpoint("10.0.0.9", 1))
+    # the TLS plane goes anywhere
+    assert _config(peer=Endpoint("10.1.2.3", 29500)).peer.host == "10.1.2.3"
 
 
-@pytest.mark.parametrize("bad", [dict(rank=3), dict(port=0), dict(timeout_s=0.0), dict(provider="HE")])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"rank": 2},
+        {"timeout_s": 0.0},
+        {"transport": "HE"},
+        {"tls": None},
+        {"session_id": "../etc"},
+        {"session_id": ""},
+        {"transport": "gloo", "tls": None},
+    ],
+)
 def test_bad_session_config_rejected(bad):
-    args = dict(rank=0, port=29500) | bad
     with pytest.raises(SessionError):
-        SessionConfig(**args)
+        _config(**bad)
+
+
+def test_bad_endpoint_rejected():
+    with pytest.raises(SessionError):
+        Endpoint("127.0.0.1", 70000)
 
 
 def test_parties_out_of_step_raise_on_both_sides(cluster):
@@ -87,16 +130,22 @@ def _waited_seconds(traceback_text: str) -> float:
 
 
 @pytest.mark.timeout(240)
-def test_sessions_reinitialise_in_the_same_processes():
+def test_sessions_reinitialise_in_the_same_processes(tmp_path):
     import multiprocessing as mp
 
-    from mpc.cluster import free_port
+    from mpc.plane.certs import make_certs
+    from mpc.plane.dealer_service import DealerConfig, DealerService
 
+    make_certs(tmp_path)
+    dealer = DealerService(
+        DealerConfig("127.0.0.1", 0, TlsFiles(tmp_path / "ca.pem", tmp_path / "dealer.pem", tmp_path / "dealer.key"))
+    ).start()
     ctx = mp.get_context("spawn")
-    ports = [free_port(), free_port()]
-    out = ctx.Queue()
-    procs = [ctx.Process(target=cases.reinit_dealer, args=(ports,))]
-    procs += [ctx.Process(target=cases.reinit_party, args=(r, ports, out)) for r in (0, 1)]
+    out, ports = ctx.Queue(), ctx.Queue()
+    ids = ["reinit.1", "reinit.2"]
+    procs = [
+        ctx.Process(target=cases.reinit_party, args=(r, str(tmp_path), dealer.port, ids, ports, out)) for r in (0, 1)
+    ]
     for p in procs:
         p.start()
     try:
@@ -105,7 +154,9 @@ def test_sessions_reinitialise_in_the_same_processes():
             p.join(60)
         assert got[0] == got[1] == [[2.25, 4.0], [2.25, 4.0]]
         assert all(p.exitcode == 0 for p in procs)
+        assert dealer.sessions.snapshot() == {"running": [], "finished": dict.fromkeys(ids, "finished")}
     finally:
+        dealer.stop()
         for p in procs:
             if p.is_alive():
                 p.kill()

@@ -167,28 +167,41 @@ def _timed_wait(step: Any) -> None:
         raise RuntimeError(f"peer wait failed after {time.monotonic() - start:.2f} s: {exc}") from exc
 
 
-def reinit_party(rank: int, ports: list[int], out: Any) -> None:
-    """Open, use and close one session per port in THIS process (re-initialisation)."""
-    from mpc.session import Session, SessionConfig
+def reinit_party(rank: int, certs: str, dealer_port: int, session_ids: list[str], ports: Any, out: Any) -> None:
+    """Open, use and close one session per id in THIS process (re-initialisation); party 0
+    announces each session's listening port on `ports`."""
+    from pathlib import Path
 
+    from mpc.plane.tls import TlsFiles
+    from mpc.session import Endpoint, Session, SessionConfig
+
+    d = Path(certs)
+    tls = TlsFiles(d / "ca.pem", d / f"party{rank}.pem", d / f"party{rank}.key")
     results = []
-    for port in ports:
-        with Session(SessionConfig(rank=rank, port=port, timeout_s=60)):
+    for sid in session_ids:
+        port = 0 if rank == 0 else ports.get(timeout=60)
+        config = SessionConfig(
+            rank=rank,
+            session_id=sid,
+            peer=Endpoint("127.0.0.1", port),
+            dealer=Endpoint("127.0.0.1", dealer_port),
+            tls=tls,
+            timeout_s=60,
+        )
+        session = Session(config)
+        if rank == 0:
+            ports.put(session.listen())
+        with session:
             backend = CrypTenBackend()
             x = backend.share(torch.tensor([1.5, -2.0], dtype=torch.float64), src=0)
             results.append(backend.reveal(backend.mul(x, x)).tolist())
     out.put((rank, results))
 
 
-def reinit_dealer(ports: list[int]) -> None:
-    """Serve one session per port in this process."""
-    from mpc.dealer import run_dealer
-    from mpc.session import DEALER_RANK, SessionConfig
-
-    for port in ports:
-        run_dealer(SessionConfig(rank=DEALER_RANK, port=port, timeout_s=60))
-
-
 def scalar_products(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """SecSP of rows of x and y (secret · secret) revealed."""
     return backend.reveal(backend.dot(backend.share(x), backend.share(y)))
+
+
+def square_root(backend: CrypTenBackend, rank: int, a: torch.Tensor) -> torch.Tensor:
+    return backend.reveal(backend.sqrt(backend.share(a, src=0)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.local import LocalDeployment
+from starfish.local import LocalDeployment
+
 from server_fixtures import CLIENTS, M
 
 

@@ -9,7 +9,7 @@ import re
 import yaml
 
 from server import metrics
-from server.local import REPO_ROOT
+from starfish.local import REPO_ROOT
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "starfish-alerts.yml"
 SCRAPE = REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml"

@@ -22,7 +22,9 @@ from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
 from server.jobs.validation import RequestError, check_request, check_strategy, parse_parameters
 from server.store import Store
+from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.starfish.state import CurvaturePair, StarfishState
+from unlearning.starfish.strategy import StarfishStrategy
 
 M = 7
 
@@ -43,7 +45,7 @@ def _state(round_index: int, deltas: np.ndarray, y: np.ndarray) -> StarfishState
                 )
             ]
         },
-        log={"rounds": [{"t": 1, "kind": "warmup"}], "flags": [], "corrections": [], "curvature": [], "asked": {}},
+        log=StarfishLog(rounds=[RoundEntry(1, 3, 2, "warmup", 0.5)], asked={"c1": 1}),
     )
 
 
@@ -51,25 +53,30 @@ def _make(a: np.ndarray, bits: int) -> CrypTenSecret:
     return CrypTenSecret(torch.from_numpy(a.copy()), bits)
 
 
+def _export(secret: CrypTenSecret) -> tuple[np.ndarray, int]:
+    return secret.share.numpy(), secret.bits
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.integers(min_value=1, max_value=50))
 def test_checkpoint_roundtrip_is_exact(tmp_path_factory, round_index):
     folder = CheckpointDir(tmp_path_factory.mktemp("ck"))
     deltas, y = random_ring(2), random_ring(M)  # full-range ring elements
-    digest = folder.save(_state(round_index, deltas, y), {"UE": {"calls": 1}})
+    digest = folder.save(_state(round_index, deltas, y), {"UE": {"calls": 1}}, _export)
     assert folder.rounds() == [round_index] and folder.latest() == round_index
     assert folder.digest(round_index) == digest
-    state, costs = folder.load(round_index, _make)
+    state, costs = folder.load(round_index, StarfishStrategy, _make)
     assert costs == {"UE": {"calls": 1}}
     assert np.array_equal(state.deltas.share.numpy(), deltas) and state.deltas.bits == 16
     assert np.array_equal(state.buffers["c1"][0].y.share.numpy(), y)
     assert torch.equal(state.model, torch.linspace(-1, 1, M, dtype=torch.float64))
-    assert state.round == round_index and state.ranked == (3, 1, 2) and state.log["rounds"][0]["kind"] == "warmup"
+    assert state.round == round_index and state.ranked == (3, 1, 2) and state.log.rounds[0].kind == "warmup"
+    assert state.log.asked == {"c1": 1}
 
 
 def test_checkpoint_files_hold_no_pickle_and_corruption_is_detected(tmp_path: Path):
     folder = CheckpointDir(tmp_path)
-    folder.save(_state(2, random_ring(2), random_ring(M)), {})
+    folder.save(_state(2, random_ring(2), random_ring(M)), {}, _export)
     files = sorted(p.name for p in (tmp_path / "t000002").iterdir())
     assert set(files) == {"public.json", "p0.npy", "p1.npy", "s0.i64", "s1.i64"}
     for npy in (tmp_path / "t000002").glob("*.npy"):
@@ -79,29 +86,29 @@ def test_checkpoint_files_hold_no_pickle_and_corruption_is_detected(tmp_path: Pa
     data[0] ^= 1
     share_file.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="corrupt"):
-        folder.load(2, _make)
+        folder.load(2, StarfishStrategy, _make)
 
 
 def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
     folder = CheckpointDir(tmp_path)
-    folder.save(_state(1, random_ring(2), random_ring(M)), {})
+    folder.save(_state(1, random_ring(2), random_ring(M)), {}, _export)
     index = json.loads((tmp_path / "t000001" / "public.json").read_text())
     index["public"]["ranked"] = [1, 2, 3]
     (tmp_path / "t000001" / "public.json").write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match="digest"):
-        folder.load(1, _make)
+        folder.load(1, StarfishStrategy, _make)
     (tmp_path / ".tmp-abc").mkdir()  # a crash while writing leaves only a temporary folder
     again = CheckpointDir(tmp_path)
     assert again.rounds() == [1] and not (tmp_path / ".tmp-abc").exists()
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        again.load(5, _make)
+        again.load(5, StarfishStrategy, _make)
 
 
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
     a, b = CheckpointDir(tmp_path / "p0"), CheckpointDir(tmp_path / "p1")
     # different shares (each party holds its own), same public state
-    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}) == b.save(
-        _state(3, random_ring(2), random_ring(M)), {"y": {}}
+    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}, _export) == b.save(
+        _state(3, random_ring(2), random_ring(M)), {"y": {}}, _export
     )
 
 
@@ -195,7 +202,9 @@ def test_parameters_and_settings_are_checked(tmp_path: Path):
     }
     assert parse_config({**base, "jobs": {"task_timeout_s": 5.0}}, tmp_path).jobs.task_timeout_s == 5.0
     for jobs, message in (
-        ({"dealer": "party0"}, "dealer"),
+        ({"dealer": "party0"}, "dealer must be 'host:port'"),
+        ({"dealer": "spawn"}, "'spawn' is gone"),
+        ({"mpc_host": "0.0.0.0"}, "mpc_advertise"),
         ({"max_attempts": 0}, "max_attempts"),
         ({"task_timeout_s": 0}, "task_timeout_s"),
         ({"standby": "maybe"}, "standby"),
@@ -218,7 +227,7 @@ def test_job_strategies():
     assert check_strategy("random", {"seed": 3, "sigma": 0.5}) == "random"
     for name, params, message in (
         ("random", {"seed": "x"}, "seed"),
-        ("starfish", {"seed": 3}, "unknown Starfish"),
+        ("starfish", {"seed": 3}, "unknown parameter"),
         ("federaser", {}, "not available as a 2PC job"),
         ("nope", {}, "unknown"),
     ):

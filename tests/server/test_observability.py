@@ -15,10 +15,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from metrics_scrape import scrape, value
-from server_fixtures import client_channel, metadata, raw_upload
 
 from proto.starfish.v1 import client_pb2, client_pb2_grpc
+
+from metrics_scrape import scrape, value
+from server_fixtures import client_channel, metadata, raw_upload
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,12 +15,13 @@ import time
 import grpc
 import numpy as np
 import pytest
-from server_fixtures import bound_header, client_channel, metadata
 
-from client_sdk.wire import chunks
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, common_pb2
-from server.local import LocalDeployment
+from proto.wire import chunks
+from starfish.local import LocalDeployment
+
+from server_fixtures import bound_header, client_channel, metadata
 
 pytestmark = pytest.mark.timeout(300)
 WATCH = client_pb2.WatchTasksRequest()

@@ -1,4 +1,4 @@
-"""Property: the Stage I aggregate on shares equals plaintext FedAvg (DESIGN §5)."""
+"""Property: the Stage I aggregate on shares equals plaintext FedAvg (docs/SERVICE.md, "Round protocol")."""
 
 import tempfile
 from pathlib import Path

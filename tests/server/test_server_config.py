@@ -1,10 +1,12 @@
 """Party configuration: valid files load; every malformed value is refused with a message naming it."""
 
+import math
 from pathlib import Path
 
 import pytest
 
 from server.config import ConfigError, load_config, parse_config, token_digest
+from server.unlearning_policy import DEFAULT_BOUNDS
 
 BASE = {
     "role": 0,
@@ -37,6 +39,7 @@ def test_defaults_and_relative_paths(tmp_path: Path):
         ({"auth": {"clients": {"alice": "plaintext-token"}}}, "sha256 hex digest"),
         ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
         ({"rounds": {"deadline": 3}}, "unknown key"),
+        ({"rounds": {"opening": "sometimes"}}, "rounds.opening"),
         ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),
         ({"signing": {"cert": "s.pem"}}, r"\[signing\] needs both 'cert' and 'key'"),
         ({"signing": {"cert": "s.pem", "key": "s.key", "pin": "x"}}, "unknown key"),
@@ -97,3 +100,29 @@ def test_sample_budget_follows_the_encoding(tmp_path: Path):
 def test_admission_threads_leave_room_for_the_admin(tmp_path: Path):
     cfg = parse_config({**BASE, "admission": {"max_streams": 10, "max_requests": 5, "admin_threads": 3}}, tmp_path)
     assert cfg.admission.threads == 18
+
+
+def test_config_loads_parameters_and_bounds(tmp_path: Path):
+    table = {"parameters": {"sigma": 0.5, "B": 3}, "bounds": {"eta_u": [0.01, 0.5], "B": [1, 4]}}
+    cfg = parse_config(dict(BASE, unlearning=table), tmp_path)
+    assert cfg.unlearning.parameters == {"sigma": 0.5, "B": 3}
+    assert cfg.unlearning.bounds["eta_u"] == (0.01, 0.5)
+    assert cfg.unlearning.bounds["buffer_size"] == (1.0, 4.0)  # the alias names the typed parameter
+    assert parse_config(dict(BASE), tmp_path).unlearning.bounds == DEFAULT_BOUNDS
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ({"bounds": {"sigma": [0.9, 0.1]}}, "low ≤ high"),
+        ({"bounds": {"sigma": [0.1, math.inf]}}, "finite"),
+        ({"bounds": {"sigma": 0.5}}, r"\[low, high\]"),
+        ({"bounds": {"lr": [0, 1]}}, "not a bounded parameter"),
+        ({"parameters": {"eta_u": 10.0}}, "eta_u = 10 is outside"),
+        ({"parameters": {"sigma": 0.5}, "bounds": {"sigma": [0.6, 1.0]}}, "sigma = 0.5 is outside"),
+        ({"limit": 1}, "unknown key"),
+    ],
+)
+def test_bad_policy_is_refused_at_config_load(tmp_path: Path, table, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(dict(BASE, unlearning=table), tmp_path)

@@ -15,7 +15,7 @@ from client_sdk import UploadRejectedError
 from mpc.fixedpoint import decode, encode, reconstruct_encoded, share_encoded
 from server import membership
 from server.headroom import RING_MAX, coordinate_bound, fits, round_sample_budget, trim_to_budget
-from server.local import LocalDeployment
+from starfish.local import LocalDeployment
 
 
 @settings(max_examples=200, deadline=None)

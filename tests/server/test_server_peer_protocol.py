@@ -6,14 +6,14 @@ from __future__ import annotations
 import grpc
 import numpy as np
 import pytest
-from server_fixtures import bound_header
 
-from client_sdk.wire import model_hash, model_messages, sha256_hex
 from mpc.fixedpoint import decode, random_ring, reconstruct_encoded, share, to_wire
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2, peer_pb2_grpc
-from server.exchange import read_share_stream, share_messages
-from server.local import LocalDeployment
+from proto.wire import model_hash, model_messages, read_share_stream, sha256_hex, share_messages
 from server.store import membership_digest
+from starfish.local import LocalDeployment
+
+from server_fixtures import bound_header
 
 pytestmark = pytest.mark.timeout(300)
 M = 16
@@ -51,11 +51,13 @@ def _upload(dep, stub, cid, h, share1, n):
 
 
 def _to_aggregated(dep, peer, client):
-    """Install M_0, open round 1, upload u and v, close, agree, exchange. Returns (h0, expected M_1, follower's M_1 hash)."""
+    """Install M_0, open round 1, upload u and v, close, agree, exchange.
+
+    Returns (h0, expected M_1, follower's M_1 hash)."""
     m0 = np.linspace(0, 1, M).astype(np.float32)
     h0 = model_hash("toy", m0)
     header = common_pb2.ModelHeader(arch="toy", num_params=M, model_hash=h0, lr=LR)
-    assert peer.InitModel(model_messages(common_pb2, header, m0, 1024)).model_hash == h0
+    assert peer.InitModel(model_messages(header, m0, 1024)).model_hash == h0
     with pytest.raises(grpc.RpcError) as info:  # M_0 of another content is refused
         peer.OpenRound(peer_pb2.OpenRoundRequest(round=1, model_hash="f" * 64, deadline_unix=1e12, lr=LR))
     assert "cannot open round 1" in info.value.details()

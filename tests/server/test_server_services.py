@@ -3,10 +3,11 @@ with a status and message naming the problem, and nothing already stored is lost
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import numpy as np
 import pytest
-from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view, upload_header
 
 from client_sdk import StarfishError, UploadRejectedError
 from mpc.fixedpoint import random_ring, to_wire
@@ -19,7 +20,9 @@ from proto.starfish.v1 import (
     peer_pb2,
     peer_pb2_grpc,
 )
-from server.store import Store
+from server.store import Store, TaskRecord
+
+from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view, upload_header
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -205,24 +208,24 @@ def test_peer_port_needs_the_other_partys_certificate(parties):
 
 
 def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
-    """A task posted on both parties (as the job runner will) is answered through serve_tasks."""
+    """A task stored on both parties (as each party's job runner posts it) is answered through serve_tasks."""
     from mpc.fixedpoint import reconstruct
 
     state = round_view(parties)
-    deadline = __import__("time").time() + 60
-    spec = peer_pb2.TaskSpec(
+    task = TaskRecord(
         task_id="t-1",
-        client_id="c3",
+        client="c3",
         job_id="job-1",
         kind=client_pb2.TASK_KIND_CORRECTION,
         unlearning_round=4,
         original_round=1,
         model_hash=state.model_hash,
-        deadline_unix=deadline,
+        deadline=time.time() + 60,
     )
-    for target in (0, 1):
-        with _peer_channel(parties, target, 1 - target) as ch:
-            peer_pb2_grpc.PeerServiceStub(ch).PostTask(spec, timeout=5)
+    for role in (0, 1):  # a second connection to the running party's store; WatchTasks polls it
+        store = Store(parties.data_dir(role), role)
+        store.put_task(task)
+        store.close()
     seen = []
     expected = np.linspace(-0.5, 0.5, M)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from client_sdk.wire import model_hash
 from mpc.fixedpoint import random_ring
+from proto.wire import model_hash
 from server.store import ConflictError, RoundClosedError, SampleBudgetError, Store, StoreError
 
 M = 37
@@ -134,7 +134,7 @@ def test_erasure_receipt_is_kept_and_a_repeated_erase_returns_it(tmp_path: Path)
 
 
 def test_seed_compressed_share_is_expanded_on_load(tmp_path: Path):
-    from client_sdk.masks import expand_mask, new_seed
+    from mpc.masks import expand_mask, new_seed
 
     st, h = _store(tmp_path)
     seed = new_seed()
@@ -169,7 +169,7 @@ def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_p
     try:
         for i in range(1, 41):
             if i > 1:
-                h = st.open_round(i, st.global_model_hash(i - 1), deadline=1e12, lr=0.1).model_in_hash
+                st.open_round(i, st.global_model_hash(i - 1), deadline=1e12, lr=0.1)
             st.set_round_state(i, "closed")
             st.set_membership(i, {})
             st.set_round_output(i, "toy", np.full(M, i, dtype=np.float32), peer_bytes=0)
@@ -184,7 +184,7 @@ def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_p
 def test_erased_seed_and_scalar_shares_leave_no_bytes_in_the_database_files(tmp_path: Path):
     """Erasure must not leave a seed-compressed share (32 bytes in a row) readable in the
     SQLite file or its write-ahead log."""
-    from client_sdk.masks import new_seed
+    from mpc.masks import new_seed
 
     st, h = _store(tmp_path)
     seed = new_seed()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from synthetic_fl import LogRegSetup, make_logreg_setup
 
 

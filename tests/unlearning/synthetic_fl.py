@@ -9,8 +9,9 @@ Client "c0" has flipped labels, so forgetting it visibly changes the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -32,7 +33,7 @@ class LogRegFL:
     probe_y: torch.Tensor
 
     @classmethod
-    def make(cls, n_clients: int = 5, dim: int = 6, seed: int = 0, flip: Sequence[str] = ("c0",)) -> "LogRegFL":
+    def make(cls, n_clients: int = 5, dim: int = 6, seed: int = 0, flip: Sequence[str] = ("c0",)) -> LogRegFL:
         gen = torch.Generator().manual_seed(seed)
         w_true = torch.randn(dim, generator=gen, dtype=torch.float64)
 
@@ -123,6 +124,10 @@ class LogRegProbe(ModelProbe):
     def loss(self, model: torch.Tensor) -> float:
         z = self.problem.probe_x @ model.to(torch.float64)
         return float(torch.nn.functional.binary_cross_entropy_with_logits(z, self.problem.probe_y))
+
+    def accuracy(self, model: torch.Tensor) -> float:
+        predicted = (self.problem.probe_x @ model.to(torch.float64) > 0).to(torch.float64)
+        return float((predicted == self.problem.probe_y).to(torch.float64).mean())
 
 
 @dataclass

@@ -9,14 +9,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unlearning.baselines.common import RunLog, loss_windows, parse_params, top_fraction
+from unlearning.baselines.common import RunLog, loss_windows, top_fraction
 from unlearning.baselines.fedadp import budget_schedule
 from unlearning.baselines.retrain import RetrainStrategy
+from unlearning.params import StrategyParams, parse_params
 from unlearning.strategy import UnlearningError
 
 
 @dataclass(frozen=True)
-class Example:
+class Example(StrategyParams):
     count: int = 1
     rate: float = 0.5
     flag: bool = False
@@ -123,4 +124,4 @@ def test_budget_schedule_is_bounded_and_non_decreasing(losses, eps_min, span):
     budgets = budget_schedule(losses, eps_min, eps_min, eps_max)
     assert len(budgets) == len(losses) - 1
     assert all(eps_min <= b <= eps_max + 1e-12 for b in budgets)
-    assert all(b2 >= b1 - 1e-12 for b1, b2 in zip(budgets, budgets[1:]))
+    assert all(b2 >= b1 - 1e-12 for b1, b2 in zip(budgets, budgets[1:], strict=False))

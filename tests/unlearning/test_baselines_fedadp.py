@@ -6,11 +6,13 @@ import math
 
 import pytest
 import torch
-from synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
 
 from mpc.plain_backend import PlainBackend
 from unlearning.baselines.fedadp import FedADPStrategy, budget_schedule, noise_std, privatize
+from unlearning.history import UploadPrivacy
 from unlearning.strategy import UnlearnContext, UnlearningError
+
+from synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
 
 
 def test_budget_schedule_follows_eq4():
@@ -71,7 +73,7 @@ def test_selects_least_aligned_models_and_most_aligned_updates_and_replays_them(
         - 0.5 * (table[4]["a"] + table[4]["b"]).double() / 2
     )
     torch.testing.assert_close(result.model, expected.float())
-    assert report["budgets"] == []
+    assert report["budgets"] == [] and report["privacy"] == {"source": "none"}
 
 
 def test_orthogonal_fresh_updates_do_not_move_the_model():
@@ -90,8 +92,42 @@ def test_dp_run_is_seeded_and_reports_the_schedule(logreg_fl):
     budgets = first.report["budgets"]
     assert len(budgets) == 8 and all(1.0 <= b <= 3.0 for b in budgets)
     assert first.report["noise_std"] == pytest.approx([noise_std(1.0, 1e-5, b) for b in budgets])
+    assert first.report["privacy"]["source"] == "read_time"
     assert all("c0" not in r.clients for r in logreg_fl.oracle.requests)
     assert torch.isfinite(first.model).all()
+
+
+def test_history_privatized_is_refused_on_a_history_with_clean_uploads(logreg_fl):
+    assert logreg_fl.history.upload_privacy() is None
+    with pytest.raises(UnlearningError, match="declares no privatized uploads"):
+        FedADPStrategy().run(logreg_fl.context(params={"history_privatized": True}))
+    assert logreg_fl.oracle.requests == []
+
+
+def declared(history, budgets):
+    """`history` declaring that its uploads were privatized with these budgets (S = 1)."""
+    stds = tuple(noise_std(1.0, 1e-5, e) for e in budgets)
+    history.privacy = UploadPrivacy("gaussian", 1.0, 1e-5, tuple(budgets), stds)
+    return history
+
+
+def test_privatized_history_is_read_as_stored_and_reports_the_clients_budgets(logreg_fl):
+    declared(logreg_fl.history, [1.0 + 0.25 * i for i in range(8)])
+    for params in ({"history_privatized": False}, {"dp": False}):
+        with pytest.raises(UnlearningError, match="noise twice"):
+            FedADPStrategy().run(logreg_fl.context(params=params))
+    result = FedADPStrategy().run(logreg_fl.context(params={"history_privatized": True, "seed": 1}))
+    again = FedADPStrategy().run(logreg_fl.context(params={"history_privatized": True, "seed": 2}))
+    torch.testing.assert_close(result.model, again.model)  # no noise of its own: the seed plays no part
+    assert result.report["budgets"] == [1.0 + 0.25 * i for i in range(8)]
+    assert result.report["noise_std"] == list(logreg_fl.history.privacy.noise_std)
+    assert result.report["privacy"] == {"source": "uploads", "mechanism": "gaussian", "clip_norm": 1.0, "delta": 1e-5}
+
+
+def test_privatized_history_must_declare_one_budget_per_round(logreg_fl):
+    declared(logreg_fl.history, [1.0, 2.0])
+    with pytest.raises(UnlearningError, match="2 budgets for 8 rounds"):
+        FedADPStrategy().run(logreg_fl.context(params={"history_privatized": True}))
 
 
 def test_fedadp_needs_a_probe(logreg_fl):

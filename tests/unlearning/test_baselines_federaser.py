@@ -41,7 +41,16 @@ def test_federaser_lands_closer_to_retrain_than_the_original_model(logreg_fl):
     assert (eraser - retrain).norm() < 0.5 * (original - retrain).norm()
 
 
-@pytest.mark.parametrize("params", [{"interval": 0}, {"interval": True}, {"ratio": 0.5}])
+@pytest.mark.parametrize(
+    "params",
+    [{"interval": 0}, {"interval": True}, {"ratio": 0.5}, {"calibration_epochs": 0}, {"calibration_epochs": 0.5}],
+)
 def test_federaser_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):
         FedEraserStrategy().run(logreg_fl.context(params=params))
+
+
+def test_calibration_epochs_are_asked_of_the_calibrating_clients(logreg_fl):
+    FedEraserStrategy().run(logreg_fl.context(params={"interval": 3, "calibration_epochs": 1}))
+    assert [r.local_epochs for r in logreg_fl.oracle.requests] == [1, 1]
+    assert not any(r.fresh_order for r in logreg_fl.oracle.requests)

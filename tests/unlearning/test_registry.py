@@ -10,8 +10,8 @@ from mpc.plain_backend import PlainBackend
 from unlearning import registry
 from unlearning.strategy import Strategy, UnlearningError
 
-PLAINTEXT_ONLY = {"federaser", "fedrecover", "crab", "fedadp"}
-SECURE_CAPABLE = {"starfish", "retrain", "random", "puf"}
+PLAINTEXT_ONLY = {"federaser", "fedadp"}
+SECURE_CAPABLE = {"starfish", "retrain", "random", "puf", "fedrecover", "crab"}
 
 
 class FlaggedSecureBackend(PlainBackend):
@@ -35,7 +35,7 @@ class FlaggedSecureBackend(PlainBackend):
 def test_registry_lists_every_strategy():
     assert set(registry.names()) == PLAINTEXT_ONLY | SECURE_CAPABLE
     for name in registry.names():
-        cls = registry.get_strategy(name)
+        cls = registry.strategy_class(name)
         assert cls is registry.strategy_class(name)
         assert issubclass(cls, Strategy) and cls.name == name
         assert registry.requires_plaintext(name) == (name in PLAINTEXT_ONLY)

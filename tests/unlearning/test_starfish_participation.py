@@ -8,7 +8,7 @@ import torch
 from mpc.plain_backend import PlainBackend
 from unlearning.history import InMemoryHistory, RoundInfo
 from unlearning.starfish import StarfishStrategy
-from unlearning.starfish.threshold import client_rounds, determine_thresholds
+from unlearning.starfish.thresholds import client_rounds, determine_thresholds
 from unlearning.strategy import UnlearnContext
 
 from synthetic_fl import LogRegFL, LogRegOracle

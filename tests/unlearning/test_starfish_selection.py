@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mpc.plain_backend import PlainBackend
 from unlearning.history import InMemoryHistory, RoundInfo
-from unlearning.starfish.selection import select_rounds
+from unlearning.starfish.secrs import select_rounds
 
 CLIENTS = ("t0", "t1", "r0", "r1")
 

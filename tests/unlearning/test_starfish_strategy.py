@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientOracle, GradientRequest
 from unlearning.starfish import StarfishParams, StarfishState, StarfishStrategy
-from unlearning.starfish.report import average_round_saving, theorem1_bound
+from unlearning.starfish.run_report import average_round_saving, theorem1_bound
 from unlearning.strategy import UnlearningError
 
 from synthetic_fl import LogRegFL, LogRegOracle, LogRegSetup, make_logreg_setup
@@ -162,10 +162,10 @@ def test_curvature_safeguard_skips_negative_pairs_and_stays_finite() -> None:
     ctx.on_checkpoint = states.append
     result = StarfishStrategy().run(ctx)
     assert torch.isfinite(result.model).all()
-    curvature = states[-1].log["curvature"]
-    liar = [c for c in curvature if c["client"] == "c2"]
-    assert liar and not any(c["accepted"] for c in liar)
-    assert all(c["accepted"] for c in curvature if c["client"] != "c2")
+    curvature = states[-1].log.curvature
+    liar = [c for c in curvature if c.client == "c2"]
+    assert liar and not any(c.accepted for c in liar)
+    assert all(c.accepted for c in curvature if c.client != "c2")
     assert "c2" not in states[-1].buffers
     assert result.report["revealed"]["curvature_bits"]["rejected"] == len(liar)
     assert result.report["revealed"]["curvature_bits"]["count"] == len(curvature)
@@ -244,10 +244,10 @@ def test_bad_targets_and_resume_state_are_rejected() -> None:
 
 
 def test_parameter_derivations_follow_the_paper() -> None:
-    params = StarfishParams.from_mapping({"sigma": 0.6, "beta": 0.1, "T_delta": 16})
+    params = StarfishStrategy.parse_params({"sigma": 0.6, "beta": 0.1, "T_delta": 16})
     assert params.selected_count(40) == 24 and params.check_interval(40) == 4
     assert params.comparison(16) == "method1" and params.comparison(17) == "method2"
-    assert StarfishParams.from_mapping({"method": "alt", "T_delta": 8}).comparison(9) == "method2"
+    assert StarfishStrategy.parse_params({"method": "alt", "T_delta": 8}).comparison(9) == "method2"
     assert StarfishParams(sigma=0.6).unlearning_rate(0.3) == 0.3
     assert StarfishParams(eta_u=0.01).unlearning_rate(0.3) == 0.01
 

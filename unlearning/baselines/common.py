@@ -1,12 +1,10 @@
 """Pieces shared by the baseline strategies.
 
-* `parse_params`: typed, validated strategy parameters from `UnlearnContext.params`
-  (unknown names, wrong types and out-of-range values give `UnlearningError`);
 * `RunLog`: fresh gradients through the `GradientOracle` with per-client participation
   accounting (for ARP, Starfish §V: ARP = mean over remaining clients of (T − T_r)/T·100 %,
   T_r = rounds the client was asked to compute in), per-step timings, and the JSON report;
-* FedAvg helpers: weights n_j / Σ n_j and the weighted aggregate Σ_j w_j·[g_j], of which
-  only the aggregate is revealed (so the helpers work on the secure backend too);
+* model steps: M ← M − η·G and the public aggregate of a stored round (FedAvg weights and
+  the revealed aggregate are `unlearning.fedavg`'s);
 * plaintext helpers (norms, cosines, loss windows, top-fraction selection) for the
   strategies that declare `requires_plaintext = True`.
 """
@@ -15,107 +13,19 @@ from __future__ import annotations
 
 import math
 import time
-import types
-import typing
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, fields
-from typing import Any, Iterator, Mapping, Sequence, TypeVar
+from typing import Any
 
 import torch
 
 from mpc.backend import Backend, Secret
-from unlearning.history import GradientRequest, RoundInfo
-from unlearning.probes import require_probe
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError
-
-P = TypeVar("P")
+from unlearning.history import GradientRequest
+from unlearning.params import StrategyParams
+from unlearning.strategy import UnlearnContext, UnlearningError
 
 
-# --------------------------------------------------------------------------- parameters
-def parse_params(cls: type[P], raw: Mapping[str, Any], strategy: str) -> P:
-    """Build the parameter dataclass `cls` from `raw`, rejecting unknown names and
-    values of the wrong type, then run the dataclass's own `check()`."""
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise UnlearningError(f"{strategy}: unknown parameter(s) {unknown}; known: {sorted(known)}")
-    kwargs = {name: _coerce(strategy, name, raw[name], hints[name]) for name in known if name in raw}
-    params = cls(**kwargs)
-    check = getattr(params, "check", None)
-    if check is not None:
-        check()
-    return params
-
-
-def _coerce(strategy: str, name: str, value: Any, hint: Any) -> Any:
-    allowed = (
-        typing.get_args(hint)
-        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
-        else (hint,)
-    )
-    if value is None and type(None) in allowed:
-        return None
-    for kind in allowed:
-        if kind is bool and isinstance(value, bool):
-            return value
-        if kind is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(float(value)):
-                raise UnlearningError(f"{strategy}: parameter {name!r} must be finite, got {value!r}")
-            return float(value)
-        if kind is str and isinstance(value, str):
-            return value
-    names = " or ".join(getattr(k, "__name__", str(k)) for k in allowed)
-    raise UnlearningError(f"{strategy}: parameter {name!r} must be {names}, got {value!r}")
-
-
-def check_range(
-    strategy: str,
-    name: str,
-    value: float | int,
-    low: float,
-    high: float,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Raise `UnlearningError` unless `value` lies in the interval (bounds as flagged)."""
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if below or above:
-        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-        raise UnlearningError(f"{strategy}: parameter {name!r} must be in {lo}{low}, {high}{hi}, got {value!r}")
-
-
-def check_choice(strategy: str, name: str, value: str, choices: Sequence[str]) -> None:
-    """Raise `UnlearningError` unless `value` is one of `choices`."""
-    if value not in choices:
-        raise UnlearningError(f"{strategy}: parameter {name!r} must be one of {list(choices)}, got {value!r}")
-
-
-def params_dict(params: Any) -> dict[str, Any]:
-    """JSON-ready copy of a parameter dataclass."""
-    return asdict(params)
-
-
-# --------------------------------------------------------------------------- FedAvg
-def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
-    """FedAvg weights n_j / Σ_{k∈clients} n_k over `clients` of round `info`."""
-    total = sum(info.n_samples[c] for c in clients)
-    if total <= 0:
-        raise UnlearningError(f"round {info.index}: clients {list(clients)} hold no samples")
-    return {c: info.n_samples[c] / total for c in clients}
-
-
-def aggregate(backend: Backend, grads: Mapping[str, Secret], weights: Mapping[str, float]) -> torch.Tensor:
-    """Reveal only G = Σ_j w_j·[g_j] (public weights: a local product, then one reveal)."""
-    clients = list(grads)
-    stacked = backend.stack([grads[c] for c in clients])
-    w = torch.tensor([weights[c] for c in clients], dtype=torch.float64)
-    return backend.reveal(backend.matmul(w, stacked)).to(torch.float64)
-
-
+# --------------------------------------------------------------------------- model steps
 def descend(model: torch.Tensor, update: torch.Tensor, lr: float) -> torch.Tensor:
     """M ← M − η·G, kept as the flat float32 public model of the history contract."""
     return (model.to(torch.float64) - lr * update.to(torch.float64)).to(torch.float32)
@@ -206,14 +116,28 @@ class RunLog:
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
     def fresh_gradients(
-        self, model: torch.Tensor, t: int, original_round: int, clients: Sequence[str], reason: str
+        self,
+        model: torch.Tensor,
+        t: int,
+        original_round: int,
+        clients: Sequence[str],
+        reason: str,
+        local_epochs: int | None = None,
+        fresh_order: bool = False,
     ) -> dict[str, Secret]:
         """Ask `clients` for their exact gradient at `model` (unlearning round t, data order
-        of stored round `original_round`); clients that do not answer are recorded."""
+        of stored round `original_round` or a fresh one, `local_epochs` if given); clients
+        that do not answer are recorded."""
         if not clients:
             return {}
         request = GradientRequest(
-            model=model, unlearning_round=t, original_round=original_round, clients=tuple(clients), reason=reason
+            model=model,
+            unlearning_round=t,
+            original_round=original_round,
+            clients=tuple(clients),
+            reason=reason,
+            local_epochs=local_epochs,
+            fresh_order=fresh_order,
         )
         answers = self.ctx.oracle.exact_gradients(self.ctx.backend, request)
         got: dict[str, Secret] = {}
@@ -239,13 +163,13 @@ class RunLog:
         saved = [(total - len(self.rounds_asked[c])) / total for c in self.remaining]
         return 100.0 * sum(saved) / len(saved)
 
-    def report(self, params: Any, **extra: Any) -> dict[str, Any]:
+    def report(self, params: StrategyParams, **extra: Any) -> dict[str, Any]:
         """The JSON-ready report every baseline returns."""
         report: dict[str, Any] = {
             "strategy": self.strategy,
             "backend": self.ctx.backend.name,
             "targets": list(self.ctx.targets),
-            "params": params_dict(params),
+            "params": params.as_dict,
             "stored_rounds": self.ctx.history.num_rounds,
             "rounds_used": self.rounds_used,
             "client_rounds": {c: len(r) for c, r in self.rounds_asked.items()},
@@ -256,12 +180,6 @@ class RunLog:
         }
         report.update(extra)
         return report
-
-
-def refuse_resume(ctx: UnlearnContext, strategy: str) -> None:
-    """Baselines run start to end; a resume request gets a clear error, not a silent restart."""
-    if ctx.resume_from is not None:
-        raise UnlearningError(f"strategy {strategy!r} does not support resuming from a checkpoint")
 
 
 def norm_calibrated_update(
@@ -276,19 +194,3 @@ def norm_calibrated_update(
         if norm_hat > 0.0:
             total += weights[c] * stored_norms[c] / norm_hat * g_hat.to(torch.float64)
     return total
-
-
-class BaselineStrategy(Strategy):
-    """Shared request checks of the baselines: the base checks (targets, plaintext need),
-    parameters that parse as `params_type`, a model probe when `needs_probe`, and no
-    resume (only Algorithm 4's resumable state supports it)."""
-
-    params_type: type
-    needs_probe: bool = False
-
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        parse_params(self.params_type, ctx.params, self.name)
-        if self.needs_probe:
-            require_probe(ctx, self.name)
-        refuse_resume(ctx, self.name)

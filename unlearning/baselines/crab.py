@@ -21,7 +21,8 @@ What the paper does.
    the stored length, Ũ^c = ‖U^c_{t_j}‖ · Û^c/‖Û^c‖ (eq. (8)), aggregates by FedAvg
    (eq. (9)) and updates M̃_{r+1} = M̃_r + Ũ_r (eq. (10)).
 
-What we implement. All three steps over the stored history (our service stores every
+What we implement. All three steps over the stored history, written once on the `Backend`
+interface (plaintext and 2PC alike) (our service stores every
 round, so selective storage is applied when the request arrives, which selects the same
 rounds and clients). p(M) and F(M) come from the `ModelProbe` (unlearning/probes.py).
 Aggregates G_i are the public model differences (M_{i−1} − M_i)/η_i. Fresh updates
@@ -34,41 +35,49 @@ rounded up, P_b = ⌈λB_b⌉ (at least one round per window), X = ⌈δC⌉; ro
 when training ended form a last window; Ḡ_{t_0} = 0; eq. (5) sums norms, Φ(j) =
 β Σ_{j'≤j} ‖I(C^−_{t_{j'}})‖, and both eq. (4) and eq. (5) are cumulative up to j; each set
 in eq. (3) is normalised by its own data size; no j satisfying eq. (6) means rollback
-to M_0; recovery replays the kept rounds after t_{j*}. Per-client norms and cosines are
-plaintext: `requires_plaintext`.
+to M_0; recovery replays the kept rounds after t_{j*}.
+
+Under 2PC. Round selection uses only public data (the global models' outputs on the
+public probe set). Client selection: cos(g^c, G) ranks like ⟨g^c, G⟩/‖g^c‖ (‖G‖ is public),
+with ⟨g^c, G⟩ local and ‖g^c‖ the client's reported norm; SecSrt (SecGE2 keys) sorts them,
+and SecGE2 against the secret X-th key reveals one bit per client: kept or not. Rollback:
+eq. (4)'s term is ‖Ḡ_C − Ḡ_{C^−}‖ (Ḡ_{t_{j−1}} cancels), zero in public when no target is
+kept; norms are `Backend.sqrt` of squared norms taken on the vector divided by the public
+‖G_{t_j}‖ (keeps them in the root's range); the bits [S(j) ≤ Φ(j)] stay secret and only
+j* = Σ_j j·b_j·Π_{j'>j}(1 − b_{j'}) is revealed. Recovery: the ratio ‖g^c‖/‖ĝ^c‖ is a
+secret division (reported norm over the root of the fresh squared norm) and only the
+calibrated FedAvg aggregate is revealed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
 
 import torch
 
-from unlearning.baselines.common import (
-    BaselineStrategy,
-    RunLog,
-    check_range,
-    cosine,
-    descend,
-    fedavg_weights,
-    loss_windows,
-    norm_calibrated_update,
-    parse_params,
-    plain,
-    stored_plain,
-    stored_round_update,
-    top_fraction,
-)
+from mpc.backend import Backend, Secret
+from mpc.costs import CostLedger
+from unlearning.baselines.common import RunLog, loss_windows, stored_round_update, top_fraction
+from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.lbfgs import squared_norms
+from unlearning.params import StrategyParams, check_range
 from unlearning.probes import ModelProbe, require_probe
-from unlearning.strategy import UnlearnContext, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
 NAME = "crab"
+#: what a run reveals to both parties (listed in its report)
+REVEALED = (
+    "loss windows, KL divergences and selected rounds (public models on the public probe set)",
+    "one kept/not-kept bit per client of every selected round",
+    "the rollback index j*",
+    "the calibrated FedAvg aggregate of every recovery round (the public model trajectory)",
+)
 
 
 @dataclass(frozen=True)
-class CrabParams:
+class CrabParams(StrategyParams):
     """Paper defaults (§V-A): loss_reduction α = 0.1, round_ratio λ = 0.6,
     client_ratio δ = 0.7, sensitivity_ratio β = 0.3."""
 
@@ -82,6 +91,18 @@ class CrabParams:
         check_range(NAME, "round_ratio", self.round_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "client_ratio", self.client_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "sensitivity_ratio", self.sensitivity_ratio, 0.0, 1e6)
+
+
+@dataclass(frozen=True)
+class KeptRound:
+    """A selected round t_j after client selection: its kept clients (public), their stored
+    gradients (x, m) and reported norms (x,) (secret), and the public ‖G_{t_j}‖."""
+
+    round: int
+    clients: list[str]
+    grads: Secret
+    norms: Secret
+    scale: float
 
 
 def kl_divergence(p: torch.Tensor, q: torch.Tensor, eps: float = 1e-12) -> float:
@@ -104,126 +125,194 @@ def select_rounds(windows: Sequence[Sequence[int]], scores: Mapping[int, float],
     return sorted(chosen)
 
 
-def select_clients(grads: Mapping[str, torch.Tensor], aggregate: torch.Tensor, ratio: float) -> list[str]:
-    """The ⌈δC⌉ clients with the highest contribution score cos(g^c, G) (eq. (2))."""
-    return top_fraction({c: cosine(g, aggregate) for c, g in grads.items()}, ratio)
+def kept_count(n: int, ratio: float) -> int:
+    """X = ⌈δC⌉ of C clients (at least one)."""
+    return min(n, max(1, math.ceil(ratio * n - 1e-9)))
 
 
-def weighted_mean(grads: Mapping[str, torch.Tensor], n_samples: Mapping[str, int], dim: int) -> torch.Tensor:
-    """Σ_c |D_c|/|D_C| g^c over the given clients (zero vector for an empty set)."""
-    if not grads:
-        return torch.zeros(dim, dtype=torch.float64)
-    total = sum(n_samples[c] for c in grads)
-    return sum(n_samples[c] / total * g for c, g in grads.items())
+def select_clients(
+    backend: Backend, clients: Sequence[str], grads: Secret, norms: Secret, aggregate: torch.Tensor, ratio: float
+) -> list[str]:
+    """The ⌈δC⌉ clients with the highest contribution score cos(g^c, G) (eq. (2)), i.e. the
+    largest ⟨g^c, G⟩/‖g^c‖: SecSrt by SecGE2 finds the secret X-th key, and one SecGE2 per
+    client against it reveals only whether the client is kept (a client tied with the
+    X-th score is kept too)."""
+    n = len(clients)
+    count = kept_count(n, ratio)
+    if count == n:
+        return list(clients)
+    u = backend.matmul(grads, aggregate.to(torch.float64))  # ⟨g^c, G⟩, local
+    keys = backend.stack([u, norms], dim=1)
+    ordered, _ = backend.sort_desc(keys, u, method="ge2")
+    kth = backend.index(ordered, [count - 1] * n)  # the X-th key repeated (n, 2)
+    col = lambda x, k: backend.index(x, (slice(None), k))  # noqa: E731
+    kept = backend.reveal(backend.ge2(u, norms, col(kth, 0), col(kth, 1))) > 0.5
+    return [c for c, k in zip(clients, kept.tolist(), strict=True) if k]
+
+
+def secret_norm(backend: Backend, x: Secret, scale: float) -> Secret:
+    """‖x‖ of a secret (m,), shape (1,): √(‖x/s‖²)·s with the public scale s > 0."""
+    scaled = backend.reshape(backend.mul(x, 1.0 / scale), (1, x.shape[0]))
+    return backend.mul(backend.sqrt(squared_norms(backend, scaled)), scale)
+
+
+def weighted_mean(backend: Backend, kept: KeptRound, members: Sequence[str], counts: Mapping[str, int]) -> Secret:
+    """Σ_c |D_c|/|D_C| g^c over `members` ⊆ kept clients (m,)."""
+    total = sum(counts[c] for c in members)
+    w = torch.tensor([counts[c] / total if c in members else 0.0 for c in kept.clients], dtype=torch.float64)
+    return backend.matmul(w, kept.grads)
 
 
 def rollback_index(
-    kept: Iterable[Mapping[str, torch.Tensor]],
-    n_samples: Sequence[Mapping[str, int]],
-    targets: set[str],
-    beta: float,
-    dim: int,
-) -> tuple[int, list[float], list[float]]:
-    """j* of eq. (6) with S (eq. (4)) and Φ (eq. (5)) for kept rounds j = 1..T′.
-
-    `kept` yields, for each kept round t_j in order, its kept clients' gradients (it may
-    be a generator, so only one round is in memory). Returns (j*, S, Φ), j* = 0 when no
-    j satisfies S(j) ≤ Φ(j)."""
-    previous = torch.zeros(dim, dtype=torch.float64)
-    s_total = phi_total = 0.0
-    s_curve: list[float] = []
-    phi_curve: list[float] = []
-    best = 0
-    for j, (grads, counts) in enumerate(zip(kept, n_samples), start=1):
-        benign = {c: g for c, g in grads.items() if c not in targets}
-        mean_all = weighted_mean(grads, counts, dim)
-        influence_all = mean_all - previous  # eq. (3), C_{t_j}
-        influence_benign = weighted_mean(benign, counts, dim) - previous  # eq. (3), C^−_{t_j}
-        s_total += float((influence_all - influence_benign).norm())
-        phi_total += float(influence_benign.norm())
-        s_curve.append(s_total)
-        phi_curve.append(beta * phi_total)
-        if s_total <= beta * phi_total:
-            best = j
+    backend: Backend, kept: Iterable[KeptRound], n_samples: Sequence[Mapping[str, int]], targets: set[str], beta: float
+) -> int:
+    """j* of eq. (6) with S (eq. (4)) and Φ (eq. (5)) for kept rounds j = 1..T′, revealing
+    only j* (0 when no j satisfies S(j) ≤ Φ(j)). `kept` may be a generator (one round in memory)."""
+    previous: Secret | None = None
+    s_total: Secret | None = None
+    phi_total: Secret | None = None
+    bits: list[Secret] = []
+    for kr, counts in zip(kept, n_samples, strict=True):
+        benign = [c for c in kr.clients if c not in targets]
+        mean_all = weighted_mean(backend, kr, kr.clients, counts)
+        mean_benign = weighted_mean(backend, kr, benign, counts) if benign else backend.mul(mean_all, 0.0)
+        influence = mean_benign if previous is None else backend.sub(mean_benign, previous)  # eq. (3), C^−
+        phi = secret_norm(backend, influence, kr.scale)
+        phi_total = phi if phi_total is None else backend.add(phi_total, phi)
+        if len(benign) < len(kr.clients):  # eq. (4): ‖I(C) − I(C^−)‖ = ‖Ḡ_C − Ḡ_{C^−}‖
+            gap = secret_norm(backend, backend.sub(mean_all, mean_benign), kr.scale)
+            s_total = gap if s_total is None else backend.add(s_total, gap)
+        within = backend.ge(backend.mul(phi_total, beta), s_total if s_total is not None else 0.0)
+        bits.append(within)
         previous = mean_all
-    return best, s_curve, phi_curve
+    return _last_true(backend, bits)
 
 
-def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Mapping[str, float]]) -> float:
+def _last_true(backend: Backend, bits: Sequence[Secret]) -> int:
+    """Reveal only j* = Σ_j j·b_j·Π_{j'>j}(1 − b_{j'}) (0 when every bit is 0)."""
+    if not bits:
+        return 0
+    after: Secret | None = None  # Π over later j' of (1 − b_j')
+    total: Secret | None = None
+    for j in range(len(bits), 0, -1):
+        term = bits[j - 1] if after is None else backend.mul(bits[j - 1], after)
+        total = backend.mul(term, float(j)) if total is None else backend.add(total, backend.mul(term, float(j)))
+        flip = backend.neg(backend.sub(bits[j - 1], 1.0))
+        after = flip if after is None else backend.mul(after, flip)
+    return int(round(float(backend.reveal(total).reshape(-1)[0])))
+
+
+def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Sequence[str]]) -> float:
     """Share of all stored client uploads that selective storage keeps (memory saving)."""
     uploads = sum(len(ctx.history.round_info(i).clients) for i in range(1, ctx.history.num_rounds + 1))
     return math.fsum(len(k) for k in kept) / max(1, uploads)
 
 
-class CrabStrategy(BaselineStrategy):
+class CrabStrategy(Strategy[CrabParams]):
     """Selective storage, adaptive rollback and calibrated recovery (module docstring)."""
 
     name = NAME
-    requires_plaintext = True
     params_type = CrabParams
     needs_probe = True
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        self.validate(ctx)
-        params = parse_params(CrabParams, ctx.params, NAME)
-        probe = require_probe(ctx, NAME)
-        history, targets = ctx.history, set(ctx.targets)
-        total = history.num_rounds
-        log = RunLog(ctx, NAME)
-        models = [history.model(i) for i in range(total + 1)]
+    def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
+        """The three steps; the report's costs cover this call only."""
+        outer, run_ledger = ctx.backend.ledger, CostLedger()
+        ctx.backend.ledger = run_ledger
+        try:
+            result = _run(ctx, params)
+        finally:
+            ctx.backend.ledger = outer
+            outer.merge(run_ledger)
+        result.report["costs"] = run_ledger.to_dict()
+        return result
 
-        ctx.progress("round_selection", 0, total)
-        with log.step("selective_storage"):
-            windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
-            divergences = round_divergences(probe, models)
-            rounds = select_rounds(windows, divergences, params.round_ratio)
-        # kept[j] maps the kept clients of round t_j to ‖g‖, all that recovery needs (eq. (8))
-        kept: list[dict[str, float]] = []
 
-        def kept_gradients() -> Iterator[dict[str, torch.Tensor]]:
-            for i in rounds:
-                grads = stored_plain(ctx, i, history.round_info(i).clients)
-                chosen = select_clients(grads, stored_round_update(ctx, i), params.client_ratio)
-                kept.append({c: float(grads[c].norm()) for c in chosen})
-                yield {c: grads[c] for c in chosen}
+def _run(ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
+    probe = require_probe(ctx.probe, NAME)
+    history, backend = ctx.history, ctx.backend
+    total = history.num_rounds
+    log = RunLog(ctx, NAME)
+    models = [history.model(i) for i in range(total + 1)]
 
-        with log.step("rollback"):
-            counts = [history.round_info(i).n_samples for i in rounds]
-            j_star, sensitivity, threshold = rollback_index(
-                kept_gradients(), counts, targets, params.sensitivity_ratio, models[0].numel()
-            )
-        rollback_round = rounds[j_star - 1] if j_star > 0 else 0
-        model = history.model(rollback_round).clone()
+    ctx.progress("round_selection", 0, total)
+    with log.step("selective_storage"):
+        windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
+        divergences = round_divergences(probe, models)
+        rounds = select_rounds(windows, divergences, params.round_ratio)
+    kept: list[list[str]] = []  # kept clients of each selected round
 
-        replay = list(range(j_star + 1, len(rounds) + 1))
-        for r, j in enumerate(replay, start=1):
-            t = rounds[j - 1]
-            info = history.round_info(t)
-            benign = [c for c in kept[j - 1] if c not in targets]
-            ctx.progress("recovery", r, len(replay), f"round {t}")
-            with log.step("fresh_gradients"):
-                fresh = {
-                    c: plain(ctx.backend, g) for c, g in log.fresh_gradients(model, r, t, benign, "recovery").items()
-                }
-            if not fresh:
-                continue
-            update = norm_calibrated_update(kept[j - 1], fresh, fedavg_weights(info, list(fresh)))
-            model = descend(model, update, info.lr)
-            log.rounds_used += 1
+    def kept_rounds() -> Iterable[KeptRound]:
+        for i in rounds:
+            clients = list(history.round_info(i).clients)
+            grads, norms = history.gradients(backend, i, clients), history.norms(backend, i, clients)
+            aggregate = stored_round_update(ctx, i)
+            chosen = select_clients(backend, clients, grads, norms, aggregate, params.client_ratio)
+            kept.append(chosen)
+            rows = torch.tensor([clients.index(c) for c in chosen], dtype=torch.long)
+            scale = max(float(aggregate.norm()), 1e-6)
+            yield KeptRound(i, chosen, backend.index(grads, rows), backend.index(norms, rows), scale)
 
-        return UnlearnResult(
-            model=model,
-            report=log.report(
-                params,
-                windows=[list(w) for w in windows],
-                divergences={str(i): d for i, d in divergences.items()},
-                selected_rounds=rounds,
-                selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
-                sensitivity=sensitivity,
-                sensitivity_threshold=threshold,
-                rollback_round=rollback_round,
-                recovery_rounds=[rounds[j - 1] for j in replay],
-                start_model_round=rollback_round,
-                stored_fraction=_stored_fraction(ctx, kept),
-            ),
-        )
+    with log.step("rollback"):
+        counts = [history.round_info(i).n_samples for i in rounds]
+        j_star = rollback_index(backend, kept_rounds(), counts, set(ctx.targets), params.sensitivity_ratio)
+    rollback_round = rounds[j_star - 1] if j_star > 0 else 0
+
+    replay = list(range(j_star + 1, len(rounds) + 1))
+    model = _recover(ctx, log, history.model(rollback_round).to(torch.float64), rounds, kept, replay)
+    report = log.report(
+        params,
+        windows=[list(w) for w in windows],
+        divergences={str(i): d for i, d in divergences.items()},
+        selected_rounds=rounds,
+        selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept, strict=True)},
+        rollback_round=rollback_round,
+        recovery_rounds=[rounds[j - 1] for j in replay],
+        start_model_round=rollback_round,
+        stored_fraction=_stored_fraction(ctx, kept),
+        revealed=list(REVEALED),
+    )
+    return UnlearnResult(model=model.to(torch.float32), report=report)
+
+
+def _recover(
+    ctx: UnlearnContext,
+    log: RunLog,
+    model: torch.Tensor,
+    rounds: list[int],
+    kept: list[list[str]],
+    replay: list[int],
+) -> torch.Tensor:
+    """Recovery (Algorithm 2 lines 24–32) from the rollback model over the kept rounds `replay`
+    (1-based positions in `rounds`): fresh benign updates, calibrated to the stored length."""
+    targets = set(ctx.targets)
+    for r, j in enumerate(replay, start=1):
+        t = rounds[j - 1]
+        info = ctx.history.round_info(t)
+        benign = [c for c in kept[j - 1] if c not in targets]
+        ctx.progress("recovery", r, len(replay), f"round {t}")
+        with log.step("fresh_gradients"):
+            answers = log.fresh_gradients(model.to(torch.float32), r, t, benign, "recovery")
+        if not answers:
+            continue
+        with log.step("calibration"):
+            update = calibrated_update(ctx, t, answers)
+        model = model - info.lr * update
+        log.rounds_used += 1
+    return model
+
+
+def calibrated_update(ctx: UnlearnContext, t: int, fresh: Mapping[str, Secret]) -> torch.Tensor:
+    """Revealed Σ_c w_c·‖g^c‖/‖ĝ^c‖·ĝ^c (eqs. (8)–(9)): stored reported norms over the
+    fresh norms, both secret; the public ‖G_t‖ scales the roots into range."""
+    backend, clients = ctx.backend, list(fresh)
+    grads = backend.stack([fresh[c] for c in clients], dim=0)
+    stored = ctx.history.norms(backend, t, clients)
+    scale = max(float(stored_round_update(ctx, t).norm()), 1e-6)
+    fresh_norms = backend.reshape(
+        backend.sqrt(squared_norms(backend, backend.mul(grads, 1.0 / scale))), (len(clients),)
+    )
+    ratio = backend.div(backend.mul(stored, 1.0 / scale), fresh_norms)
+    calibrated = backend.mul(grads, backend.reshape(ratio, (len(clients), 1)))
+    weights = fedavg_weights(ctx.history.round_info(t), clients)
+    return reveal_aggregate(backend, calibrated, [weights[c] for c in clients])

@@ -20,13 +20,17 @@ What the paper does.
 Paper settings (§VI-A1): β = 10 %, λ = 0.6, γ = 0.7, privacy budget 3.0 (ε_max).
 
 What we implement. Steps 2 and 3 exactly, over the stored history, with losses from the
-`ModelProbe`. Step 1 needs the uploads themselves to be noised. If the history was
-recorded with FedADP's Algorithm 1 (the simulator can call `privatize` and
-`budget_schedule` below at upload time), pass `history_privatized=True`. Otherwise the
-strategy applies the mechanism to the stored updates it reads, with the budgets the
-schedule gives along the stored trajectory — so everything FedADP stores and uses is
-privatized — but the stored global models came from clean aggregates (a deviation, see
-docs/BASELINES.md). `dp=False` is the paper's "FedADP without DP" ablation.
+`ModelProbe`. Step 1 needs the uploads themselves to be noised. A history recorded with
+FedADP's Algorithm 1 (the simulator's `upload_dp` setting runs `privatize` with the
+budgets of `next_budget` at upload time) declares it (`SharedHistory.upload_privacy`);
+FedADP then needs `history_privatized=True` and reports the budgets the clients used.
+`history_privatized=True` on a history that declares no privatization is refused, and so
+is `history_privatized=False` on one that does (the noise would be added twice). On a
+clean history with `dp=True` the strategy applies the mechanism to the stored updates
+it reads, with the budgets the schedule gives along the stored trajectory — everything
+FedADP stores and uses is privatized, but the stored global models came from clean
+aggregates (a deviation, see docs/BASELINES.md). `dp=False` is the paper's "FedADP
+without DP" ablation.
 
 Deviations: the noise standard deviation is σ_t (the Gaussian mechanism with
 sensitivity S); eq. (5) literally writes variance σ_t²S², which would count S twice.
@@ -40,32 +44,31 @@ Per-client cosines and norms are plaintext: `requires_plaintext`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import torch
 
 from unlearning.baselines.common import (
-    BaselineStrategy,
     RunLog,
-    check_range,
     cosine,
     descend,
-    fedavg_weights,
     loss_windows,
-    parse_params,
     plain,
     stored_plain,
     top_fraction,
 )
+from unlearning.fedavg import fedavg_weights
+from unlearning.history import UploadPrivacy
+from unlearning.params import StrategyParams, check_range
 from unlearning.probes import require_probe
-from unlearning.strategy import UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
 
 NAME = "fedadp"
 
 
 @dataclass(frozen=True)
-class FedADPParams:
+class FedADPParams(StrategyParams):
     """loss_reduction β, model_ratio λ, update_ratio γ (paper: 0.1, 0.6, 0.7); DP switches
     and the mechanism's S (clip_norm), δ (dp_delta), ε_0, ε_min, ε_max (paper: ε_max 3.0)."""
 
@@ -94,13 +97,18 @@ class FedADPParams:
             raise UnlearningError(f"{NAME}: history_privatized=True contradicts dp=False")
 
 
+def next_budget(epsilon: float, previous_loss: float, loss: float, epsilon_min: float, epsilon_max: float) -> float:
+    """ε_{t+1} = min(max(ε_t·e^{Δloss}, ε_min), ε_max), Δloss = |loss_{t−1} − loss_t| (eq. (4);
+    Algorithm 1, lines 25–26)."""
+    return min(max(epsilon * math.exp(abs(previous_loss - loss)), epsilon_min), epsilon_max)
+
+
 def budget_schedule(losses: Sequence[float], epsilon_0: float, epsilon_min: float, epsilon_max: float) -> list[float]:
     """Budgets ε_1..ε_T of stored rounds 1..T from losses F(M_0..M_T) (eq. (4)):
-    round 1 uses ε_0; ε_{i+1} = min(max(ε_i·e^{|F(M_{i−1}) − F(M_i)|}, ε_min), ε_max)."""
+    round 1 uses ε_0; ε_{i+1} = next_budget(ε_i, F(M_{i−1}), F(M_i))."""
     budgets = [epsilon_0]
     for i in range(1, len(losses) - 1):
-        grown = budgets[-1] * math.exp(abs(losses[i - 1] - losses[i]))
-        budgets.append(min(max(grown, epsilon_min), epsilon_max))
+        budgets.append(next_budget(budgets[-1], losses[i - 1], losses[i], epsilon_min, epsilon_max))
     return budgets
 
 
@@ -148,7 +156,25 @@ def direction_calibrated_update(
     return total
 
 
-class FedADPStrategy(BaselineStrategy):
+def _budgets(
+    params: FedADPParams, declared: UploadPrivacy | None, losses: Sequence[float]
+) -> tuple[list[float], list[float], dict[str, object]]:
+    """(ε_1..ε_T, σ_1..σ_T, description) of the mechanism behind the updates FedADP reads:
+    the clients' own (declared by the history), the read-time schedule along the stored
+    losses, or none (`dp=False`)."""
+    if declared is not None:
+        about = {"source": "uploads", "mechanism": declared.mechanism}
+        about.update(clip_norm=declared.clip_norm, delta=declared.delta)
+        return list(declared.budgets), list(declared.noise_std), about
+    if not params.dp:
+        return [], [], {"source": "none"}
+    budgets = budget_schedule(losses, params.epsilon_0, params.epsilon_min, params.epsilon_max)
+    stds = [noise_std(params.clip_norm, params.dp_delta, e) for e in budgets]
+    about = {"source": "read_time", "mechanism": "gaussian", "clip_norm": params.clip_norm, "delta": params.dp_delta}
+    return budgets, stds, about
+
+
+class FedADPStrategy(Strategy[FedADPParams]):
     """Adaptive-DP storage, dual-layer selection and cosine-scaled calibration (module docstring)."""
 
     name = NAME
@@ -156,10 +182,28 @@ class FedADPStrategy(BaselineStrategy):
     params_type = FedADPParams
     needs_probe = True
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        self.validate(ctx)
-        params = parse_params(FedADPParams, ctx.params, NAME)
-        probe = require_probe(ctx, NAME)
+    def validate(self, ctx: UnlearnContext, params: FedADPParams) -> None:
+        """The base checks, and `history_privatized` must match what the history declares."""
+        super().validate(ctx, params)
+        declared = ctx.history.upload_privacy()
+        if params.history_privatized and declared is None:
+            raise UnlearningError(
+                f"{NAME}: history_privatized=True, but the history declares no privatized uploads "
+                "(its uploads are clean); use history_privatized=False to privatize the stored updates at read time"
+            )
+        if declared is not None and not params.history_privatized:
+            raise UnlearningError(
+                f"{NAME}: the clients privatized this history's uploads ({declared.mechanism}, S = "
+                f"{declared.clip_norm}, ε ≤ {max(declared.budgets, default=0.0):.3g}); pass dp=True and "
+                "history_privatized=True (privatizing again would add the noise twice)"
+            )
+        if declared is not None and len(declared.budgets) != ctx.history.num_rounds:
+            raise UnlearningError(
+                f"{NAME}: the history declares {len(declared.budgets)} budgets for {ctx.history.num_rounds} rounds"
+            )
+
+    def unlearn(self, ctx: UnlearnContext, params: FedADPParams) -> UnlearnResult:
+        probe = require_probe(ctx.probe, NAME)
         history, targets = ctx.history, set(ctx.targets)
         total = history.num_rounds
         log = RunLog(ctx, NAME)
@@ -167,8 +211,7 @@ class FedADPStrategy(BaselineStrategy):
 
         with log.step("selection"):
             losses = [probe.loss(m) for m in models]
-            budgets = budget_schedule(losses, params.epsilon_0, params.epsilon_min, params.epsilon_max)
-            stds = [noise_std(params.clip_norm, params.dp_delta, e) for e in budgets]
+            budgets, stds, privacy = _budgets(params, history.upload_privacy(), losses)
             windows = loss_windows(losses, params.loss_reduction)
             aligned = {i: alignment(models[i], models[i - 1]) for i in range(1, total + 1)}
             rounds = select_models(windows, aligned, params.model_ratio)
@@ -180,7 +223,7 @@ class FedADPStrategy(BaselineStrategy):
                 kept.append(top_fraction({c: cosine(g, aggregate) for c, g in stored.items()}, params.update_ratio))
 
         model = history.model(0).clone()
-        for t, (i, chosen) in enumerate(zip(rounds, kept), start=1):
+        for t, (i, chosen) in enumerate(zip(rounds, kept, strict=True), start=1):
             info = history.round_info(i)
             members = [c for c in chosen if c not in targets]
             ctx.progress("calibration", t, len(rounds), f"round {i}")
@@ -200,12 +243,13 @@ class FedADPStrategy(BaselineStrategy):
             model=model,
             report=log.report(
                 params,
-                budgets=budgets if params.dp else [],
-                noise_std=stds if params.dp and not params.history_privatized else [],
+                budgets=budgets,
+                noise_std=stds,
+                privacy=privacy,
                 windows=[list(w) for w in windows],
                 alignment={str(i): a for i, a in aligned.items()},
                 selected_rounds=rounds,
-                selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept)},
+                selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept, strict=True)},
                 start_model_round=0,
             ),
         )

@@ -15,13 +15,15 @@ replays only those K = ⌈T/Δt⌉ retained rounds from the initial model:
 
 What we implement. Exactly the replay above over the stored history: retained rounds
 1, 1 + Δt, …; fresh gradients come from the GradientOracle (original round t_j's data
-order); weights n_c/Σn over the remaining members of t_j that answered.
+order); weights n_c/Σn over the remaining members of t_j that answered. The paper's
+calibration training runs fewer local epochs than the original training (calibration
+ratio r = E_cali/E = 0.5): `calibration_epochs` asks the clients for E_cali local epochs
+(`GradientRequest.local_epochs`); by default they run their regular training (r = 1),
+since the strategy does not know E.
 
-Deviations (see docs/BASELINES.md): the paper's calibration training runs fewer local
-epochs than the original training (calibration ratio r = E_cali/E = 0.5); the oracle
-returns the client's regular local update, so r = 1 here. The paper's code normalises
-per layer; flat models carry no layer boundaries, so the norm is over the whole vector.
-Norms and directions are per-client plaintext quantities: `requires_plaintext`.
+Deviations (see docs/BASELINES.md): the paper's code normalises per layer; flat models
+carry no layer boundaries, so the norm is over the whole vector. Norms and directions
+are per-client plaintext quantities: `requires_plaintext`.
 """
 
 from __future__ import annotations
@@ -29,41 +31,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unlearning.baselines.common import (
-    BaselineStrategy,
     RunLog,
-    check_range,
     descend,
-    fedavg_weights,
     norm_calibrated_update,
-    parse_params,
     plain,
     stored_plain,
 )
-from unlearning.strategy import UnlearnContext, UnlearnResult
+from unlearning.fedavg import fedavg_weights
+from unlearning.params import StrategyParams, check_range
+from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
 NAME = "federaser"
 
 
 @dataclass(frozen=True)
-class FedEraserParams:
-    """interval: Δt, the retaining interval (FedEraser's default 2)."""
+class FedEraserParams(StrategyParams):
+    """interval: Δt, the retaining interval (FedEraser's default 2); calibration_epochs:
+    E_cali, the clients' local epochs in calibration training (None: their regular E)."""
 
     interval: int = 2
+    calibration_epochs: int | None = None
 
     def check(self) -> None:
         check_range(NAME, "interval", self.interval, 1, 100_000)
+        if self.calibration_epochs is not None:
+            check_range(NAME, "calibration_epochs", self.calibration_epochs, 1, 10_000)
 
 
-class FedEraserStrategy(BaselineStrategy):
+class FedEraserStrategy(Strategy[FedEraserParams]):
     """Replay of the retained rounds with norm-calibrated fresh updates (module docstring)."""
 
     name = NAME
     requires_plaintext = True
     params_type = FedEraserParams
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        self.validate(ctx)
-        params = parse_params(FedEraserParams, ctx.params, NAME)
+    def unlearn(self, ctx: UnlearnContext, params: FedEraserParams) -> UnlearnResult:
         history, targets = ctx.history, set(ctx.targets)
         retained = list(range(1, history.num_rounds + 1, params.interval))
         log = RunLog(ctx, NAME)
@@ -81,7 +83,9 @@ class FedEraserStrategy(BaselineStrategy):
                 with log.step("fresh_gradients"):
                     fresh = {
                         c: plain(ctx.backend, g)
-                        for c, g in log.fresh_gradients(model, j, t, members, "calibration").items()
+                        for c, g in log.fresh_gradients(
+                            model, j, t, members, "calibration", local_epochs=params.calibration_epochs
+                        ).items()
                     }
                 if not fresh:
                     continue

@@ -14,13 +14,21 @@ initial model M̂_0 = M_0. For round t it needs each remaining client's update a
 * final tuning — the last T_f rounds are exact;
 then M̂_t = M̂_{t−1} − η·Σ_i w_i ĝ_t^i (FedAvg).
 
-What we implement. Algorithm 1 over the stored history. The L-BFGS product and both
-safeguards are `unlearning.lbfgs` (compact Byrd–Nocedal–Schnabel form, shared with
-Starfish): a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs, and a correction with
-‖Hv‖ > c·‖g‖ is dropped (DESIGN §6 pitfalls). Every exact answer (warm-up, correction, abnormality fixing,
-final tuning) offers a pair; pairs are normalised by ‖s‖ (the BFGS matrix is invariant to
-scaling a pair). A round with M̂ = M (the first one) gives no pair, so the default warm-up
-is s + 1 rounds. A client that does not answer keeps its estimate.
+What we implement. Algorithm 1 over the stored history, written once on the `Backend`
+interface, so it runs on the plaintext backend and under 2PC alike. The estimate is
+Starfish's SecUE (`unlearning.starfish.secue`: compact L-BFGS, both safeguards of
+`unlearning.lbfgs` — a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs, a correction
+with ‖Hv‖ > c·‖g‖ is dropped obliviously; docs/ALGORITHM.md §3). Every exact answer
+(warm-up, correction, abnormality fixing, final tuning) offers a pair; pairs are
+normalised by ‖s‖. A round with M̂ = M (the first one) gives no pair, so the default
+warm-up is s + 1 rounds. A client that does not answer keeps its estimate.
+
+Under 2PC (`abnormality_threshold`, `abnormal_clients`): each stored peak ‖g‖_∞ is a SecMax
+over [g, −g]; τ is the order statistic of the secret peaks sorted by SecSrt, and stays
+secret; the abnormality check is SecTC with δ^j = [τ] for every client. Revealed: the
+schedule (public), one curvature bit per offered pair, one abnormality flag per client and
+estimated round (it decides who computes), and the FedAvg aggregate of every round (the
+public model trajectory). Per-client gradients, estimates, peaks and τ stay secret.
 
 Deviations (docs/BASELINES.md): the paper tunes T_w, T_c, T_f per data set for
 thousands of rounds; our defaults scale with T (T_w = s + 1, T_c = ⌈T/10⌉, T_f = ⌈T/20⌉).
@@ -28,41 +36,42 @@ thousands of rounds; our defaults scale with T (T_w = s + 1, T_c = ⌈T/10⌉, T
 itself is ("some coordinate above τ"): τ is the (1 − α)-quantile of ‖g‖_∞ over the
 stored gradients of remaining clients, so a fraction α of normal updates would be
 flagged. (Read per coordinate, with α = 0.4 every estimate is flagged and nothing is
-saved: measured ARP 0 % on digits.) The default α = 0.1 is ours. τ needs a global
-quantile of plaintext gradients: `requires_plaintext`.
+saved: measured ARP 0 % on digits.) The default α = 0.1 is ours.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
-from mpc.backend import Backend
-from unlearning.baselines.common import (
-    BaselineStrategy,
-    RunLog,
-    check_choice,
-    check_range,
-    descend,
-    fedavg_weights,
-    parse_params,
-    plain,
-    stored_plain,
-)
-from unlearning.lbfgs import bounded_correction, curvature_accepted, hessian_vector_product
-from unlearning.strategy import UnlearnContext, UnlearnResult
+from mpc.backend import Backend, Secret
+from mpc.costs import CostLedger
+from unlearning.baselines.common import RunLog
+from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.params import StrategyParams, check_choice, check_range
+from unlearning.starfish.correction import replace_rows
+from unlearning.starfish.run_log import CurvatureEntry
+from unlearning.starfish.secue import add_pairs, estimate_gradients
+from unlearning.starfish.state import CurvaturePair
+from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given
 CORRECTION_RATE = 0.1
 FINAL_TUNING_RATE = 0.05
+#: what a run reveals to both parties (listed in its report)
+REVEALED = (
+    "schedule of exact rounds (public parameters)",
+    "one curvature-safeguard bit per offered L-BFGS pair",
+    "one abnormality flag per remaining client and estimated round",
+    "the FedAvg aggregate of every replayed round (the public model trajectory)",
+)
 
 
 @dataclass(frozen=True)
-class FedRecoverParams:
+class FedRecoverParams(StrategyParams):
     """buffer_size s; warmup_rounds T_w (None: s + 1); correction_interval T_c (None:
     ⌈T/10⌉, 0: never); final_tuning T_f (None: ⌈T/20⌉); tolerance_rate α for τ;
     L-BFGS safeguards and the 2s×2s inverse."""
@@ -114,117 +123,157 @@ def is_exact_round(t: int, total: int, warmup: int, interval: int, final: int) -
     return None
 
 
-def abnormality_threshold(peaks: Sequence[float], tolerance: float) -> float:
-    """τ such that a fraction α of the stored gradients have a coordinate above it, i.e.
-    the (1 − α)-quantile (lower order statistic) of their peaks ‖g‖_∞."""
-    values = torch.tensor(list(peaks), dtype=torch.float64)
-    rank = max(1, math.ceil((1.0 - tolerance) * values.numel()))
-    return float(torch.kthvalue(values, rank).values)
+def quantile_rank(count: int, tolerance: float) -> int:
+    """0-based position, in DESCENDING order, of the (1 − α)-quantile (lower order statistic)
+    of `count` values: the value with ⌈(1 − α)·count⌉ − 1 values below it."""
+    return count - max(1, math.ceil((1.0 - tolerance) * count))
 
 
-class FedRecoverStrategy(BaselineStrategy):
+def abnormality_threshold(backend: Backend, peaks: Secret, tolerance: float) -> Secret:
+    """[τ] (shape (1,)): the (1 − α)-quantile of the secret peaks (N,), so a fraction α of
+    the stored gradients have a coordinate above it. SecSrt sorts the peaks (descending);
+    the position of the quantile is public (it depends on N and α only)."""
+    ordered, _ = backend.sort_desc(peaks, peaks)
+    k = quantile_rank(int(peaks.shape[0]), tolerance)
+    return backend.index(ordered, slice(k, k + 1))
+
+
+def gradient_peaks(backend: Backend, grads: Secret) -> Secret:
+    """[‖g_j‖_∞] per row of secret gradients (n, m): SecMax over the 2m values [g_j, −g_j]."""
+    return backend.max(backend.cat([grads, backend.neg(grads)], dim=1), dim=1)
+
+
+def abnormal_clients(backend: Backend, tau: Secret, clients: list[str], estimates: Secret) -> list[str]:
+    """SecTC with δ^j = [τ]: the clients whose estimate has some |ĝ^j(k)| > τ (flags revealed)."""
+    flags = backend.threshold_flags(estimates, backend.cat([tau] * len(clients), dim=0))
+    return [c for c, f in zip(clients, flags.reshape(-1).tolist(), strict=True) if f]
+
+
+@dataclass
+class PairLog:
+    """SecUE's record of a FedRecover run (`unlearning.starfish.secue.PairLog`)."""
+
+    inverses: int = 0
+    curvature: list[CurvatureEntry] = field(default_factory=list)
+
+
+@dataclass
+class PairState:
+    """Each remaining client's last s curvature pairs (`unlearning.starfish.secue.PairStore`)."""
+
+    buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
+    log: PairLog = field(default_factory=PairLog)
+
+    def counts(self) -> dict[str, int]:
+        offered = len(self.log.curvature)
+        return {"offered": offered, "rejected": sum(not e.accepted for e in self.log.curvature)}
+
+
+class FedRecoverStrategy(Strategy[FedRecoverParams]):
     """L-BFGS-estimated replay with warm-up, correction, abnormality fixing and final tuning."""
 
     name = NAME
-    requires_plaintext = True
     params_type = FedRecoverParams
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        self.validate(ctx)
-        params = parse_params(FedRecoverParams, ctx.params, NAME)
-        history, backend, targets = ctx.history, ctx.backend, set(ctx.targets)
-        total = history.num_rounds
-        warmup, interval, final = params.schedule(total)
-        log = RunLog(ctx, NAME)
-        pairs = PairBuffers(backend, params)
+    def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
+        """Algorithm 1 over the stored history; the report's costs cover this call only."""
+        outer, run_ledger = ctx.backend.ledger, CostLedger()
+        ctx.backend.ledger = run_ledger
+        try:
+            result = _Run(ctx, params).execute()
+        finally:
+            ctx.backend.ledger = outer
+            outer.merge(run_ledger)
+        result.report["costs"] = run_ledger.to_dict()
+        return result
 
-        with log.step("threshold"):
-            peaks = [
-                float(g.abs().max())
-                for i in range(1, total + 1)
-                for g in stored_plain(ctx, i, [c for c in history.round_info(i).clients if c not in targets]).values()
-            ]
-            tau = abnormality_threshold(peaks, params.tolerance_rate)
 
+class _Run:
+    """One FedRecover run: the replay loop and its record."""
+
+    def __init__(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
+        self.ctx, self.params = ctx, params
+        self.backend = ctx.backend
+        self.total = ctx.history.num_rounds
+        self.schedule = params.schedule(self.total)
+        self.log = RunLog(ctx, NAME)
+        self.pairs = PairState()
+        self.kinds: dict[str, str] = {}
+        self.abnormal: dict[str, list[str]] = {}
+
+    def execute(self) -> UnlearnResult:
+        ctx, history = self.ctx, self.ctx.history
+        with self.log.step("threshold"):
+            tau = self._threshold()
         model = history.model(0).to(torch.float64).clone()
-        kinds: dict[str, str] = {}
-        abnormal: dict[str, list[str]] = {}
-        for t in range(1, total + 1):
+        for t in range(1, self.total + 1):
             info = history.round_info(t)
-            members = [c for c in info.clients if c not in targets]
+            members = [c for c in info.clients if c not in set(ctx.targets)]
             if not members:
                 continue
-            stored = stored_plain(ctx, t, members)
-            v = model - history.model(t - 1).to(torch.float64)
-            kind = is_exact_round(t, total, warmup, interval, final)
-            kinds[str(t)] = kind or "estimate"
-            ctx.progress(kind or "estimate", t, total)
-            with log.step("estimate"):
-                grads = {c: pairs.estimate(c, stored[c], v) for c in members}
-            ask = members if kind else [c for c in members if float(grads[c].abs().max()) > tau]
-            if ask and not kind:
-                abnormal[str(t)] = list(ask)
-            with log.step("fresh_gradients"):
-                answers = {
-                    c: plain(backend, g)
-                    for c, g in log.fresh_gradients(model.to(torch.float32), t, t, ask, kind or "abnormality").items()
-                }
-            pairs.offer(v, {c: (answers[c], stored[c]) for c in answers})
-            grads.update(answers)
-            update = sum(w * grads[c] for c, w in fedavg_weights(info, members).items())
-            model = descend(model, update, info.lr).to(torch.float64)
-            log.rounds_used += 1
-
-        return UnlearnResult(
-            model=model.to(torch.float32),
-            report=log.report(
-                params,
-                schedule={"warmup": warmup, "correction_interval": interval, "final_tuning": final},
-                threshold=tau,
-                round_kinds=kinds,
-                abnormal=abnormal,
-                curvature=dict(pairs.counts),
-                start_model_round=0,
-            ),
+            kind = is_exact_round(t, self.total, *self.schedule)
+            self.kinds[str(t)] = kind or "estimate"
+            ctx.progress(kind or "estimate", t, self.total)
+            grads = self._round(t, model, members, kind, tau)
+            with self.log.step("aggregate"):
+                weights = fedavg_weights(info, members)
+                update = reveal_aggregate(self.backend, grads, [weights[c] for c in members])
+            model = model - info.lr * update
+            self.log.rounds_used += 1
+        warmup, interval, final = self.schedule
+        report = self.log.report(
+            self.params,
+            schedule={"warmup": warmup, "correction_interval": interval, "final_tuning": final},
+            round_kinds=self.kinds,
+            abnormal=self.abnormal,
+            curvature=self.pairs.counts(),
+            start_model_round=0,
+            revealed=list(REVEALED),
         )
+        return UnlearnResult(model=model.to(torch.float32), report=report)
 
+    def _threshold(self) -> Secret:
+        """[τ] over the stored gradients of remaining clients in every stored round."""
+        history, targets = self.ctx.history, set(self.ctx.targets)
+        peaks = []
+        for i in range(1, self.total + 1):
+            members = [c for c in history.round_info(i).clients if c not in targets]
+            if members:
+                peaks.append(gradient_peaks(self.backend, history.gradients(self.backend, i, members)))
+        return abnormality_threshold(self.backend, self.backend.cat(peaks, dim=0), self.params.tolerance_rate)
 
-class PairBuffers:
-    """Each remaining client's last s curvature pairs and the L-BFGS estimate built on them."""
+    def _round(self, t: int, model: torch.Tensor, members: list[str], kind: str | None, tau: Secret) -> Secret:
+        """Round t's gradients of `members`: exact answers where asked, SecUE estimates elsewhere."""
+        backend, history = self.backend, self.ctx.history
+        stored = history.gradients(backend, t, members)
+        v = model - history.model(t - 1).to(torch.float64)
+        if kind:
+            ask = members
+            with self.log.step("fresh_gradients"):
+                answers = self.log.fresh_gradients(model.to(torch.float32), t, t, ask, kind)
+            if len(answers) == len(members):
+                grads = stored
+            else:  # a silent client keeps its estimate
+                grads = self._estimate(t, members, stored, v)
+        else:
+            grads = self._estimate(t, members, stored, v)
+            with self.log.step("abnormality_check"):
+                ask = abnormal_clients(backend, tau, members, grads)
+            if ask:
+                self.abnormal[str(t)] = ask
+            with self.log.step("fresh_gradients"):
+                answers = self.log.fresh_gradients(model.to(torch.float32), t, t, ask, "abnormality")
+        if not answers:
+            return grads
+        with self.log.step("estimate"):
+            answered = [c for c in members if c in answers]
+            exact = backend.stack([answers[c] for c in answered], dim=0)
+            rows = torch.tensor([members.index(c) for c in answered], dtype=torch.long)
+            add_pairs(backend, self.pairs, answered, t, v, exact, backend.index(stored, rows), self.params)
+            return replace_rows(backend, grads, members, answers)
 
-    def __init__(self, backend: Backend, params: FedRecoverParams) -> None:
-        self.backend = backend
-        self.params = params
-        self.buffers: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.counts = {"offered": 0, "rejected": 0}
-
-    def estimate(self, client: str, g: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """ĝ = g + H̃v from the client's buffer (g itself without pairs or with M̂ = M)."""
-        backend, params = self.backend, self.params
-        pairs = self.buffers.get(client, [])
-        v_norm = float(v.norm())
-        if not pairs or v_norm <= params.min_step:
-            return g
-        s = torch.stack([p[0] for p in pairs], dim=1).unsqueeze(0)  # (1, m, k)
-        y = backend.share(torch.stack([p[1] for p in pairs], dim=1).unsqueeze(0))
-        hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
-        kept = bounded_correction(backend, hv_unit, backend.share(g.unsqueeze(0)), params.hv_bound, v_norm)
-        return g + v_norm * plain(backend, kept)[0]
-
-    def offer(self, v: torch.Tensor, exact_and_stored: Mapping[str, tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Pairs (s, y) = (v, ĝ − g) for exact answers, kept normalised by ‖s‖ (the last s that
-        pass both curvature tests of `unlearning.lbfgs.curvature_accepted`)."""
-        backend, params = self.backend, self.params
-        norm = float(v.norm())
-        if not exact_and_stored or norm <= params.min_step:
-            return
-        clients = list(exact_and_stored)
-        y = torch.stack([exact_and_stored[c][0] - exact_and_stored[c][1] for c in clients])
-        accepted = curvature_accepted(backend, v, backend.share(y), params.curvature_eps, params.curvature_max)
-        s_hat, y_hat = v / norm, y / norm
-        for k, c in enumerate(clients):
-            self.counts["offered"] += 1
-            if bool(accepted[k]):
-                self.buffers[c] = (self.buffers.get(c, []) + [(s_hat, y_hat[k])])[-params.buffer_size :]
-            else:
-                self.counts["rejected"] += 1
+    def _estimate(self, t: int, members: list[str], stored: Secret, v: torch.Tensor) -> Secret:
+        """SecUE: [ĝ^j] = [g_t^j] + H^j v for every member (Starfish's estimation)."""
+        with self.log.step("estimate"):
+            norms = self.ctx.history.norms(self.backend, t, members)
+            return estimate_gradients(self.backend, self.pairs, members, stored, v, self.params, norms)

@@ -22,21 +22,18 @@ from dataclasses import dataclass
 import torch
 
 from unlearning.baselines.common import (
-    BaselineStrategy,
     RunLog,
-    aggregate,
-    check_range,
     descend,
-    fedavg_weights,
-    parse_params,
 )
-from unlearning.strategy import UnlearnContext, UnlearnResult
+from unlearning.fedavg import fedavg_weights, reveal_client_aggregate
+from unlearning.params import StrategyParams, check_range
+from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
 NAME = "retrain"
 
 
 @dataclass(frozen=True)
-class RetrainParams:
+class RetrainParams(StrategyParams):
     """rounds: R, number of FedAvg rounds (None: T, as many as were stored)."""
 
     rounds: int | None = None
@@ -61,22 +58,20 @@ def fedavg_from_scratch(ctx: UnlearnContext, log: RunLog, rounds: int, reason: s
         if not grads:
             continue
         with log.step("aggregate"):
-            update = aggregate(ctx.backend, grads, fedavg_weights(info, list(grads)))
+            update = reveal_client_aggregate(ctx.backend, grads, fedavg_weights(info, list(grads)))
         model = descend(model, update, info.lr)
         log.rounds_used += 1
     return model
 
 
-class RetrainStrategy(BaselineStrategy):
+class RetrainStrategy(Strategy[RetrainParams]):
     """FedAvg from M_0 over the remaining clients (see module docstring)."""
 
     name = NAME
     requires_plaintext = False
     params_type = RetrainParams
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        self.validate(ctx)
-        params = parse_params(RetrainParams, ctx.params, NAME)
+    def unlearn(self, ctx: UnlearnContext, params: RetrainParams) -> UnlearnResult:
         rounds = params.rounds if params.rounds is not None else ctx.history.num_rounds
         log = RunLog(ctx, NAME)
         model = fedavg_from_scratch(ctx, log, rounds)

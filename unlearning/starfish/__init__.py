@@ -1,13 +1,14 @@
 """Starfish (privacy-preserving federated unlearning under 2PC), one module per step:
 
 * `params`     — parameters σ, α, β, B, η_u, T_δ, method, inverse, safeguards (validated);
-* `threshold`  — threshold determination [δ^j] = SecMax_i [δ_i^j];
-* `selection`  — round selection SecRS (Algorithm 1) and SecRS(alt) (Algorithm 6);
-* `estimation` — update estimation SecUE (Algorithm 2) with compact L-BFGS (`unlearning.lbfgs`);
-* `checking`   — threshold checking SecTC (Algorithm 3) and correction;
+* `thresholds` — threshold determination [δ^j] = SecMax_i [δ_i^j];
+* `secrs`      — round selection SecRS (Algorithm 1) and SecRS(alt) (Algorithm 6);
+* `secue`      — update estimation SecUE (Algorithm 2) with compact L-BFGS (`unlearning.lbfgs`);
+* `correction` — threshold checking with SecTC (Algorithm 3) and correction;
 * `state`      — the resumable state (public parts and secrets);
-* `report`     — ARP, Theorem 1 inputs, revealed values;
-* `strategy`   — Algorithm 4 as `StarfishStrategy`.
+* `run_log`    — the typed log of a run (rounds, flags, asks, curvature bits);
+* `run_report` — ARP, Theorem 1 inputs, revealed values;
+* `strategy`   — Algorithm 4 as `StarfishStrategy` (given a `RoundSelector`, SecRS by default).
 """
 
 from unlearning.starfish.params import StarfishParams

@@ -8,10 +8,10 @@ correction interval T_c = ⌈βT⌉ (Algorithm 4 input; T is the number of store
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass, field
 
-from unlearning.strategy import UnlearningError
+from unlearning.errors import UnlearningError
+from unlearning.params import ALIAS, StrategyParams
 
 #: round-selection comparison methods (Algorithm 1 and Appendix C, Algorithm 6)
 METHODS = ("auto", "method1", "method2", "alt")
@@ -26,15 +26,16 @@ DEFAULT_SWITCH_THRESHOLD = 64
 
 
 @dataclass(frozen=True)
-class StarfishParams:
-    """Validated parameters of one Starfish run."""
+class StarfishParams(StrategyParams):
+    """Parameters of one Starfish run (`unlearning.params.parse_params` builds and checks them)."""
 
     sigma: float = 0.6  #: selection rate σ ∈ (0, 1]: T′ = ⌈σT⌉
     alpha: float = 0.4  #: tolerance rate α ∈ (0, 1] (used by clients for δ_i^j; recorded)
     beta: float = 0.1  #: interval rate β ∈ (0, 1]: T_c = ⌈βT⌉
-    buffer_size: int = 2  #: B ≥ 1, L-BFGS pairs kept per client
-    eta_u: float | None = None  #: unlearning rate η_u > 0; None = η_l of each replayed round
-    switch_threshold: int = DEFAULT_SWITCH_THRESHOLD  #: T_δ ≥ 1
+    buffer_size: int = field(default=2, metadata={ALIAS: "B"})  #: B ≥ 1, L-BFGS pairs kept per client
+    #: unlearning rate η_u > 0; None = η_l of each replayed round
+    eta_u: float | None = field(default=None, metadata={ALIAS: "eta"})
+    switch_threshold: int = field(default=DEFAULT_SWITCH_THRESHOLD, metadata={ALIAS: "T_delta"})  #: T_δ ≥ 1
     method: str = "auto"  #: one of METHODS
     inverse: str = "secmi"  #: one of INVERSES
     #: curvature safeguard: a pair is kept iff yᵀs ≥ curvature_eps·sᵀs and
@@ -45,17 +46,13 @@ class StarfishParams:
     hv_bound: float = 10.0
     #: model differences with ‖s‖ ≤ min_step are degenerate (public test): no pair, warm-up goes on
     min_step: float = 1e-9
-    #: SecTC sample-first pass (DESIGN §6.4): check this many public pseudo-random coordinates
+    #: SecTC sample-first pass (docs/ALGORITHM.md §4): check this many public pseudo-random coordinates
     #: first (0 = off). Same flags; reveals one extra bit per client and check round.
     check_sample: int = 0
 
     def unlearning_rate(self, stored_lr: float) -> float:
         """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
         return float(self.eta_u) if self.eta_u is not None else stored_lr
-
-    @property
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def selected_count(self, total_rounds: int) -> int:
         """T′ = ⌈σT⌉ (Algorithm 4 input)."""
@@ -74,43 +71,25 @@ class StarfishParams:
             return self.method
         return "method1" if total_rounds <= self.switch_threshold else "method2"
 
-    @classmethod
-    def from_mapping(cls, params: Mapping[str, Any]) -> "StarfishParams":
-        """Build from a request's parameter mapping; unknown keys and bad values raise."""
-        known = {f.name for f in fields(cls)}
-        aliases = {"B": "buffer_size", "T_delta": "switch_threshold", "eta": "eta_u"}
-        values: dict[str, Any] = {}
-        for key, value in params.items():
-            name = aliases.get(key, key)
-            if name not in known:
-                raise UnlearningError(f"unknown Starfish parameter {key!r} (known: {sorted(known)})")
-            values[name] = value
-        out = cls(**values)
-        out.validate()
-        return out
-
-    def validate(self) -> None:
-        """Raise `UnlearningError` with a clear message for any invalid value."""
-        for name in ("sigma", "alpha", "beta"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise UnlearningError(f"{name} must be a number in (0, 1], got {value!r}")
+    def check(self) -> None:
+        """Raise `UnlearningError` with a clear message for any value out of its range."""
+        for name, value in (("sigma", self.sigma), ("alpha", self.alpha), ("beta", self.beta)):
             if not 0 < value <= 1:
                 raise UnlearningError(f"{name} must be in (0, 1], got {value!r}")
-        for name, low in (("buffer_size", 1), ("switch_threshold", 1), ("check_sample", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise UnlearningError(f"{name} must be an integer, got {value!r}")
-            if value < low:
-                raise UnlearningError(f"{name} must be ≥ {low}, got {value}")
-        for name in ("eta_u", "curvature_eps", "curvature_max", "hv_bound", "min_step"):
-            value = getattr(self, name)
-            if value is None and name == "eta_u":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise UnlearningError(f"{name} must be a finite number, got {value!r}")
-            if value < 0 or (value == 0 and name in ("eta_u", "hv_bound", "curvature_max")):
-                raise UnlearningError(f"{name} must be positive, got {value!r}")
+        for name, count, low in (
+            ("buffer_size", self.buffer_size, 1),
+            ("switch_threshold", self.switch_threshold, 1),
+            ("check_sample", self.check_sample, 0),
+        ):
+            if count < low:
+                raise UnlearningError(f"{name} must be ≥ {low}, got {count}")
+        positive = (("eta_u", self.eta_u), ("hv_bound", self.hv_bound), ("curvature_max", self.curvature_max))
+        for name, bound in positive:
+            if bound is not None and not bound > 0:
+                raise UnlearningError(f"{name} must be positive, got {bound!r}")
+        for name, bound in (("curvature_eps", self.curvature_eps), ("min_step", self.min_step)):
+            if bound < 0:
+                raise UnlearningError(f"{name} must be non-negative, got {bound!r}")
         if self.method not in METHODS:
             raise UnlearningError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.inverse not in INVERSES:

@@ -1,8 +1,9 @@
 """Resumable state of a Starfish run (checkpointed after every unlearning round).
 
-The state splits into three parts so a party can persist it without pickle:
+It is the `unlearning.strategy.ResumableState` of Starfish: three parts a party can
+persist without pickle,
 
-* `public_json()` — JSON-ready facts (round reached, selected rounds, flags, logs);
+* `public_json()` — JSON-ready facts (round reached, selected rounds, the run log);
 * `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
 * `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y]).
 
@@ -12,12 +13,15 @@ The state splits into three parts so a party can persist it without pickle:
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from mpc.backend import Secret
+from unlearning.starfish.run_log import StarfishLog
+from unlearning.strategy import ResumableState
 
 STATE_VERSION = 1
 
@@ -37,7 +41,7 @@ class CurvaturePair:
 
 
 @dataclass
-class StarfishState:
+class StarfishState(ResumableState):
     """Everything needed to continue a run after unlearning round `round`."""
 
     clients: tuple[str, ...]  #: remaining clients (the order of `deltas`)
@@ -49,15 +53,14 @@ class StarfishState:
     warmup_pairs: int = 0  #: non-degenerate warm-up rounds done so far
     warmup_over: bool = False
     buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
-    #: JSON-ready logs: "flags", "corrections", "curvature", "warmup", "asked", "revealed", "rounds"
-    log: dict[str, Any] = field(default_factory=dict)
+    log: StarfishLog = field(default_factory=StarfishLog)
 
     @property
     def selected(self) -> tuple[int, ...]:
         """Selected rounds in training order."""
         return tuple(sorted(self.ranked))
 
-    def snapshot(self) -> "StarfishState":
+    def snapshot(self) -> StarfishState:
         """An independent copy (secrets are immutable handles and are shared)."""
         return StarfishState(
             clients=self.clients,
@@ -83,7 +86,7 @@ class StarfishState:
             "warmup_pairs": self.warmup_pairs,
             "warmup_over": self.warmup_over,
             "buffers": {c: [p.round for p in pairs] for c, pairs in self.buffers.items()},
-            "log": copy.deepcopy(self.log),
+            "log": self.log.to_json(),
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
@@ -103,7 +106,7 @@ class StarfishState:
     @classmethod
     def from_parts(
         cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
-    ) -> "StarfishState":
+    ) -> StarfishState:
         """Rebuild a state from the three parts; raises ValueError if any part is missing."""
         if public.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported Starfish state version {public.get('version')!r}")
@@ -125,7 +128,9 @@ class StarfishState:
                 warmup_pairs=int(public["warmup_pairs"]),
                 warmup_over=bool(public["warmup_over"]),
                 buffers=buffers,
-                log=copy.deepcopy(dict(public["log"])),
+                log=StarfishLog.from_json(public["log"]),
             )
         except KeyError as exc:
             raise ValueError(f"incomplete Starfish state: missing {exc}") from None
+        except TypeError as exc:
+            raise ValueError(f"malformed Starfish state: {exc}") from None

@@ -1,33 +1,39 @@
 """Algorithm 4 (Stage II) of Starfish as an unlearning `Strategy`.
 
-1. Threshold determination: [δ^j] = SecMax over stored rounds (threshold.py).
-2. Round selection: SecRS / SecRS(alt), top T′ = ⌈σT⌉ rounds revealed (selection.py).
+1. Threshold determination: [δ^j] = SecMax over stored rounds (thresholds.py).
+2. Round selection: SecRS / SecRS(alt), top T′ = ⌈σT⌉ rounds revealed (secrs.py; a
+   `RoundSelector` the strategy is given).
 3. For t = 1..T′, replaying stored round r = t-th selected round in training order:
    * warm-up (the first B rounds whose step s = M̂_t − M_{r−1} is non-zero, plus any
      degenerate s = 0 round before them): remaining clients compute exact gradients at M̂_t;
-   * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (estimation.py);
-     every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected;
+   * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (secue.py);
+     every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
+     (correction.py);
    * Ĝ_t = FedAvg(ĝ) is revealed and M̂_{t+1} = M̂_t − η_u·Ĝ_t.
-   After each round the state is checkpointed through `ctx.on_checkpoint`.
+   After each round the state is checkpointed through `ctx.on_checkpoint`; the report is
+   built from the run's typed log (run_log.py, run_report.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from mpc.backend import Backend, Secret
 from mpc.costs import CostLedger
+from unlearning.fedavg import fedavg_weights, reveal_aggregate
 from unlearning.history import GradientRequest
-from unlearning.starfish.checking import check_sample, flags_for, replace_rows
-from unlearning.starfish.estimation import add_pairs, aggregate, estimate_gradients
+from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
-from unlearning.starfish.report import average_round_saving, revealed_section, theorem1_inputs
-from unlearning.starfish.selection import select_rounds
+from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
+from unlearning.starfish.run_report import build_report
+from unlearning.starfish.secrs import RoundSelector, SecRSSelector
+from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.starfish.state import StarfishState
-from unlearning.starfish.threshold import determine_thresholds
+from unlearning.starfish.thresholds import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
 
 
@@ -45,32 +51,33 @@ class _Replay:
     v: torch.Tensor
 
 
-class StarfishStrategy(Strategy):
-    """Privacy-preserving federated unlearning by Starfish (runs on any `Backend`)."""
+class StarfishStrategy(Strategy[StarfishParams]):
+    """Privacy-preserving federated unlearning by Starfish (runs on any `Backend`).
+
+    `selector` picks the replayed rounds: SecRS by default; the random-selection baseline
+    passes its own (`unlearning.baselines.random_selection`).
+    """
 
     name = "starfish"
-    requires_plaintext = False
+    params_type = StarfishParams
+    resumable = True
 
-    def params(self, ctx: UnlearnContext) -> StarfishParams:
-        """Validated parameters of the request (raises `UnlearningError`)."""
-        return StarfishParams.from_mapping(ctx.params)
+    def __init__(self, selector: RoundSelector | None = None) -> None:
+        self.selector = selector if selector is not None else SecRSSelector()
 
-    def validate(self, ctx: UnlearnContext) -> None:
-        super().validate(ctx)
-        self.params(ctx)
+    def validate(self, ctx: UnlearnContext, params: StarfishParams) -> None:
+        super().validate(ctx, params)
         if ctx.history.num_rounds < 1:
             raise UnlearningError("the history holds no stored round")
         if ctx.resume_from is not None:
-            self._check_resume(ctx, ctx.resume_from)
+            self._check_resume(ctx, params, ctx.resume_from)
 
-    def run(self, ctx: UnlearnContext) -> UnlearnResult:
+    def unlearn(self, ctx: UnlearnContext, params: StarfishParams) -> UnlearnResult:
         """Run (or resume) Algorithm 4; the report's costs cover this call only.
 
         The call's costs are also added to `ctx.backend.ledger` (a long-lived backend keeps
         its cumulative totals).
         """
-        self.validate(ctx)
-        params = self.params(ctx)
         outer, run_ledger = ctx.backend.ledger, CostLedger()
         ctx.backend.ledger = run_ledger
         try:
@@ -78,15 +85,27 @@ class StarfishStrategy(Strategy):
         finally:
             ctx.backend.ledger = outer
             outer.merge(run_ledger)
-        report = self._report(ctx, params, state)
+        total = ctx.history.num_rounds
+        eta = params.unlearning_rate(ctx.history.round_info(state.selected[0]).lr)
+        report = build_report(self.name, ctx.backend.name, params, state, total, eta)
         report["costs"] = run_ledger.to_dict()
         return UnlearnResult(model=state.model.to(torch.float32), report=report)
 
+    @classmethod
+    def restore_state(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> StarfishState:
+        """The `StarfishState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
+        try:
+            return StarfishState.from_parts(public, tensors, secrets)
+        except ValueError as exc:
+            raise UnlearningError(str(exc)) from None
+
     def _execute(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
         total = ctx.history.num_rounds
-        if ctx.resume_from is not None:
+        if isinstance(ctx.resume_from, StarfishState):
             state = ctx.resume_from.snapshot()
-            state.log.setdefault("resumed_at", []).append(state.round)
+            state.log.resumed_at.append(state.round)
         else:
             state = self._start(ctx, params)
         selected = len(state.ranked)
@@ -101,6 +120,7 @@ class StarfishStrategy(Strategy):
 
     # ------------------------------------------------------------------ stages
     def _start(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
+        """Threshold determination and round selection (Algorithm 4 steps 1–2)."""
         backend, history = ctx.backend, ctx.history
         total = history.num_rounds
         count = params.selected_count(total)
@@ -108,25 +128,15 @@ class StarfishStrategy(Strategy):
         ctx.progress("threshold", 0, count, f"{len(remaining)} remaining clients")
         with backend.step("TD"):
             deltas = determine_thresholds(backend, history, remaining)
-        comparison = params.comparison(total)
-        ctx.progress("round_selection", 0, count, f"T={total}, T'={count}")
-        with backend.step("RS"):
-            selection = select_rounds(backend, history, ctx.targets, count, comparison, alt=params.method == "alt")
+        ctx.progress("round_selection", 0, count, f"T={total}, T'={count}, {self.selector.label}")
+        selection = self.selector.select(ctx, params, count)
         return StarfishState(
             clients=remaining,
             ranked=selection.ranked,
             method=selection.method,
             deltas=deltas,
             model=history.model(0).to(torch.float64).clone(),
-            log={
-                "request": {"targets": list(ctx.targets), "params": params.as_dict},
-                "rounds": [],
-                "flags": [],
-                "corrections": [],
-                "curvature": [],
-                "asked": {},
-                "inverses": 0,
-            },
+            log=StarfishLog(request=_request(ctx, params)),
         )
 
     def _unlearning_round(
@@ -138,10 +148,8 @@ class StarfishStrategy(Strategy):
         info = history.round_info(r)
         members = set(state.clients)
         participants = [c for c in info.clients if c in members]
-        entry: dict = {"t": t, "round": r, "participants": len(participants)}
         if not participants:
-            entry["kind"] = "skipped"
-            state.log["rounds"].append(entry)
+            state.log.rounds.append(RoundEntry(t, r, 0, "skipped"))
             return
         step = _Replay(
             t=t,
@@ -152,17 +160,17 @@ class StarfishStrategy(Strategy):
             v=state.model - history.model(r - 1).to(torch.float64),
         )
         if not state.warmup_over:
-            entry["kind"] = "warmup"
+            kind = "warmup"
             gradients = self._warmup(ctx, params, state, step)
         else:
-            entry["kind"] = "check" if t % interval == 0 else "estimate"
+            kind = "check" if t % interval == 0 else "estimate"
             gradients = self._estimate(ctx, params, state, step, check=t % interval == 0)
         with ctx.backend.step("UE"):
-            g_agg = aggregate(ctx.backend, gradients, [info.n_samples[c] for c in participants])
+            weights = fedavg_weights(info, participants)
+            g_agg = reveal_aggregate(ctx.backend, gradients, [weights[c] for c in participants])
         eta = params.unlearning_rate(info.lr)
         state.model = state.model - eta * g_agg
-        entry["eta_u"] = eta
-        state.log["rounds"].append(entry)
+        state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
 
     def _warmup(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> Secret:
         """Exact round: every participant computes its gradient at M̂_t (pairs fill the buffers).
@@ -201,8 +209,8 @@ class StarfishStrategy(Strategy):
         with backend.step("TC"):
             sample = check_sample(state.model.numel(), params.check_sample, step.t)
             flags = flags_for(backend, state, step.participants, gradients, sample)
-        state.log["flags"].append({"t": step.t, "round": step.r, "flags": dict(zip(step.participants, flags))})
-        flagged = [c for c, f in zip(step.participants, flags) if f]
+        state.log.flags.append(FlagEntry(step.t, step.r, dict(zip(step.participants, flags, strict=True))))
+        flagged = [c for c, f in zip(step.participants, flags, strict=True) if f]
         if not flagged:
             return gradients
         ctx.progress("correction", step.t, total, f"{len(flagged)} flagged")
@@ -232,22 +240,11 @@ class StarfishStrategy(Strategy):
                 continue
             if tuple(reply.shape) != (m,):
                 raise UnlearningError(
-                    f"client {client!r} answered the {reason} of round {t} with shape {tuple(reply.shape)}, expected ({m},)"
+                    f"client {client!r} answered the {reason} of round {t} with shape {tuple(reply.shape)}, "
+                    f"expected ({m},)"
                 )
             answers[client] = reply
-        asked = state.log["asked"]
-        for client in clients:
-            asked[client] = asked.get(client, 0) + 1
-        state.log["corrections"].append(
-            {
-                "t": t,
-                "round": r,
-                "reason": reason,
-                "asked": list(clients),
-                "answered": [c for c in clients if c in answers],
-                "missing": [c for c in clients if c not in answers],
-            }
-        )
+        state.log.record_ask(t, r, reason, clients, list(answers))
         return answers
 
     def _apply_answers(
@@ -269,7 +266,7 @@ class StarfishStrategy(Strategy):
         add_pairs(backend, state, answered, step.t, step.v, exact, stored_rows, params)
         return replace_rows(backend, gradients, step.participants, answers)
 
-    def _check_resume(self, ctx: UnlearnContext, state: object) -> None:
+    def _check_resume(self, ctx: UnlearnContext, params: StarfishParams, state: object) -> None:
         if not isinstance(state, StarfishState):
             raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
         if tuple(ctx.remaining_clients()) != state.clients:
@@ -278,46 +275,12 @@ class StarfishStrategy(Strategy):
             raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.ranked)}")
         if state.model.numel() != ctx.history.model(0).numel():
             raise UnlearningError("the checkpoint's model does not match the history's model size")
-        request = {"targets": list(ctx.targets), "params": self.params(ctx).as_dict}
-        if state.log.get("request") != request:
+        if state.log.request != _request(ctx, params):
             raise UnlearningError(
                 "the checkpoint was taken for other targets or parameters; resume with the same request"
             )
 
-    def _report(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState) -> dict:
-        total = ctx.history.num_rounds
-        log = state.log
-        answered = sum(len(e["answered"]) for e in log["corrections"] if e["reason"] == "correction")
-        missing = sum(len(e["missing"]) for e in log["corrections"] if e["reason"] == "correction")
-        eta = params.unlearning_rate(ctx.history.round_info(state.selected[0]).lr)
-        return {
-            "strategy": self.name,
-            "backend": ctx.backend.name,
-            "targets": list(ctx.targets),
-            "params": params.as_dict,
-            "stored_rounds": total,
-            "selected_count": len(state.ranked),
-            "check_interval": params.check_interval(total),
-            "selection": {
-                "method": state.method,
-                "ranked": list(state.ranked),
-                "selected_rounds": list(state.selected),
-            },
-            "rounds": log["rounds"],
-            "flags": log["flags"],
-            "warmup": {
-                "rounds": sum(1 for e in log["rounds"] if e.get("kind") == "warmup"),
-                "nondegenerate": state.warmup_pairs,
-            },
-            "corrections": {"answered": answered, "missing": missing, "events": log["corrections"]},
-            "curvature": {
-                "offered": len(log["curvature"]),
-                "rejected": sum(1 for c in log["curvature"] if not c["accepted"]),
-            },
-            "asked_rounds": dict(log["asked"]),
-            "answered_rounds": {c: sum(c in e["answered"] for e in log["corrections"]) for c in state.clients},
-            "arp_percent": average_round_saving(log["asked"], state.clients, total),
-            "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
-            "theorem1": theorem1_inputs(eta, params.sigma, len(state.ranked), total),
-            "resumed_at": log.get("resumed_at", []),
-        }
+
+def _request(ctx: UnlearnContext, params: StarfishParams) -> dict[str, Any]:
+    """What a run was asked (recorded in its log; a resume must ask the same)."""
+    return {"targets": list(ctx.targets), "params": params.as_dict}

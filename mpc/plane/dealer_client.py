@@ -1,0 +1,106 @@
+"""A party's link to the dealer service for one session (`DealerLink`).
+
+`open_dealer_link` connects to the configured dealer address, checks the dealer's
+certificate names the configured dealer identity, joins the session as rank r and
+receives this party's 32-byte PRG key (`mpc.plane.prg`). party 1 then closes the
+connection (it expands its key locally); party 0 keeps it and `fetch`es its share of
+each correlated value (`mpc.plane.dealer_ops`). The link counts what it received and how
+long party 0 waited: the "offline" bytes and seconds of the cost ledger.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from mpc.plane.channel import Channel, ChannelClosed, ChannelTimeout, RemoteError
+from mpc.plane.dealer_ops import Request
+from mpc.plane.prg import KEY_BYTES, Prg
+from mpc.plane.rendezvous import connect, say_hello
+from mpc.plane.tls import peer_fingerprint, peer_identity
+
+
+class DealerError(ConnectionError):
+    """The dealer refused the session or a request, or the link to it broke."""
+
+
+@dataclass(frozen=True)
+class DealerInfo:
+    """Which dealer served the session: recorded in the job report."""
+
+    address: str
+    identity: str
+    certificate_sha256: str
+
+
+class DealerLink:
+    def __init__(self, rank: int, key: bytes, channel: Channel | None, info: DealerInfo) -> None:
+        self.rank = rank
+        self.prg = Prg(key)
+        self.channel = channel
+        self.info = info
+        self.bytes = 0  #: payload bytes of the shares received from the dealer
+        self.seconds = 0.0  #: time spent waiting for them
+        self.requests = 0
+
+    def fetch(self, request: Request, shape: tuple[int, ...]) -> torch.Tensor:
+        """party 0: the dealer's share V_0 for `request` (an int64 tensor of `shape`)."""
+        if self.channel is None:
+            raise DealerError("only party 0 requests correlated randomness from the dealer")
+        start = time.perf_counter()
+        try:
+            self.channel.send_json(request.to_json())
+            share = self.channel.recv_into(torch.empty(shape, dtype=torch.long))
+        except (ChannelClosed, ChannelTimeout, ConnectionError) as exc:
+            raise DealerError(f"dealer {self.info.identity or self.info.address}: {exc}") from None
+        except RemoteError as exc:  # the dealer refused the request
+            raise DealerError(str(exc)) from None
+        self.seconds += time.perf_counter() - start
+        self.bytes += share.numel() * share.element_size()
+        self.requests += 1
+        return share
+
+    def close(self, graceful: bool = True) -> None:
+        """party 0: say goodbye (the dealer then drops the session) and close."""
+        if self.channel is None:
+            return
+        try:
+            if graceful:
+                self.channel.send_json({"bye": True})
+                self.channel.recv_json()
+        except (ConnectionError, TimeoutError, RemoteError):
+            pass  # the session ends on the dealer's side either way
+        finally:
+            self.channel.close()
+            self.channel = None
+
+
+def open_dealer_link(
+    host: str, port: int, ctx, expect: str, session_id: str, rank: int, timeout_s: float
+) -> DealerLink:
+    """Join `session_id` at the dealer as `rank`; returns once the dealer sent our key."""
+    address = f"{host}:{port}"
+    sock = connect(host, port, ctx, expect, time.monotonic() + timeout_s, f"dealer {expect or '(no TLS)'}")
+    info = DealerInfo(
+        address,
+        peer_identity(sock) if ctx is not None else "",
+        peer_fingerprint(sock) if ctx is not None else "",
+    )
+    try:
+        answer = say_hello(sock, timeout_s, f"the dealer at {address}", {"session": session_id, "rank": rank})
+    except (ConnectionError, TimeoutError) as exc:
+        raise DealerError(f"session {session_id}: {exc}") from None
+    try:
+        key = bytes.fromhex(str(answer.get("key", "")))
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        sock.close()
+        raise DealerError(f"dealer at {address} sent no valid session key")
+    channel = Channel(sock, timeout_s, f"the dealer at {address}")
+    if rank == 1:
+        channel.close()
+        return DealerLink(rank, key, None, info)
+    return DealerLink(rank, key, channel, info)

@@ -1,0 +1,181 @@
+"""The dealer's request kinds: what correlated randomness it serves, and how.
+
+Every kind follows one pattern (CrypTen's trusted-third-party scheme with seeded
+generators). Each party p draws its "local" random shares L_p from its own PRG stream
+(`mpc.plane.prg`, keyed by the dealer). The dealer, holding both keys, draws the same
+L_0 and L_1, computes the correlated value V = combine(L_0, L_1), and must split V into
+shares V_0 + V_1 (or V_0 ⊕ V_1): party 1 draws V_1 from its stream (`tail`), the dealer
+draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per request, the
+"offline" traffic. Party 1 never talks to the dealer after receiving its key.
+
+| kind | request | local shares per party | V |
+| --- | --- | --- | --- |
+| `mul` | shapes a, b | a_p, b_p | a·b (elementwise, broadcast) |
+| `matmul` | shapes a, b | a_p, b_p | a @ b |
+| `square` | shape | r_p | r² |
+| `binary` | shapes a, b | a_p, b_p (64-bit) | a ∧ b (XOR-shared) |
+| `wraps` | shape | r_p | θ = number of wraps of r_0 + r_1 |
+| `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
+
+Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
+{"kind": ..., "shapes": [[...], ...]}; `parse` validates it (known kind, right number of
+shapes, non-negative dimensions, at most `limit` elements) before anything is computed.
+How to add a kind: docs/DEPLOY.md, "Adding a dealer request kind".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mpc.plane.prg import Prg
+
+Shape = tuple[int, ...]
+MAX_DIMS = 8
+
+
+class RequestError(ValueError):
+    """A request the dealer refuses (unknown kind, bad shapes, too large)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    kind: str
+    shapes: tuple[Shape, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
+
+
+@dataclass(frozen=True)
+class DealerOp:
+    """One request kind (see the module doc for the pattern)."""
+
+    kind: str
+    n_shapes: int
+    local: Callable[[Prg, tuple[Shape, ...]], list[torch.Tensor]]
+    output_shape: Callable[[tuple[Shape, ...]], Shape]
+    combine: Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
+    xor: bool = False  #: V is XOR-shared (binary), else additively shared
+    tail_bits: int = 64
+
+    def tail(self, prg: Prg, shape: Shape) -> torch.Tensor:
+        """Party 1's share of V, drawn from its stream."""
+        return prg.ring(shape) if self.tail_bits == 64 else prg.bits(shape, self.tail_bits)
+
+    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        """Dealer side: V_0 = V − V_1 (or V ⊕ V_1), advancing both streams like the parties."""
+        value = self.combine(self.local(prg0, request.shapes), self.local(prg1, request.shapes))
+        share1 = self.tail(prg1, tuple(value.shape))
+        return value ^ share1 if self.xor else value - share1
+
+    def party_shares(
+        self, prg: Prg, rank: int, request: Request, fetch: Callable[[Request], torch.Tensor]
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Party side: (local shares, share of V); party 0 fetches V_0 from the dealer."""
+        local = self.local(prg, request.shapes)
+        shape = self.output_shape(request.shapes)
+        return local, fetch(request) if rank == 0 else self.tail(prg, shape)
+
+
+def _ring_each(prg: Prg, shapes: tuple[Shape, ...]) -> list[torch.Tensor]:
+    return [prg.ring(s) for s in shapes]
+
+
+def _bit(prg: Prg, shapes: tuple[Shape, ...]) -> list[torch.Tensor]:
+    return [prg.bits(shapes[0], 1)]
+
+
+def _meta(shape: Shape) -> torch.Tensor:
+    return torch.empty(shape, dtype=torch.long, device="meta")
+
+
+def count_wraps(r0: torch.Tensor, r1: torch.Tensor) -> torch.Tensor:
+    """θ with r_0 + r_1 = (r_0 + r_1 mod 2^64) + θ·2^64 over the signed integers."""
+    total = r0 + r1
+    return ((r0 > 0) & (r1 > 0) & (total < 0)).long() - ((r0 < 0) & (r1 < 0) & (total >= 0)).long()
+
+
+OPS: dict[str, DealerOp] = {}
+
+
+def register(op: DealerOp) -> DealerOp:
+    if op.kind in OPS:
+        raise ValueError(f"dealer request kind {op.kind!r} is already registered")
+    OPS[op.kind] = op
+    return op
+
+
+register(
+    DealerOp(
+        "mul",
+        2,
+        _ring_each,
+        lambda s: tuple(torch.broadcast_shapes(s[0], s[1])),
+        lambda l0, l1: (l0[0] + l1[0]) * (l0[1] + l1[1]),
+    )
+)
+register(
+    DealerOp(
+        "matmul",
+        2,
+        _ring_each,
+        lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[1])).shape),
+        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1] + l1[1]),
+    )
+)
+register(DealerOp("square", 1, _ring_each, lambda s: s[0], lambda l0, l1: (l0[0] + l1[0]) * (l0[0] + l1[0])))
+register(
+    DealerOp(
+        "binary",
+        2,
+        _ring_each,
+        lambda s: tuple(torch.broadcast_shapes(s[0], s[1])),
+        lambda l0, l1: (l0[0] ^ l1[0]) & (l0[1] ^ l1[1]),
+        xor=True,
+    )
+)
+register(DealerOp("wraps", 1, _ring_each, lambda s: s[0], lambda l0, l1: count_wraps(l0[0], l1[0])))
+register(DealerOp("b2a", 1, _bit, lambda s: s[0], lambda l0, l1: l0[0] ^ l1[0]))
+
+
+def _shape(value: Any) -> Shape:
+    if not isinstance(value, list | tuple) or len(value) > MAX_DIMS:
+        raise RequestError(f"a shape is a list of at most {MAX_DIMS} dimensions, got {value!r}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**40 for d in value):
+        raise RequestError(f"dimensions must be non-negative integers, got {value!r}")
+    return tuple(int(d) for d in value)
+
+
+def _elements(shape: Shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
+    """Validate a request: known kind, shapes that combine, at most `limit` elements per tensor."""
+    op = OPS.get(message.get("kind"))  # type: ignore[arg-type]
+    if op is None:
+        raise RequestError(f"unknown request kind {message.get('kind')!r}; known: {sorted(OPS)}")
+    raw = message.get("shapes")
+    if not isinstance(raw, list) or len(raw) != op.n_shapes:
+        raise RequestError(f"{op.kind} takes {op.n_shapes} shape(s), got {raw!r}")
+    shapes = tuple(_shape(s) for s in raw)
+    try:
+        out = op.output_shape(shapes)
+    except RuntimeError as exc:
+        raise RequestError(f"{op.kind}: shapes {[list(s) for s in shapes]} do not combine: {exc}") from None
+    largest = max(_elements(s) for s in (*shapes, out))
+    if largest > limit:
+        raise RequestError(f"{op.kind}: {largest} elements exceed this dealer's limit of {limit} per tensor")
+    return op, Request(op.kind, shapes)
+
+
+def request(kind: str, shapes: Sequence[Sequence[int]]) -> tuple[DealerOp, Request]:
+    """The party side's request object (no size limit: the dealer enforces its own)."""
+    return parse({"kind": kind, "shapes": [list(s) for s in shapes]}, limit=1 << 62)

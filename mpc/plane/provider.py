@@ -1,0 +1,82 @@
+"""CrypTen's tuple provider backed by the dealer service (`DealerProvider`).
+
+CrypTen's protocols ask `crypten.mpc.get_default_provider()` for Beaver triples, square
+pairs, binary triples, wrap counts and B2A bits. During a session that is this provider:
+each request maps to a dealer request kind (`mpc.plane.dealer_ops`), the party draws its
+local shares from its AES-CTR stream (`mpc.plane.prg`, keyed by the dealer) and party 0
+fetches its share of the correlated value from the dealer. It is installed under
+CrypTen's "TTP" name (`install`), so `cfg.mpc.provider == "TTP"` means "our dealer";
+CrypTen's own TTP client (torch.distributed, Mersenne Twister seeds) is never used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from mpc.crypten_loader import load_crypten
+from mpc.plane.dealer_client import DealerLink
+from mpc.plane.dealer_ops import request
+
+load_crypten()
+import crypten.mpc  # noqa: E402
+from crypten.mpc.primitives import ArithmeticSharedTensor, BinarySharedTensor  # noqa: E402
+from crypten.mpc.provider.provider import TupleProvider  # noqa: E402
+
+_PROVIDERS = "__SUPPORTED_PROVIDERS"  #: CrypTen's provider table in crypten.mpc
+
+
+class DealerProvider(TupleProvider):
+    """Correlated randomness from the dealer link of the open session."""
+
+    NAME = "TTP"
+    link: DealerLink | None = None
+
+    def _draw(self, kind: str, device: Any, *shapes: Any) -> tuple[list[torch.Tensor], torch.Tensor]:
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError("the dealer serves CPU tensors only")
+        link = DealerProvider.link
+        if link is None:
+            raise RuntimeError("no MPC session is open (the dealer link is missing)")
+        op, req = request(kind, [tuple(s) for s in shapes])
+        return op.party_shares(link.prg, link.rank, req, lambda r: link.fetch(r, op.output_shape(r.shapes)))
+
+    def generate_additive_triple(self, size0, size1, op, device=None, *args, **kwargs):
+        """Beaver triple (a, b, c = a∘b) for op ∈ {mul, matmul}."""
+        if args or kwargs or op not in ("mul", "matmul"):
+            raise ValueError(f"the dealer serves mul and matmul triples, not {op} {args} {kwargs}")
+        (a, b), c = self._draw(op, device, size0, size1)
+        return tuple(ArithmeticSharedTensor.from_shares(t, precision=0) for t in (a, b, c))
+
+    def square(self, size, device=None):
+        """(r, r²)."""
+        (r,), r2 = self._draw("square", device, size)
+        return ArithmeticSharedTensor.from_shares(r, precision=0), ArithmeticSharedTensor.from_shares(r2, precision=0)
+
+    def generate_binary_triple(self, size0, size1, device=None):
+        """XOR-shared (a, b, c = a ∧ b)."""
+        (a, b), c = self._draw("binary", device, size0, size1)
+        return tuple(BinarySharedTensor.from_shares(t) for t in (a, b, c))
+
+    def wrap_rng(self, size, device=None):
+        """(r, θ_r): a random sharing and the number of wraps of its shares."""
+        (r,), theta = self._draw("wraps", device, size)
+        return (
+            ArithmeticSharedTensor.from_shares(r, precision=0),
+            ArithmeticSharedTensor.from_shares(theta, precision=0),
+        )
+
+    def B2A_rng(self, size, device=None):
+        """A random bit shared arithmetically (rA) and in binary (rB)."""
+        (bit,), arith = self._draw("b2a", device, size)
+        return ArithmeticSharedTensor.from_shares(arith, precision=0), BinarySharedTensor.from_shares(bit)
+
+
+def install(link: DealerLink | None) -> None:
+    """Make the dealer provider CrypTen's "TTP" provider, serving `link` (None: no session)."""
+    vars(crypten.mpc)[_PROVIDERS]["TTP"] = _INSTANCE
+    DealerProvider.link = link
+
+
+_INSTANCE = DealerProvider()

@@ -1,0 +1,181 @@
+"""The primitives of two-party computation: what every backend implements itself.
+
+A `Secret` is an opaque handle to a secret-shared tensor; only `reveal` turns it into a
+public tensor. Public operands are plain torch tensors (or Python floats). Every method
+is a protocol step that both parties must call in the same order with the same public
+arguments.
+
+`Primitives` is the interface the composite protocols of `mpc/protocols/` are written
+against (they import nothing else of `mpc`), and the base of `mpc.backend.Backend`, which
+binds those composites as methods. Three operations are *specialisable*: a portable
+version exists as a protocol (`ge_prod` in `protocols/secge.py`, `select` = SecSel in
+`protocols/secsel.py`, `dot` = SecSP in `protocols/secsp.py`) and `Backend` binds it, but
+a backend may replace it by an equivalent one it computes better (exact products before
+truncation, an exact choice in float64, one truncation per scalar product).
+
+Besides arithmetic, a party's runtime needs three things from a backend without reaching
+into its internals: `load_shares` wraps a share made elsewhere (a client's upload, a
+checkpoint), `export_shares` returns this party's share for storage, and `all_gather`
+exchanges PUBLIC integers with the other party (agreements on deadlines, digests, who
+answered).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+from mpc.costs import CostLedger
+
+Public = torch.Tensor | float | int
+"""A value both parties know (a model, a model difference, a constant)."""
+
+
+class Secret(ABC):
+    """Opaque handle to a secret-shared tensor. Use backend methods to operate on it."""
+
+    @property
+    @abstractmethod
+    def shape(self) -> torch.Size:
+        """Shape of the underlying tensor (public)."""
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
+class Primitives(ABC):
+    """Operations on secret values that a backend implements (see the module docstring)."""
+
+    #: short name recorded in reports ("plain" or "crypten")
+    name: str = "abstract"
+    #: True when values are really secret-shared between two parties
+    is_secure: bool = False
+
+    def __init__(self, ledger: CostLedger | None = None) -> None:
+        self.ledger = ledger if ledger is not None else CostLedger()
+
+    # ----------------------------------------------------------------- cost accounting
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Attribute the wall time, bytes and rounds of the enclosed calls to `name`."""
+        with self.ledger.step(name, self._comm_snapshot):
+            yield
+
+    def _comm_snapshot(self) -> dict[str, int | float]:
+        """Current cumulative communication counters (bytes, rounds; online/offline).
+
+        The plaintext backend communicates nothing; the CrypTen backend reads its
+        communicator and the dealer's counters.
+        """
+        return {}
+
+    # ----------------------------------------------------------------- creation, reveal, storage
+    @abstractmethod
+    def share(self, x: torch.Tensor, src: int = 0) -> Secret:
+        """Secret-share a tensor known to party `src` (simulation and tests).
+
+        In the service, client gradients arrive already shared and are loaded with
+        `load_shares`; algorithms only call `share` for values a party computed itself.
+        """
+
+    @abstractmethod
+    def reveal(self, x: Secret) -> torch.Tensor:
+        """Open `x` to both parties; returns float64 (exact fixed-point decode)."""
+
+    @abstractmethod
+    def zeros(self, shape: Sequence[int]) -> Secret:
+        """A sharing of zeros (no communication)."""
+
+    @abstractmethod
+    def random(self, shape: Sequence[int]) -> Secret:
+        """A shared random tensor (entries ~ N(0, 1)-like) that no party knows (SecMI's mask R)."""
+
+    @abstractmethod
+    def load_shares(self, share: np.ndarray | torch.Tensor, precision_bits: int | None = None) -> Secret:
+        """This party's int64 share made elsewhere (a client, a checkpoint) as a secret with
+        `precision_bits` fractional bits (the backend's own by default); no communication."""
+
+    @abstractmethod
+    def export_shares(self, x: Secret) -> tuple[np.ndarray, int]:
+        """This party's int64 share of `x` and its fractional bits (for storage; no communication)."""
+
+    @abstractmethod
+    def all_gather(self, values: Sequence[int]) -> list[list[int]]:
+        """Exchange PUBLIC int64 values: [party 0's values, party 1's values] on both parties."""
+
+    # ----------------------------------------------------------------- linear (local) ops
+    @abstractmethod
+    def add(self, a: Secret, b: Secret | Public) -> Secret:
+        """SecAdd: a + b (local)."""
+
+    @abstractmethod
+    def sub(self, a: Secret, b: Secret | Public) -> Secret:
+        """a − b (local)."""
+
+    @abstractmethod
+    def neg(self, a: Secret) -> Secret:
+        """−a (local)."""
+
+    @abstractmethod
+    def mul(self, a: Secret, b: Secret | Public) -> Secret:
+        """SecMul, element-wise with broadcasting; local when `b` is public."""
+
+    @abstractmethod
+    def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> Secret:
+        """Matrix product; at least one operand is secret. Local when the other operand is
+        public (e.g. u_i = ⟨[g_i], M_{i−1} − M_i⟩)."""
+
+    @abstractmethod
+    def sum(self, a: Secret, dim: int | None = None) -> Secret:
+        """Sum of elements (local)."""
+
+    @abstractmethod
+    def stack(self, items: Sequence[Secret], dim: int = 0) -> Secret:
+        """Stack secrets along a new dimension (local)."""
+
+    @abstractmethod
+    def cat(self, items: Sequence[Secret], dim: int = 0) -> Secret:
+        """Concatenate secrets along an existing dimension (local)."""
+
+    @abstractmethod
+    def index(self, a: Secret, key: Any) -> Secret:
+        """`a[key]` with a public index (local)."""
+
+    @abstractmethod
+    def reshape(self, a: Secret, shape: Sequence[int]) -> Secret:
+        """Reshape (local)."""
+
+    @abstractmethod
+    def transpose(self, a: Secret, dim0: int = 0, dim1: int = 1) -> Secret:
+        """Swap two dimensions (local)."""
+
+    # ----------------------------------------------------------------- non-linear
+    @abstractmethod
+    def ge(self, a: Secret, b: Secret | Public) -> Secret:
+        """SecGE: shared bit [a ≥ b], element-wise."""
+
+    @abstractmethod
+    def div(self, a: Secret, b: Secret | Public) -> Secret:
+        """SecDiv: a / b (b > 0 in the documented range)."""
+
+    @abstractmethod
+    def sqrt(self, a: Secret) -> Secret:
+        """√a, element-wise (a ≥ 0; the documented range is 10⁻³ ≤ a ≤ 150)."""
+
+    # ----------------------------------------------------------------- specialisable
+    @abstractmethod
+    def ge_prod(self, a: Secret, b: Secret | Public, c: Secret | Public, d: Secret | Public) -> Secret:
+        """Shared bit [a·b ≥ c·d], element-wise with broadcasting (SecGE2's and SecTC's comparison)."""
+
+    @abstractmethod
+    def select(self, bit: Secret, a: Secret | Public, b: Secret | Public) -> Secret:
+        """SecSel: a where the shared bit is 1, else b."""
+
+    @abstractmethod
+    def dot(self, x: Secret, y: Secret | torch.Tensor) -> Secret:
+        """SecSP: scalar product over the last dimension."""

@@ -1,0 +1,192 @@
+"""One session attempt of a job, as a party's worker runs it (docs/JOBS.md, sections 2–5).
+
+1. open the party's store read-only and the MPC session `<job id>.<attempt>` on the TLS
+   plane: party0 listens on its configured address and tells its party the port (which
+   party0 announces in StartJob), party1 connects there; both join the session at the
+   dealer service and report which dealer (identity, certificate fingerprint) serves it;
+2. agree with the other worker on the newest checkpoint both hold (0 = start) and check
+   both hold the same public state there; load this party's shares from it;
+3. run the strategy on `CrypTenBackend` over `StoreHistory` (this party's stored shares,
+   loaded with no communication) with `ServiceOracle` (tasks through the client SDK),
+   checkpointing after every unlearning round;
+4. check both parties hold the same unlearned model, write `result-model.npy` and
+   `worker-report.json` into the job directory, report the model hash to the party.
+
+Imported by the worker after it set up its pipe (this module loads torch and CrypTen).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mpc.costs import CostLedger, StepCost
+from mpc.crypten_backend import CrypTenBackend
+from mpc.plane.tls import TlsFiles
+from mpc.session import Endpoint, Session, SessionConfig
+from proto.wire import model_hash
+from server.jobs import agree
+from server.jobs.checkpoints import CheckpointDir, CheckpointError
+from server.jobs.history import StoreHistory
+from server.jobs.oracle import ServiceOracle
+from server.jobs.parent_link import ParentLink
+from server.jobs.process import WorkerSpec
+from server.store import Store
+from unlearning import registry
+from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
+
+log = logging.getLogger("server.jobs.worker")
+
+
+def ledger_from_dict(data: dict[str, Any]) -> CostLedger:
+    """A cost ledger from its JSON form (`CostLedger.to_dict`)."""
+    return CostLedger(steps={name: StepCost(**cost) for name, cost in data.items()})
+
+
+class JobAttempt:
+    """The worker's part of one session attempt (module docstring)."""
+
+    def __init__(self, spec: WorkerSpec, link: ParentLink) -> None:
+        self.spec = spec
+        self.link = link
+        self.job_dir = Path(spec.job_dir)
+        self.store = Store(Path(spec.data_dir), spec.role, readonly=True)
+        if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
+            raise RuntimeError(f"this party's M_{spec.base_round} is not the job's base model")
+        self.strategy: type[Strategy] = registry.strategy_class(spec.strategy)
+        self.checkpoints = CheckpointDir(self.job_dir / "checkpoints")
+        self.prior = CostLedger()  #: costs of earlier attempts, up to the checkpoint resumed from
+        self.backend: CrypTenBackend | None = None
+
+    def run(self) -> int:
+        """Steps 1–4; the session is closed in every case (forcibly after a failure)."""
+        spec = self.spec
+        session = self._open_session()
+        try:
+            self.backend = CrypTenBackend(precision_bits=spec.precision_bits, step_check=spec.step_check)
+            result = self.strategy().run(self._context(self._resume(self.backend)))
+            self._write_result(self.backend, result)
+        except BaseException:
+            session.close(force=True)
+            raise
+        session.close()
+        self.store.close()
+        log.info("job %s: session closed", spec.job_id)
+        return 0
+
+    def _open_session(self) -> Session:
+        """Join the attempt's session: party0 announces its port first (see the module doc)."""
+        spec, link = self.spec, self.link
+        session = Session(
+            SessionConfig(
+                rank=spec.role,
+                session_id=spec.session_id,
+                peer=Endpoint(spec.peer_host, spec.peer_port),
+                dealer=Endpoint(spec.dealer_host, spec.dealer_port),
+                tls=TlsFiles(Path(spec.tls_ca), Path(spec.tls_cert), Path(spec.tls_key)),
+                peer_identity=spec.peer_identity,
+                dealer_identity=spec.dealer_identity,
+                precision_bits=spec.precision_bits,
+                timeout_s=spec.session_timeout_s,
+            )
+        )
+        if spec.role == 0:
+            port = session.listen()
+            log.info("job %s: session %s listening on %s:%d", spec.job_id, spec.session_id, spec.peer_host, port)
+            link.send({"kind": "listening", "port": port})
+        else:
+            log.info(
+                "job %s: joining session %s at %s:%d", spec.job_id, spec.session_id, spec.peer_host, spec.peer_port
+            )
+        session.open()
+        dealer = session.dealer
+        assert dealer is not None  # set once the session is open
+        link.send({"kind": "session", "session_id": spec.session_id, "dealer": asdict(dealer)})
+        log.info(
+            "job %s: session %s open; dealer %s (%s)", spec.job_id, spec.session_id, dealer.identity, dealer.address
+        )
+        return session
+
+    def _resume(self, backend: CrypTenBackend) -> ResumableState | None:
+        """Step 2: the state after the newest checkpoint both parties hold (None: start afresh)."""
+        resume = agree.minimum(backend, self.checkpoints.latest())
+        if resume == 0:
+            return None
+        if resume not in self.checkpoints.rounds():
+            raise CheckpointError(f"checkpoint {resume} is missing on party{self.spec.role}")
+        agree.check_same(backend, self.checkpoints.digest(resume), f"checkpoints of round {resume}")
+        state, saved_costs = self.checkpoints.load(resume, self.strategy, backend.load_shares)
+        self.prior.merge(ledger_from_dict(saved_costs))
+        log.info("job %s: resuming after unlearning round %d", self.spec.job_id, resume)
+        return state
+
+    def _context(self, state: ResumableState | None) -> UnlearnContext:
+        spec, backend = self.spec, self.backend
+        assert backend is not None
+        models = self.job_dir / "models"
+        oracle = ServiceOracle(
+            self.store, self.link, spec.job_id, spec.arch, models, spec.task_timeout_s, spec.task_poll_s
+        )
+        return UnlearnContext(
+            backend=backend,
+            history=StoreHistory(self.store, spec.base_round),
+            oracle=oracle,
+            targets=tuple(spec.targets),
+            params=spec.parameters,
+            on_progress=self._on_progress,
+            on_checkpoint=self._on_checkpoint,
+            resume_from=state,
+        )
+
+    def _costs(self) -> dict[str, Any]:
+        """Earlier attempts' costs plus this run's (the strategy's ledger while it runs)."""
+        total = CostLedger()
+        total.merge(self.prior)
+        if self.backend is not None:
+            total.merge(self.backend.ledger)
+        return total.to_dict()
+
+    def _on_progress(self, p: Progress) -> None:
+        total_bytes = sum(c["online_bytes"] + c["offline_bytes"] for c in self._costs().values())
+        self.link.send(
+            {
+                "kind": "progress",
+                "step": p.step,
+                "t": p.unlearning_round,
+                "total": p.total_rounds,
+                "detail": p.detail,
+                "bytes": total_bytes,
+            }
+        )
+
+    def _on_checkpoint(self, state: ResumableState) -> None:
+        assert self.backend is not None
+        digest = self.checkpoints.save(state, self._costs(), self.backend.export_shares)
+        self.link.send({"kind": "checkpoint", "t": state.round, "digest": digest})
+
+    def _write_result(self, backend: CrypTenBackend, result: UnlearnResult) -> None:
+        """Step 4: both parties hold the same model; write it and the report, tell the party."""
+        merged = ledger_from_dict(result.report.get("costs", {}))
+        merged.merge(self.prior)
+        result.report["costs"] = merged.to_dict()  # every attempt, each up to its last checkpoint
+        model = result.model.detach().to(torch.float32).numpy()
+        digest = model_hash(self.spec.arch, model)
+        agree.check_same(backend, digest, "unlearned model")
+        tmp = self.job_dir / "result-model.tmp.npy"
+        np.save(tmp, model, allow_pickle=False)
+        tmp.replace(self.job_dir / "result-model.npy")
+        report = json.dumps(result.report, indent=1, sort_keys=True, default=float)
+        (self.job_dir / "worker-report.json").write_text(report)
+        self.link.send({"kind": "result", "model_hash": digest})
+        log.info("job %s: result written (model %s); leaving the session", self.spec.job_id, digest[:12])
+
+
+def run_attempt(spec_path: Path, link: ParentLink) -> int:
+    """Run the session attempt `spec_path` describes; 0 on success (raises on failure)."""
+    return JobAttempt(WorkerSpec.read(spec_path), link).run()

@@ -1,0 +1,86 @@
+"""`TaskRelay`: runs the Flower clients an unlearning job asks for.
+
+A Starfish job (Stage II) asks remaining clients for exact updates at unlearned models
+(warm-up and correction tasks) and waits for their shares until a deadline. Flower
+ClientApps run only when the server sends them a message, so while a job runs the
+strategy polls party0 for the job's open tasks (`AdminClient.list_tasks`: task id,
+client, deadline — no model, no share) and sends each asked client's node one TRAIN
+message naming its tasks; `StarfishMod` answers them with the app's train function.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from client_sdk.admin import AdminClient
+from proto.starfish.v1 import admin_pb2
+from starfish_flower import keys
+
+log = logging.getLogger(__name__)
+ENDED = (admin_pb2.JOB_STATE_SUCCEEDED, admin_pb2.JOB_STATE_FAILED, admin_pb2.JOB_STATE_CANCELLED)
+ACTIVE = (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING)
+
+
+class TaskRelay:
+    def __init__(self, admin: AdminClient, record_keys: tuple[str, str], poll_s: float = 0.2):
+        self.admin = admin
+        self.arrays_key, self.config_key = record_keys
+        self.poll_s = poll_s
+        self.answered = 0  #: tasks the clients reported answered
+
+    def active_jobs(self) -> list[str]:
+        return [j.job_id for j in self.admin.list_jobs().jobs if j.state in ACTIVE]
+
+    def follow(
+        self,
+        grid: Grid,
+        job_id: str,
+        nodes: Mapping[str, int],
+        template: ArrayRecord,
+        config: ConfigRecord,
+        timeout_s: float,
+    ) -> admin_pb2.JobStatus:
+        """Relay the job's tasks to the clients' nodes until the job ends; its final status."""
+        sent: set[str] = set()
+        end = time.time() + timeout_s
+        while time.time() < end:
+            status = self.admin.job_status(job_id)
+            if status.state in ENDED:
+                return status
+            tasks = [t for t in self.admin.list_tasks(job_id) if t.task_id not in sent]
+            if not tasks:
+                time.sleep(self.poll_s)
+                continue
+            sent.update(t.task_id for t in tasks)
+            self._relay(grid, tasks, nodes, template, config)
+        raise TimeoutError(f"unlearning job {job_id} did not end within {timeout_s} s")
+
+    def _relay(self, grid: Grid, tasks: list, nodes: Mapping[str, int], template: ArrayRecord, config) -> None:
+        by_client: dict[str, list[str]] = defaultdict(list)
+        for t in tasks:
+            by_client[t.client_id].append(t.task_id)
+        until = max(t.deadline_unix for t in tasks)
+        unknown = sorted(c for c in by_client if c not in nodes)
+        if unknown:
+            log.warning("Starfish job tasks for clients with no known Flower node (not relayed): %s", unknown)
+        messages = []
+        for client, ids in by_client.items():
+            if client not in nodes:
+                continue
+            cfg = ConfigRecord({**dict(config), keys.TASKS: ids, keys.TASKS_UNTIL: until})
+            content = RecordDict({self.arrays_key: template, self.config_key: cfg})
+            messages.append(Message(content=content, message_type=MessageType.TRAIN, dst_node_id=nodes[client]))
+        if not messages:
+            return
+        replies = grid.send_and_receive(messages, timeout=max(1.0, until - time.time() + 5.0))
+        for reply in replies:
+            if reply.has_error():
+                log.warning("task reply from node %d: %s", reply.metadata.src_node_id, reply.error.reason)
+            else:
+                self.answered += int(next(iter(reply.content.metric_records.values()))[keys.ANSWERED])

@@ -1,0 +1,184 @@
+"""`StarfishMod`: the client side of Starfish for a Flower `ClientApp` (a mod, the way
+Flower's SecAgg+ is one).
+
+On a TRAIN message of a Starfish round i (config key ``starfish-round``) it
+
+1. checks with both parties that round i is open and that the model the Flower server
+   sent hashes to M_{i−1}, the model both parties announce (no training on any other);
+2. runs the app's own train function (``call_next``);
+3. turns the fitted model into the pseudo-gradient g = (M_{i−1} − M_fit)/η
+   (`starfish_flower.arrays`) and uploads it as secret shares to both parties through the
+   Starfish SDK (with ‖g‖, δ and the sample count n = the reply's ``num-examples``);
+4. replies to the Flower server WITHOUT any model: the app's metrics and a receipt
+   (``starfish`` ConfigRecord: client id, round, content hashes of the two shares, bytes
+   uploaded, seconds spent in the SDK).
+
+On a TRAIN message naming Starfish tasks (``starfish-tasks``: warm-up or correction of an
+unlearning job) it answers each task with the same train function run at the task's
+model (fetched from the parties and hash-checked by the SDK), uploads that
+pseudo-gradient as shares, and replies with the number answered.
+
+A TRAIN message that is neither is refused: the app would otherwise send its update to
+the Flower server in the clear. Other message types (evaluate, query) pass through.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp.typing import ClientAppCallable
+
+from client_sdk import Client, StarfishError, TaskInfo
+from proto.wire import model_hash
+from starfish_flower import keys
+from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
+from starfish_flower.settings import Identity, Parties, identity_from_node_config
+
+log = logging.getLogger(__name__)
+MOD_FAILED_PRECONDITION = 6  #: flwr.common.constant.ErrorCode.MOD_FAILED_PRECONDITION
+#: (party0 address, client id) registered from this process (a simulation actor runs many clients)
+_REGISTERED: set[tuple[str, str]] = set()
+
+
+class StarfishMod:
+    """Flower client mod that uploads secret shares to the Starfish parties (see module doc)."""
+
+    def __init__(
+        self,
+        parties: Parties,
+        identity: Identity | None = None,
+        alpha: float = 0.4,
+        weight_key: str = "num-examples",
+        compress_mask: bool = True,
+    ):
+        self.parties = parties
+        self.identity = identity or identity_from_node_config()
+        self.alpha = alpha
+        self.weight_key = weight_key
+        self.compress_mask = compress_mask
+
+    def __call__(self, msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return call_next(msg, context)
+        try:
+            config = _single(msg.content.config_records, "ConfigRecord")
+            if keys.TASKS in config:
+                return self._answer_tasks(msg, context, call_next, config)
+            if keys.ROUND in config:
+                return self._train_round(msg, context, call_next, config)
+            raise ValueError(
+                "a train message without a Starfish round: refusing to send the model update to the server in the clear"
+            )
+        except (StarfishError, ValueError, TypeError, KeyError) as exc:
+            log.warning("starfish mod: %s", exc)
+            return Message(Error(MOD_FAILED_PRECONDITION, f"StarfishMod: {exc}"), reply_to=msg)
+
+    # -- connection ------------------------------------------------------------------------
+    def _client(self, context: Context) -> Client:
+        client_id, token = self.identity(context)
+        client = Client(
+            client_id,
+            token,
+            self.parties.party0,
+            self.parties.party1,
+            self.parties.ca_bytes(),
+            alpha=self.alpha,
+            compress_mask=self.compress_mask,
+        )
+        if (self.parties.party0, client_id) not in _REGISTERED:
+            client.register()
+            _REGISTERED.add((self.parties.party0, client_id))
+        return client
+
+    # -- a training round --------------------------------------------------------------------
+    def _train_round(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
+        round_index, lr, arch = int(config[keys.ROUND]), float(config[keys.LR]), str(config[keys.ARCH])
+        arrays = _single(msg.content.array_records, "ArrayRecord")
+        before = flatten(arrays)
+        started = time.perf_counter()
+        with self._client(context) as client:
+            view = client.round_state()
+            if not view.is_open or view.round != round_index:
+                raise StarfishError(f"Starfish round {round_index} is not open on both parties (now {view.round})")
+            if model_hash(arch, before) != view.model_hash:
+                raise StarfishError(
+                    f"the server sent a model that is not M_{round_index - 1} of the parties "
+                    f"({view.model_hash[:12]}); refusing to train on it"
+                )
+            checked = time.perf_counter()
+            reply = call_next(msg, context)
+            if reply.has_error():
+                return reply
+            trained = time.perf_counter()
+            g, n = self._update(reply, before, lr)
+            receipt = client.submit(round_index, g, n, model_hash=view.model_hash)
+            stamp = ConfigRecord(
+                {
+                    keys.CLIENT_ID: client.client_id,
+                    keys.ROUND: round_index,
+                    keys.SHARES: list(receipt.content_sha256),
+                    keys.UPLOAD_BYTES: receipt.bytes_sent,
+                    keys.SDK_SECONDS: (checked - started) + (time.perf_counter() - trained),
+                }
+            )
+        return _without_arrays(msg, reply, stamp)
+
+    def _update(self, reply: Message, before: np.ndarray, lr: float) -> tuple[np.ndarray, int]:
+        """(g, n) from the app's reply: the pseudo-gradient and the sample count."""
+        fitted = flatten(_single(reply.content.array_records, "ArrayRecord"))
+        metrics = _single(reply.content.metric_records, "MetricRecord")
+        if self.weight_key not in metrics:
+            raise KeyError(f"the train reply's metrics lack {self.weight_key!r} (the sample count)")
+        return pseudo_gradient(before, fitted, lr), int(metrics[self.weight_key])
+
+    # -- unlearning tasks --------------------------------------------------------------------
+    def _answer_tasks(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
+        """Answer the listed warm-up/correction tasks with the app's train function."""
+        wanted = [str(t) for t in config[keys.TASKS]]
+        lr = float(config[keys.LR])
+        template = _single(msg.content.array_records, "ArrayRecord")
+        record_keys = _record_keys(msg)
+        stop = threading.Event()
+        timer = threading.Timer(max(0.0, float(config[keys.TASKS_UNTIL]) - time.time()), stop.set)
+        timer.start()
+
+        def grad_fn(params: np.ndarray, task: TaskInfo) -> tuple[np.ndarray, int]:
+            content = RecordDict({record_keys[0]: unflatten(params, template), record_keys[1]: config})
+            reply = call_next(Message(content=content, metadata=copy.copy(msg.metadata)), context)
+            if reply.has_error():
+                raise StarfishError(f"the app failed on task {task.task_id}: {reply.error.reason}")
+            return self._update(reply, np.asarray(params, dtype=np.float32), lr)
+
+        try:
+            with self._client(context) as client:
+                answered = client.serve_tasks(grad_fn, stop=stop, max_tasks=len(wanted))
+                client_id = client.client_id
+        finally:
+            timer.cancel()
+        stamp = ConfigRecord({keys.CLIENT_ID: client_id, keys.TASKS: wanted})
+        return Message(
+            RecordDict({"metrics": MetricRecord({keys.ANSWERED: answered}), keys.REPLY: stamp}), reply_to=msg
+        )
+
+
+def _single(records: dict, what: str):
+    if len(records) != 1:
+        raise ValueError(f"expected exactly one {what} in the message, found {len(records)}")
+    return next(iter(records.values()))
+
+
+def _record_keys(msg: Message) -> tuple[str, str]:
+    """Names of the message's ArrayRecord and ConfigRecord (e.g. "arrays", "config")."""
+    return next(iter(msg.content.array_records)), next(iter(msg.content.config_records))
+
+
+def _without_arrays(msg: Message, reply: Message, stamp: ConfigRecord) -> Message:
+    """The app's reply minus every ArrayRecord, plus the Starfish receipt."""
+    content = RecordDict({k: v for k, v in reply.content.items() if not isinstance(v, ArrayRecord)})
+    content[keys.REPLY] = stamp
+    return Message(content, reply_to=msg)

@@ -1,0 +1,119 @@
+"""The package layering of docs/ARCHITECTURE.md, checked on every import of the source tree.
+
+An import that runs against the arrows fails here with the file and line; imports seen
+only by type checkers (`if TYPE_CHECKING:`) are not counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from source_tree import PACKAGES, Import, all_imports
+
+IMPORTS = all_imports()
+APPLICATIONS = ("evaluation", "starfish", "bench")
+
+#: package -> packages (ours or third-party) it must never import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "proto": ("mpc", "unlearning", "server", "party0", "party1", "client_sdk", "torch", "crypten", *APPLICATIONS),
+    "mpc": ("proto", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+    "unlearning": ("crypten", "proto", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+    "server": ("client_sdk", "party0", "party1", *APPLICATIONS),
+    "client_sdk": ("server", "unlearning", "party0", "party1", "crypten", *APPLICATIONS),
+    "party0": ("party1", "unlearning", "client_sdk", *APPLICATIONS),
+    "party1": ("party0", "unlearning", "client_sdk", *APPLICATIONS),
+    "starfish_flower": ("mpc", "unlearning", "server", "party0", "party1", "crypten", *APPLICATIONS),
+    "evaluation": ("server", "party0", "party1", *APPLICATIONS[1:]),
+    "netlab": ("proto", "mpc", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+}
+
+#: the optional torch adapter of the SDK: the package never imports it, a client that has torch does
+SDK_TORCH_ADAPTER = "client_sdk.torch_helper"
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _show(found: list[Import]) -> str:
+    return "\n".join(f"{i.module} (line {i.line}) imports {i.target}" for i in found)
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_package_imports_against_the_layering(package: str) -> None:
+    found = [i for i in IMPORTS if _top(i.module) == package and _top(i.target) in FORBIDDEN[package]]
+    assert not found, _show(found)
+
+
+def test_the_client_sdk_loads_without_torch_or_crypten() -> None:
+    found = [
+        i
+        for i in IMPORTS
+        if _top(i.module) == "client_sdk"
+        and i.module != SDK_TORCH_ADAPTER
+        and i.top_level
+        and _top(i.target) in ("torch", "crypten")
+    ]
+    assert not found, _show(found)
+    assert not [i for i in IMPORTS if i.target.startswith(SDK_TORCH_ADAPTER) and i.module.startswith("client_sdk")]
+
+
+def test_only_the_mpc_package_touches_crypten() -> None:
+    found = [i for i in IMPORTS if _top(i.target) == "crypten" and _top(i.module) != "mpc"]
+    assert not found, _show(found)
+
+
+def test_the_protocols_sit_between_the_primitives_and_the_backend() -> None:
+    protocols = [i for i in IMPORTS if i.module.startswith("mpc.protocols")]
+    allowed = ("mpc.primitives", "mpc.protocols")
+    found = [i for i in protocols if _top(i.target) == "mpc" and not i.target.startswith(allowed)]
+    assert not found, _show(found)
+
+
+def test_no_import_loop_between_modules() -> None:
+    """Module-level and function-level imports together form no cycle."""
+    modules = {i.module for i in IMPORTS}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for i in IMPORTS:
+        if _top(i.target) not in PACKAGES:
+            continue
+        target = i.target if i.target in modules else i.target.rpartition(".")[0]
+        if target in modules and target != i.module and not i.module.startswith(target + "."):
+            graph[i.module].add(target)
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join("import loop among " + ", ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules of each strongly connected component larger than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found

@@ -1,0 +1,257 @@
+"""Faults in unlearning jobs (real party, worker and dealer processes on loopback).
+
+One trained service for the module (`jobs.max_attempts = 2`, `jobs.pause_training_after_s = 2`,
+training never stops: after the Stage I rounds a round opens that no client joins):
+
+* a job is not held up by that round: training pauses after 2 s, and the round is abandoned
+  (no upload) or closes and commits with the uploads it holds (minimum cohort 1);
+* the attempt budget counts failures since the last progress: three kills, each after a new
+  checkpoint both parties hold, do not fail a job with two attempts; JobStatus names the
+  attempt, the killed process (party1's worker, the dealer service) and its error;
+* a job whose attempts fail without progress fails naming party1's worker, keeps its
+  checkpoints on both parties, and the identical re-filed request resumes from them;
+* seeded random kills of party0's worker, party1's worker, the dealer, party0 and party1 at a
+  random checkpoint: every job completes, within 1e-4 (relative L2) of the undisturbed run of
+  the same job (`STARFISH_FAULT_TRIALS` trials, 2 by default; trial k uses seed 2000 + k).
+
+The undisturbed run of a job is the same computation without faults: Starfish over the
+same stored history with the same answered tasks (`stage2_fixtures.plaintext_reference`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from client_sdk import StarfishError
+from proto.starfish.v1 import admin_pb2
+from server.jobs.checkpoints import CKPT_RE
+
+from stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
+
+TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
+CLIENTS = [f"c{i}" for i in range(6 + TRIALS)]  #: c0–c3 fixed tests, c4… random trials, the last one never a target
+ROUNDS = 6
+PARAMS = {"beta": 0.25}
+JOB_TIMEOUT_S = 240
+VICTIMS = ("party0 worker", "party1 worker", "dealer", "party0", "party1")
+pytestmark = pytest.mark.timeout(600 + 240 * TRIALS)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    svc = TrainedService.create(
+        tmp_path_factory.mktemp("jobfaults"),
+        CLIENTS,
+        rounds=ROUNDS,
+        round_cfg={"max_rounds": 0},  # training goes on: the next round opens and nobody joins it
+        jobs={"task_timeout_s": TASK_TIMEOUT_S, "max_attempts": 2, "pause_training_after_s": 2.0},
+        unlearning={"parameters": PARAMS},
+    )
+    yield svc
+    svc.stop()
+
+
+def _job_dir(service, role: int, job_id: str) -> Path:
+    return service.dep.data_dir(role) / "jobs" / job_id
+
+
+def _latest_checkpoint(folder: Path) -> int:
+    """The newest complete checkpoint in `folder` (read only: a worker may be writing one)."""
+    try:
+        return max((int(m.group(1)) for p in folder.iterdir() if (m := CKPT_RE.match(p.name))), default=0)
+    except FileNotFoundError:
+        return 0
+
+
+def _common_checkpoint(service, job_id: str) -> int:
+    """The newest unlearning round both parties checkpointed (read from their job directories)."""
+    return min(_latest_checkpoint(_job_dir(service, role, job_id) / "checkpoints") for role in (0, 1))
+
+
+def _pid(service, victim: str, job_id: str) -> int | None:
+    if victim == "dealer":  # the dealer service (its own operator's process)
+        return service.dep.dealer_proc.pid
+    path = _job_dir(service, 1 if victim == "party1 worker" else 0, job_id) / "worker.pid"
+    try:
+        return int(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _status(service, job_id: str) -> admin_pb2.JobStatus | None:
+    try:
+        with service.dep.admin() as admin:
+            return admin.job_status(job_id)
+    except StarfishError:  # party0 restarting
+        return None
+
+
+def _await(service, job_id: str, predicate, what: str, timeout_s: float = JOB_TIMEOUT_S) -> admin_pb2.JobStatus:
+    """Poll the job until `predicate(status)`; fails if the job ends first."""
+    end = time.time() + timeout_s
+    while time.time() < end:
+        status = _status(service, job_id)
+        if status is not None and predicate(status):
+            return status
+        if status is not None and status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
+            raise AssertionError(f"job ended ({status.state}: {status.error}) while waiting for {what}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _kill_after_checkpoint(service, job_id: str, victim: str, round_index: int, spared: set[int]) -> int:
+    """SIGKILL `victim` once both parties hold checkpoint `round_index` (a process not yet killed)."""
+    end = time.time() + JOB_TIMEOUT_S
+    while time.time() < end:
+        pid = _pid(service, victim, job_id)
+        if _common_checkpoint(service, job_id) >= round_index and pid is not None and pid not in spared:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # that attempt just ended: wait for the next process
+                spared.add(pid)
+                continue
+            if victim == "dealer":  # its operator restarts it (systemd's Restart=on-failure)
+                service.dep.dealer_proc.wait(10)
+                service.dep.start_dealer()
+            return pid
+        status = _status(service, job_id)
+        if status is not None and status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
+            raise AssertionError(f"the job ended ({status.error}) before {victim} was killed after round {round_index}")
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint {round_index} for {job_id}")
+
+
+def _finish(service, job_id: str) -> tuple[admin_pb2.JobStatus, dict]:
+    final = _await(
+        service,
+        job_id,
+        lambda s: s.state != admin_pb2.JOB_STATE_RUNNING and s.state != admin_pb2.JOB_STATE_QUEUED,
+        "the end",
+    )
+    assert final.state == admin_pb2.JOB_STATE_SUCCEEDED, (final.error, final.last_error)
+    with service.dep.admin() as admin:
+        report = json.loads(admin.job_report(job_id).report_json)
+    return final, report
+
+
+def _gap_to_undisturbed(service, job_id: str, report: dict) -> float:
+    with service.dep.admin() as admin:
+        _, model = admin.job_model(job_id)
+    reference, ref_report = plaintext_reference(service, report, frozenset(service.erased))
+    assert report["selection"] == ref_report["selection"] and report["flags"] == ref_report["flags"]
+    gap = relative_gap(model, reference.numpy())
+    print(f"job {job_id}: relative L2 gap to the undisturbed run {gap:.2e}")  # shown with pytest -s
+    return gap
+
+
+def test_unlearn_does_not_wait_for_a_round_no_client_joins(service):
+    with service.dep.admin() as admin:
+        training = admin.status()
+        assert training.open_round == ROUNDS + 1  # open, and no client will join it
+        job_id = admin.unlearn(["c0"], parameters=PARAMS)
+    _, report = _finish(service, job_id)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append("c0")
+    assert gap <= 1e-4, gap
+    with service.dep.admin() as admin:
+        rounds = {r.round: r for r in admin.status().rounds}
+    assert rounds[ROUNDS + 1].state == "abandoned" and "abandoned" in rounds[ROUNDS + 1].error
+    assert report["job"]["base_round"] == ROUNDS  # the job unlearned from the last committed model
+
+
+def test_a_waiting_job_closes_a_round_that_can_commit(service):
+    """One consistent upload (minimum cohort 1) in the open round: it commits, then the job starts."""
+    uploader = CLIENTS[-1]
+    with service.dep.admin() as admin:
+        end = time.time() + 60
+        while not (open_round := admin.status().open_round) and time.time() < end:
+            time.sleep(0.1)  # the previous job just ended: the next round opens
+    with service.dep.client(uploader) as client:
+        receipt = client.run_round(
+            lambda p: (service.problem.gradient(uploader, p), service.problem.n(uploader)), after=open_round - 1
+        )
+    assert receipt.round == open_round
+    with service.dep.admin() as admin:
+        job_id = admin.unlearn(["c3"], parameters=PARAMS)
+    _, report = _finish(service, job_id)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append("c3")
+    with service.dep.admin() as admin:
+        rounds = {r.round: r for r in admin.status().rounds}
+    assert rounds[open_round].state == "committed"
+    assert [m.client_id for m in rounds[open_round].members] == [uploader]
+    assert report["job"]["base_round"] == open_round  # the job unlearned from the model that round made
+    assert gap <= 1e-4, gap
+
+
+def test_attempt_budget_resets_when_a_job_makes_progress(service):
+    with service.dep.admin() as admin:
+        job_id = admin.unlearn(["c1"], parameters=PARAMS)
+    killed: set[int] = set()
+    seen: list[tuple[int, str, str]] = []
+    for k, victim in enumerate(("party1 worker", "party1 worker", "dealer"), start=1):
+        killed.add(_kill_after_checkpoint(service, job_id, victim, k, killed))
+        status = _await(service, job_id, lambda s, k=k: s.attempt > k, f"attempt {k + 1}")
+        seen.append((status.attempt, status.failed_process, status.last_error))
+        assert status.failed_process == victim, seen
+        assert ("failed the session" if victim == "dealer" else "killed by SIGKILL") in status.last_error, seen
+    final, report = _finish(service, job_id)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append("c1")
+    assert final.attempt == 4 and report["job"]["session_attempts"] == 4, seen  # 3 failures, budget 2
+    assert gap <= 1e-4
+
+
+def test_failed_job_keeps_checkpoints_and_identical_request_resumes(service):
+    with service.dep.admin() as admin:
+        failed_id = admin.unlearn(["c2"], parameters=PARAMS)
+    killed = {_kill_after_checkpoint(service, failed_id, "party1 worker", 2, set())}
+    killed.add(_kill_after_checkpoint(service, failed_id, "party1 worker", 2, killed))  # no progress between
+    failed = _await(service, failed_id, lambda s: s.state == admin_pb2.JOB_STATE_FAILED, "the failure", 120)
+    assert failed.failed_process == "party1 worker" and "killed by SIGKILL" in failed.last_error
+    assert "without progress" in failed.error and "party1 worker killed by SIGKILL" in failed.error
+    kept = [_latest_checkpoint(_job_dir(service, r, failed_id) / "checkpoints") for r in (0, 1)]
+    assert min(kept) >= 2, kept
+
+    with service.dep.admin() as admin:
+        job_id = admin.unlearn(["c2"], parameters=PARAMS)
+    final, report = _finish(service, job_id)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append("c2")
+    assert final.adopted_from == failed_id and final.attempt == 1
+    assert report["resumed_at"] and min(report["resumed_at"]) >= 2  # not from round 0
+    for role in (0, 1):  # moved into the new job, then removed with it
+        assert not (_job_dir(service, role, failed_id) / "checkpoints").exists()
+    assert gap <= 1e-4
+
+
+def _kill_party(service, role: int, rng: random.Random) -> None:
+    service.dep.kill(role)
+    time.sleep(rng.uniform(0.5, 3.0))
+    service.dep.start(role)
+
+
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_random_kills_during_jobs_reach_the_undisturbed_model(service, trial):
+    rng = random.Random(2000 + trial)
+    target = CLIENTS[4 + trial]
+    victim, after = rng.choice(VICTIMS), rng.randint(1, 2)
+    with service.dep.admin() as admin:
+        job_id = admin.unlearn([target], parameters=PARAMS)
+    if victim in ("party0", "party1"):
+        _await(service, job_id, lambda s: _common_checkpoint(service, job_id) >= after, f"checkpoint {after}")
+        _kill_party(service, int(victim[-1]), rng)
+    else:
+        _kill_after_checkpoint(service, job_id, victim, after, set())
+    final, report = _finish(service, job_id)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append(target)
+    assert report["job"]["session_attempts"] >= 2, (victim, after)
+    assert gap <= 1e-4, (victim, after, gap)

@@ -1,0 +1,182 @@
+"""Round selection (Starfish §IV-A, Algorithm 1 SecRS; Appendix C, Algorithm 6 SecRS(alt)).
+
+The score of stored round i is the cosine between the target's upload and the round's
+global step (Equation 1). Clients upload gradients g (the descent direction is −g) and
+M_i − M_{i−1} = −η_l·G_i^agg, so the literal ⟨g_i^t, M_i − M_{i−1}⟩ of Equation 1 is
+negative for a target that pushed the model and would pick the LEAST aligned rounds. We use
+d_i = (M_{i−1} − M_i)/‖M_{i−1} − M_i‖ (public, unit length), i.e. τ_i = cos(g_i^t, G_i^agg).
+Dividing the public vector by its norm leaves every ratio u_i/v_i unchanged and keeps the
+fixed-point magnitudes near those of the gradients.
+
+* Method 1 (Algorithm 1 lines 4–9): u_i = ⟨[g_i^t], d_i⟩ and v_i = [‖g_i^t‖] (client-reported)
+  are local; the T pairs are sorted by a bitonic network comparing with SecGE2
+  (u_i·v_j ≥ u_j·v_i, no division).
+* Method 2 (lines 11–17): τ_i = SecDiv(u_i, v_i), sorted with SecGE.
+* SecRS(alt) (Algorithm 6): no client-reported norm. v_i = ⟨[g],[g]⟩·‖d_i‖² (= ‖g‖²),
+  w_i = [u_i ≥ 0], a_i = u_i²; rows (w_i, a_i, v_i) are sorted with SecGE4 (Method 1 form,
+  no division) or rows (w_i, b_i = SecDiv(a_i, v_i)) with SecGE3 (Method 2 form), both
+  ordering by the signed squared cosine (2w_i − 1)·a_i/v_i (`mpc.protocols.secge`).
+
+Several targets: the score of round i is the cosine between the targets' combined
+(sample-weighted FedAvg) upload g_i^C = Σ_t n_t g_i^t / Σ_t n_t and d_i. A combined upload has
+no client-reported norm, so selection for several targets always takes the SecRS(alt) path
+(with the Method 1 or Method 2 comparison chosen as for one target). A round in which no
+target took part, or whose global step is null (M_i = M_{i−1}), scores 0.
+
+The round index travels as an obliviously swapped payload; only the top T′ = ⌈σT⌉ indices
+are revealed (Algorithm 1 lines 19–22).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from mpc.backend import Backend, Secret
+from unlearning.history import SharedHistory
+from unlearning.lbfgs import squared_norms
+from unlearning.starfish.params import StarfishParams
+from unlearning.strategy import UnlearnContext
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Outcome of SecRS (public)."""
+
+    ranked: tuple[int, ...]  #: revealed top-T′ round indices, best first
+    method: str  #: "method1", "method2", "alt-method1" or "alt-method2"
+
+    @property
+    def chronological(self) -> tuple[int, ...]:
+        """The selected rounds in training order (the order unlearning replays them)."""
+        return tuple(sorted(self.ranked))
+
+
+class RoundSelector(ABC):
+    """How Starfish picks the T′ stored rounds it replays (Algorithm 4, step 2)."""
+
+    #: short name shown in progress events
+    label: str = "abstract"
+
+    @abstractmethod
+    def select(self, ctx: UnlearnContext, params: StarfishParams, count: int) -> Selection:
+        """The `count` rounds to replay, best first."""
+
+
+class SecRSSelector(RoundSelector):
+    """The paper's selection: SecRS (Algorithm 1) or SecRS(alt) (Algorithm 6), as `params` say."""
+
+    label = "SecRS"
+
+    def select(self, ctx: UnlearnContext, params: StarfishParams, count: int) -> Selection:
+        total = ctx.history.num_rounds
+        with ctx.backend.step("RS"):
+            return select_rounds(
+                ctx.backend, ctx.history, ctx.targets, count, params.comparison(total), alt=params.method == "alt"
+            )
+
+
+def global_directions(history: SharedHistory) -> torch.Tensor:
+    """d_i = (M_{i−1} − M_i)/‖M_{i−1} − M_i‖ for i = 1..T (public), shape (T, m); 0 for a null step."""
+    rows = []
+    for i in range(1, history.num_rounds + 1):
+        step = history.model(i - 1).to(torch.float64) - history.model(i).to(torch.float64)
+        norm = torch.linalg.vector_norm(step)
+        rows.append(step / norm if norm > 0 else torch.zeros_like(step))
+    return torch.stack(rows)
+
+
+def _constant(backend: Backend, value: float, n: int = 1) -> Secret:
+    return backend.add(backend.zeros((n,)), float(value))
+
+
+def _combined_upload(backend: Backend, history: SharedHistory, i: int, present: Sequence[str]) -> Secret:
+    """g_i^C = Σ_t n_t g_i^t / Σ_t n_t over the targets present in round i (local), shape (1, m)."""
+    info = history.round_info(i)
+    weights = torch.tensor([float(info.n_samples[t]) for t in present], dtype=torch.float64)
+    weights = (weights / weights.sum()).reshape(1, len(present))
+    return backend.matmul(weights, history.gradients(backend, i, list(present)))
+
+
+def _pair_scores(
+    backend: Backend, history: SharedHistory, targets: Sequence[str], directions: torch.Tensor, alt: bool
+) -> tuple[Secret, Secret]:
+    """(u, v) of shape (T,) each: v is the reported norm, or ‖g‖² for alt.
+
+    All scored rounds are batched: one batched scalar product for u (local, public d_i) and,
+    for alt, one batched ⟨[g], [g]⟩ (each a single truncation after the sum).
+    """
+    T = history.num_rounds
+    scored: list[int] = []
+    uploads: list[Secret] = []
+    norms: list[Secret] = []
+    for i in range(1, T + 1):
+        present = [t for t in targets if t in history.round_info(i).clients]
+        if not present or not bool(directions[i - 1].any()):  # no target, or a null global step
+            continue
+        scored.append(i)
+        if alt:
+            uploads.append(_combined_upload(backend, history, i, present))
+        else:
+            uploads.append(history.gradients(backend, i, present))
+            norms.append(backend.reshape(history.norms(backend, i, present), (1,)))
+    if not scored:
+        return _constant(backend, 0.0, T), _constant(backend, 1.0, T)
+    p, m = len(scored), directions.shape[1]
+    g = backend.cat(uploads, dim=0)  # (P, m)
+    d = directions[[i - 1 for i in scored]]
+    u_scored = backend.reshape(backend.matmul(backend.reshape(g, (p, 1, m)), d.reshape(p, m, 1)), (p,))
+    if alt:
+        v_scored = backend.mul(squared_norms(backend, g), (d * d).sum(dim=1))
+    else:
+        v_scored = backend.cat(norms, dim=0)
+    position = {i: k for k, i in enumerate(scored)}
+    u_parts: list[Secret] = []
+    v_parts: list[Secret] = []
+    for i in range(1, T + 1):
+        if i in position:
+            k = position[i]
+            u_parts.append(backend.index(u_scored, slice(k, k + 1)))
+            v_parts.append(backend.index(v_scored, slice(k, k + 1)))
+        else:  # score 0: u = 0, v = 1 (public constants)
+            u_parts.append(_constant(backend, 0.0))
+            v_parts.append(_constant(backend, 1.0))
+    return backend.cat(u_parts, dim=0), backend.cat(v_parts, dim=0)
+
+
+def select_rounds(
+    backend: Backend,
+    history: SharedHistory,
+    targets: Sequence[str],
+    selected_count: int,
+    comparison: str,
+    alt: bool,
+) -> Selection:
+    """SecRS: the top `selected_count` stored rounds by the score of the module docstring.
+
+    `comparison` is "method1" (SecGE2 on pairs, no division) or "method2" (SecDiv then
+    SecGE); `alt` selects SecRS(alt) (no client-reported norms). Several targets force `alt`.
+    """
+    if comparison not in ("method1", "method2"):
+        raise ValueError(f"unknown round-selection comparison {comparison!r}")
+    T = history.num_rounds
+    alt = alt or len(targets) > 1
+    u, v = _pair_scores(backend, history, targets, global_directions(history), alt)
+    payload = backend.add(backend.zeros((T,)), torch.arange(1, T + 1, dtype=torch.float64))
+    if alt:
+        w = backend.ge(u, 0.0)  # w_i = [u_i ≥ 0]
+        a = backend.mul(u, u)  # a_i = u_i²
+        if comparison == "method1":
+            _, order = backend.sort_desc(backend.stack([w, a, v], dim=1), payload, method="ge4")
+        else:
+            _, order = backend.sort_desc(backend.stack([w, backend.div(a, v)], dim=1), payload, method="ge3")
+    elif comparison == "method1":
+        _, order = backend.sort_desc(backend.stack([u, v], dim=1), payload, method="ge2")
+    else:
+        _, order = backend.sort_desc(backend.div(u, v), payload, method="ge")
+    top = backend.reveal(backend.index(backend.reshape(order, (T,)), slice(0, selected_count)))
+    ranked = tuple(int(round(float(x))) for x in top)
+    return Selection(ranked=ranked, method=f"alt-{comparison}" if alt else comparison)
