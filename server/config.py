@@ -91,6 +91,21 @@ class RoundConfig:
     opening: str = "auto"
 
 
+MIN_COHORT_FLOOR = 2  #: the smallest minimum cohort an operator may configure (docs/PRIVACY.md)
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """What this party publishes (`[privacy]`; docs/PRIVACY.md, "Minimum cohort").
+
+    Every aggregate this party helps reveal covers at least `min_cohort` clients: a Stage I
+    round with a smaller agreed membership does not commit, and Stage II jobs receive it as
+    their `min_cohort` parameter. Each party enforces its own value, whatever the other asks.
+    The config file refuses values below MIN_COHORT_FLOOR; only code may build a smaller one."""
+
+    min_cohort: int = 3
+
+
 @dataclass(frozen=True)
 class LimitConfig:
     """Message and payload limits (a model of 582,026 parameters is 4.7 MB as a share)."""
@@ -138,6 +153,7 @@ class PartyConfig:
     observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
     #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
     unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  #: minimum cohort k ([privacy])
 
     @property
     def name(self) -> str:
@@ -184,6 +200,16 @@ def _check_rounds(rounds: RoundConfig) -> RoundConfig:
     if rounds.opening not in ROUND_OPENING:
         raise ConfigError(f"rounds.opening must be one of {sorted(ROUND_OPENING)}, got {rounds.opening!r}")
     return rounds
+
+
+def _check_privacy(privacy: PrivacyConfig) -> PrivacyConfig:
+    k = privacy.min_cohort
+    if isinstance(k, bool) or not isinstance(k, int) or k < MIN_COHORT_FLOOR:
+        raise ConfigError(
+            f"privacy.min_cohort must be an integer >= {MIN_COHORT_FLOOR}, got {k!r}: a revealed aggregate "
+            "of fewer clients isolates a client's gradient (docs/PRIVACY.md)"
+        )
+    return privacy
 
 
 def _check_limits(limits: LimitConfig, precision: int, max_abs: float) -> LimitConfig:
@@ -251,6 +277,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
+    privacy = _check_privacy(_sub(PrivacyConfig, data.get("privacy", {}), "privacy"))
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:
@@ -277,6 +304,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         signing=signing,
         observability=observability,
         unlearning=unlearning,
+        privacy=privacy,
     )
 
 

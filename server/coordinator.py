@@ -7,7 +7,10 @@ each round). Per round i, every step idempotent on both parties so a restart of 
 1. open round i from M_{i−1} here and on party1 (party1 checks the hash of M_{i−1});
 2. wait until every registered client has an upload on both parties (with opening
    "on_request": until the clients the admin names in its close request have), or the
-   deadline passes (with fewer than `min_clients` consistent pairs the deadline is extended);
+   deadline passes (with fewer than `min_clients` consistent pairs the deadline is extended).
+   A round with fewer consistent pairs than the minimum cohort k never commits: with opening
+   "auto" it stays open (deadline extended, with a note), with "on_request" or when an
+   unlearning job ends it, it is abandoned on both parties (server.cohort);
 3. close here and on party1; S = clients whose two halves both arrived with equal n_j and
    equal binding (server.membership), within the round's sample budget; every other
    upload is excluded with a reason, logged and recorded on both parties;
@@ -26,7 +29,7 @@ import time
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2
 from proto.wire import model_messages, read_share_stream, sha256_hex, share_messages
-from server import membership, metrics, request_context
+from server import cohort, membership, metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
 from server.headroom import round_sample_budget
 from server.peer_client import PeerClient, PeerRefused, Stopped
@@ -164,30 +167,46 @@ class RoundCoordinator:
         if not deadline_passed and not ((close_now and mine) or (expected and expected <= mine)):
             return False
         follower = self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round))
-        if close_now and self._decide(rec.round, follower)[0]:
+        members, _ = self._decide(rec.round, follower)
+        # the admin's close condition holds, or every expected client's two halves arrived
+        theirs = {m.client_id for m in follower.members}
+        asked = bool((close_now and members) or (expected and expected <= mine & theirs))
+        k = self.cfg.privacy.min_cohort
+        if asked and len(members) >= k:
             return True
-        if expected and expected <= mine & {m.client_id for m in follower.members}:
-            return True  # every expected client's two halves arrived: nothing can change any more
-        if deadline_passed:
-            members, _ = self._decide(rec.round, follower)
-            if len(members) >= max(1, self.cfg.rounds.min_clients):
-                return True
-            if ending:
-                self._abandon(rec.round, len(members))
-                return False
-            self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s)
-            log.warning("round %d: only %d consistent uploads at the deadline; extended", rec.round, len(members))
+        on_request_close = asked and self.cfg.rounds.opening == "on_request"
+        if not (deadline_passed or on_request_close):
+            return False
+        if len(members) >= max(k, self.cfg.rounds.min_clients):
+            return True
+        self._below_minimum(rec, len(members), ending)
         return False
 
-    def _abandon(self, round_index: int, consistent: int) -> None:
-        """End an open round without a model (an unlearning job paused training, too few uploads)."""
-        reason = (
-            f"round {round_index} abandoned: an unlearning job paused training with {consistent} consistent "
-            f"upload(s), fewer than the minimum cohort {max(1, self.cfg.rounds.min_clients)}; its uploads are "
-            "not aggregated (submit to the next round)"
-        )
+    def _below_minimum(self, rec: RoundRecord, consistent: int, ending: bool) -> None:
+        """The round would close with fewer members than k (or rounds.min_clients): abandon it,
+        or keep it open with an extended deadline (server.cohort)."""
+        k = self.cfg.privacy.min_cohort
+        below_k = consistent < k
+        if ending or (below_k and cohort.must_abandon(self.cfg.rounds.opening, ending)):
+            self._abandon(rec.round, consistent, ending)
+            return
+        note = cohort.wait_note(rec.round, consistent, k) if below_k else ""
+        self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s, note)
+        if below_k:
+            metrics.round_below_cohort(cohort.WAIT)
+            log.warning(note)
+        else:
+            log.warning("round %d: only %d consistent uploads at the deadline; extended", rec.round, consistent)
+
+    def _abandon(self, round_index: int, consistent: int, paused: bool) -> None:
+        """End an open round without a model (an unlearning job paused training, or too few
+        uploads for the minimum cohort): both parties record it; the uploads stay stored."""
+        k = max(self.cfg.privacy.min_cohort, self.cfg.rounds.min_clients)
+        reason = cohort.abandon_reason(round_index, consistent, k, paused)
         self.peer.unary("AbandonRound", peer_pb2.AbandonRequest(round=round_index, reason=reason))
         self.store.set_round_state(round_index, "abandoned", reason)
+        self.state.mark_ended(round_index)
+        metrics.round_below_cohort(cohort.ABANDON)
         log.warning(reason)
 
     def _finish(self, rec: RoundRecord) -> None:
@@ -195,9 +214,19 @@ class RoundCoordinator:
         follower = self.peer.unary("CloseRound", peer_pb2.RoundRef(round=i))
         if rec.membership_sha256 is None:
             members, excluded = self._decide(i, follower)
+            if len(members) < self.cfg.privacy.min_cohort:  # e.g. a client erased while closing
+                self._abandon(i, len(members), self.state.end_open_round.is_set())
+                return
             self._record_exclusions(i, follower, excluded)
             self.store.set_membership(i, members, excluded)
         members = self.store.round_members(i)
+        refusal = cohort.refusal(self.cfg.role, i, len(members), self.cfg.privacy.min_cohort)
+        if refusal is not None:  # fixed before this party's k was raised: never aggregated here
+            metrics.round_below_cohort(cohort.REFUSED)
+            self.store.set_round_state(i, "failed", refusal)
+            metrics.round_failed()
+            log.error(refusal)
+            return
         digest = membership_digest(members, i)
         held = self.store.uploads(i)
         self.peer.unary(

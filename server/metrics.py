@@ -13,6 +13,7 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_round_members | histogram | agreed members per committed round |
 | starfish_rounds_failed_total | counter | rounds failed (model hash mismatch, peer refused) |
 | starfish_training_halted | gauge | 1 while the newest round is failed (training stopped) |
+| starfish_rounds_below_cohort_total{action} | counter | rounds below the minimum cohort: waiting, abandoned, refused |
 | starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
 | starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
 | starfish_share_pair_mismatches_total{reason} | counter | clients excluded: their two shares are not one pair |
@@ -64,6 +65,9 @@ ROUND_MEMBERS = Histogram(
     "starfish_round_members", "agreed members per committed round", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500), **_kw
 )
 ROUNDS_FAILED = Counter("starfish_rounds_failed", "training rounds failed (training halts)", **_kw)
+BELOW_COHORT = Counter(
+    "starfish_rounds_below_cohort", "rounds that would close below the minimum cohort, by action", ["action"], **_kw
+)
 HALTED = Gauge("starfish_training_halted", "1 while the newest round is failed", **_kw)
 UPLOADS = Counter("starfish_uploads_accepted", "uploads stored", ["kind", "duplicate"], **_kw)
 REFUSED = Counter("starfish_uploads_refused", "uploads refused", ["kind", "reason"], **_kw)
@@ -98,6 +102,16 @@ def round_committed(round_index: int, members: int) -> None:
 
 def round_failed() -> None:
     ROUNDS_FAILED.inc()
+
+
+#: label values of `starfish_rounds_below_cohort_total` (server.cohort)
+COHORT_ACTIONS = ("waiting", "abandoned", "refused")
+
+
+def round_below_cohort(action: str) -> None:
+    """A round would have closed with fewer members than its minimum cohort; `action` is
+    one of COHORT_ACTIONS (counts only: never a client id, share or mask)."""
+    BELOW_COHORT.labels(action if action in COHORT_ACTIONS else "other").inc()
 
 
 def upload_accepted(kind: str, duplicate: bool) -> None:

@@ -4,7 +4,8 @@ Each handler is idempotent so that the leader may retry any step after a crash
 (docs/SERVICE.md, "Round protocol"): open round i from M_{i−1} (hash checked) → close
 and report the upload set → fix the agreed membership S → exchange aggregate shares
 (each party derives M_i) → commit only when the leader's hash of M_i equals ours, else
-fail the round. The job-control calls are answered on party1 by
+fail the round. party1 applies its own minimum cohort k to the membership and to the
+exchange (server.cohort), whatever party0 asks. The job-control calls are answered on party1 by
 `server.jobs.services.JobPeerService`; elsewhere the generated base answers UNIMPLEMENTED.
 """
 
@@ -18,7 +19,7 @@ import grpc
 from mpc.fixedpoint import to_wire
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
 from proto.wire import collect_model, read_share_stream, sha256_hex, share_messages
-from server import membership, metrics
+from server import cohort, membership, metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.state import PartyState
@@ -71,6 +72,15 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {round_index} failed: {rec.error}")
         return rec
 
+    def _require_cohort(self, round_index: int, members: int, context) -> None:
+        """This party's own minimum cohort k (server.cohort): no membership of fewer than k
+        clients is fixed here, and no aggregate share of one leaves this party."""
+        refusal = cohort.refusal(self.cfg.role, round_index, members, self.cfg.privacy.min_cohort)
+        if refusal is not None:
+            metrics.round_below_cohort(cohort.REFUSED)
+            log.error(refusal)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
+
     def InitModel(self, request_iterator, context):
         require_peer(self.cfg, context)
         try:
@@ -122,6 +132,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         members = {m.client_id: int(m.n_samples) for m in request.members}
         if membership_digest(members, request.round) != request.membership_sha256:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "membership digest does not match its member list")
+        self._require_cohort(request.round, len(members), context)
         mine = {
             c: membership.Held(u.n_samples, u.binding_sha256)
             for c, u in self.state.store.uploads(request.round).items()
@@ -162,6 +173,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if leader_share.size != previous.params.size:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "aggregate share length differs from the model size")
         members = store.round_members(header.round)
+        self._require_cohort(header.round, len(members), context)
         mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
         new_params = fedavg_update(
             previous.params, leader_share, mine, sum(members.values()), rec.lr, self.cfg.precision_bits

@@ -5,11 +5,15 @@ through four admin calls instead of letting party0 wait for every registered cli
 
 * `OpenRound(i)`: with `[rounds] opening = "on_request"`, party0 opens round i only when
   asked; the reply comes once party1 holds the round open too. Idempotent: asking for the
-  open (or an already finished) round i returns where it stands.
+  open (or an already finished) round i returns where it stands; a round i abandoned below
+  its minimum cohort (server.cohort) while M_{i−1} is still the newest model opens again,
+  with the uploads it holds.
 * `CloseRound(i, clients)`: round i closes as soon as every listed client has an upload on
   both parties (an empty list: with the uploads there are). The request is stored durably,
   so it survives a restart of party0; the deadline rule of the round protocol still applies.
-  With `wait_s` the reply waits until round i is committed (or failed).
+  A round whose agreed membership would be smaller than the minimum cohort k is abandoned
+  instead of committed. With `wait_s` the reply waits until round i is committed, failed
+  or abandoned.
 * `GetGlobalModel(i)`: the committed model M_i (public by design).
 * `ListTasks(job)`: the open warm-up/correction tasks of a job — who is asked, not what.
 """
@@ -25,7 +29,7 @@ from proto.wire import model_messages
 from server.state import PartyState
 from server.store import StoreError
 
-FINISHED = ("committed", "failed")
+FINISHED = ("committed", "failed", "abandoned")
 
 
 def round_ticket(state: PartyState, round_index: int) -> admin_pb2.RoundTicket:
@@ -54,14 +58,15 @@ def open_round(state: PartyState, request: admin_pb2.RoundOpenRequest, context) 
     if latest < 0:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, "training has not started: no initial model")
     rec = store.round_record(i)
-    if rec is not None and (rec.state != "open" or i in state.open_on_both):
+    reopen = rec is not None and rec.state == "abandoned" and i == latest + 1  # M_{i−1} is still current
+    if rec is not None and not reopen and (rec.state != "open" or i in state.open_on_both):
         return round_ticket(state, i)
     if rec is None and i != latest + 1:
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {i} cannot open: the next round is {latest + 1}")
     current = store.current_round()
     if current is not None and current.state == "failed":
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"training halted: {current.error}")
-    if rec is None and state.training_paused.is_set():
+    if (rec is None or reopen) and state.training_paused.is_set():
         context.abort(
             grpc.StatusCode.FAILED_PRECONDITION,
             "an unlearning job is queued or running: no round opens until it ends",

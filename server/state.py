@@ -43,6 +43,12 @@ class PartyState:
             self.open_requests.discard(round_index)
             self.rounds_changed.notify_all()
 
+    def mark_ended(self, round_index: int) -> None:
+        """Round i was abandoned: it must be confirmed open on both parties again."""
+        with self.rounds_changed:
+            self.open_on_both.discard(round_index)
+            self.rounds_changed.notify_all()
+
     def notify_tasks(self) -> None:
         with self.tasks_changed:
             self.tasks_changed.notify_all()

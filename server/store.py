@@ -322,15 +322,20 @@ class Store:
 
     # -- rounds --------------------------------------------------------------------------
     def open_round(self, round_index: int, model_in_hash: str, deadline: float, lr: float) -> RoundRecord:
-        """Record round i as open from M_{i−1} (idempotent for the same M_{i−1}); a round
-        abandoned for an unlearning job that then failed opens again, with its uploads."""
+        """Record round i as open from M_{i−1} (idempotent for the same M_{i−1}); an abandoned
+        round (below its minimum cohort, or ended for an unlearning job that then failed) opens
+        again with its uploads, without its close request."""
         existing = self.round_record(round_index)
         if existing is not None:
             if existing.model_in_hash != model_in_hash:
                 raise ConflictError(f"round {round_index} is already open from model {existing.model_in_hash[:12]}…")
-            if existing.state == "abandoned":  # the job that ended it failed: M_{i−1} is still current
+            if existing.state == "abandoned":  # M_{i−1} is still current: its uploads count again
                 self._tx(
-                    [("UPDATE rounds SET state='open', error='', deadline=? WHERE round=?", (deadline, round_index))]
+                    [
+                        ("UPDATE rounds SET state='open', error='', deadline=? WHERE round=?", (deadline, round_index)),
+                        ("DELETE FROM close_requests WHERE round=?", (round_index,)),
+                        ("DELETE FROM close_when WHERE round=?", (round_index,)),
+                    ]
                 )
                 return self.round_record(round_index)  # type: ignore[return-value]
             return existing
@@ -376,8 +381,9 @@ class Store:
     def set_round_state(self, round_index: int, state: str, error: str = "") -> None:
         self._tx([("UPDATE rounds SET state=?, error=? WHERE round=?", (state, error, round_index))])
 
-    def extend_deadline(self, round_index: int, deadline: float) -> None:
-        self._tx([("UPDATE rounds SET deadline=? WHERE round=?", (deadline, round_index))])
+    def extend_deadline(self, round_index: int, deadline: float, note: str = "") -> None:
+        """Move an open round's deadline; `note` (why it waits, or "") is served as its error text."""
+        self._tx([("UPDATE rounds SET deadline=?, error=? WHERE round=?", (deadline, note, round_index))])
 
     def request_close(self, round_index: int, clients: list[str]) -> None:
         """Close round i once every client in `clients` has an upload on both parties (an
