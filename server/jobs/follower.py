@@ -3,7 +3,8 @@
 StartJob carries the exact job parameters, the session id and where party0 listens
 (tls://host:port), and the dealer identity party0 uses. party1 checks the base model M_T
 is the one it holds, the request is valid against its own store (targets known, not
-erased, not every client; parameters in range) and the dealer identity is the one its own
+erased, not every client; parameters in range; a `min_cohort` parameter, when the strategy
+declares one, at least party1's own `[privacy] min_cohort`) and the dealer identity is the one its own
 configuration trusts (`[jobs] dealer_identity`; it connects to its own configured dealer
 address), records the job, and starts its worker for that session (a new session
 replaces a previous attempt's worker).
@@ -28,7 +29,7 @@ from server.jobs.failures import RESTARTED, exit_description, last_error_line
 from server.jobs.jobstore import JobStore
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import RequestError, check_request, check_strategy
+from server.jobs.validation import MIN_COHORT, RequestError, check_request, check_strategy, with_min_cohort
 from server.state import PartyState
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,9 @@ class JobFollower(JobRunnerBase):
             parameters = json.loads(spec.parameters_json or "{}")
         except json.JSONDecodeError as exc:
             raise RequestError("invalid", f"job parameters are not JSON: {exc}") from None
+        k = self.cfg.privacy.min_cohort
+        if with_min_cohort(spec.strategy, parameters, k) != parameters:  # raises below k
+            raise RequestError("invalid", f"job parameters carry no {MIN_COHORT}; party1's minimum cohort is {k}")
         if self.jobs.get(spec.job_id) is None:  # a new job: the targets must be valid here too
             check_request(
                 self.store, set(self.cfg.clients), list(spec.targets), spec.strategy, parameters, self.cfg.unlearning

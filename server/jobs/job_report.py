@@ -24,6 +24,63 @@ def dealer_record(job_dir: Path, label: str, independent: bool) -> dict[str, Any
     return {"label": label, "independent": independent, "sessions": sessions}
 
 
+#: cohort of every value of a kind the strategy reports: "remaining" (the remaining clients),
+#: "history" (every client of the stored rounds) or a number; bits about one client each are 1
+KIND_COHORTS: dict[str, str | int] = {
+    "selected_rounds": "history",
+    "correction_flags": 1,
+    "curvature_bits": 1,
+    "sample_decided_bits": 1,
+    "secmi_masked_products": "remaining",
+}
+
+
+def _aggregates(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per revealed Ĝ_t: its unlearning round, stored round and cohort (its clients)."""
+    return [
+        {"t": e["t"], "round": e["round"], "cohort": int(e.get("cohort", e["participants"])), "epsilon": None}
+        for e in rounds
+        if e.get("kind") != "skipped" and e.get("revealed", True)
+    ]
+
+
+def revealed_section(report: dict[str, Any], stage1: dict[int, int], remaining: int, targets: int) -> dict[str, Any]:
+    """The report's `revealed` section (docs/PRIVACY.md, "What is published"): the strategy's
+    kinds, each with its `cohort` (the fewest clients any of its values aggregates; null when
+    the strategy does not say) and `epsilon` (the DP budget spent; null without DP), the
+    revealed aggregates one by one (`published`), and the public models the job relied on
+    (`stage1_models`, |S_i| per stored round) and produced (`unlearned_model`)."""
+    sizes = {"history": remaining + targets, "remaining": remaining}
+    kinds = report.get("revealed") or {}
+    if not isinstance(kinds, dict):  # a strategy that lists its revealed values as text
+        kinds = {f"value_{n}": {"why": str(why)} for n, why in enumerate(kinds)}
+    out: dict[str, Any] = {}
+    for kind, entry in kinds.items():
+        item = dict(entry) if isinstance(entry, dict) else {"why": str(entry)}
+        rule = KIND_COHORTS.get(kind)
+        item.setdefault("cohort", sizes.get(rule, rule) if isinstance(rule, str) else rule)
+        item.setdefault("epsilon", None)
+        out[kind] = item
+    if "aggregate_gradients" in out:
+        published = _aggregates(report.get("rounds", []))
+        out["aggregate_gradients"]["published"] = published
+        out["aggregate_gradients"]["cohort"] = min((p["cohort"] for p in published), default=None)
+    out["stage1_models"] = {
+        "count": len(stage1),
+        "cohort": min(stage1.values(), default=None),
+        "epsilon": None,
+        "why": "M_i of every stored round: (M_{i−1} − M_i)/η is the FedAvg aggregate of its members S_i",
+        "published": [{"round": i, "cohort": n, "epsilon": None} for i, n in sorted(stage1.items())],
+    }
+    out["unlearned_model"] = {
+        "count": 1,
+        "cohort": remaining,
+        "epsilon": None,
+        "why": "M̂, the new global model, computed from the remaining clients' data",
+    }
+    return out
+
+
 def build_report(
     job_dir: Path,
     job: JobRecord,
@@ -31,8 +88,13 @@ def build_report(
     receipts: dict[str, list[dict[str, Any]]],
     finished: float,
     dealer: dict[str, Any],
+    stage1: dict[int, int],
+    remaining: int,
 ) -> dict[str, Any]:
+    """The job report; `stage1` is |S_i| of every stored round i ≤ T (the public models'
+    cohorts), `remaining` the number of the history's clients that are not targets."""
     report = json.loads((job_dir / "worker-report.json").read_text())
+    report["revealed"] = revealed_section(report, stage1, remaining, len(job.targets))
     report["job"] = {
         "job_id": job.job_id,
         "targets": list(job.targets),

@@ -42,7 +42,7 @@ from server.jobs.job_report import build_report, dealer_record, render_summary
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import RequestError, check_request
+from server.jobs.validation import RequestError, check_request, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 
@@ -83,7 +83,15 @@ class JobManager(JobRunnerBase):
             raise RequestError(
                 "precondition", "no dealer service is configured on party0 ([jobs] dealer = 'host:port')"
             )
-        checked = check_request(self.store, set(self.cfg.clients), targets, strategy, parameters, self.cfg.unlearning)
+        checked = check_request(
+            self.store,
+            set(self.cfg.clients),
+            targets,
+            strategy,
+            parameters,
+            self.cfg.unlearning,
+            min_cohort=self.cfg.privacy.min_cohort,
+        )
         job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
         self._warm_up()
@@ -174,7 +182,10 @@ class JobManager(JobRunnerBase):
         finished = time.time()
         folder = self.jobs.job_dir(job.job_id)
         dealer = dealer_record(folder, self.cfg.jobs.dealer_label, self.cfg.jobs.dealer_independent)
-        report = build_report(folder, job, digest, receipts, finished, dealer)
+        rounds = [i for i in self.store.committed_rounds() if i <= job.base_round]
+        stage1 = {i: len(self.store.round_members(i)) for i in rounds}
+        remaining = len(history_clients(self.store, job.base_round) - set(job.targets))
+        report = build_report(folder, job, digest, receipts, finished, dealer, stage1, remaining)
         report["certificate"] = certificate
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))
@@ -188,7 +199,13 @@ class JobManager(JobRunnerBase):
 
     def _begin(self, job: JobRecord) -> JobRecord:
         check_request(
-            self.store, set(self.cfg.clients), list(job.targets), job.strategy, job.parameters, self.cfg.unlearning
+            self.store,
+            set(self.cfg.clients),
+            list(job.targets),
+            job.strategy,
+            job.parameters,
+            self.cfg.unlearning,
+            min_cohort=self.cfg.privacy.min_cohort,
         )
         self.state.training_paused.set()
         self._await_no_open_round(job.job_id)

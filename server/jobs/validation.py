@@ -5,7 +5,7 @@ and again when it starts). Each failure names what is wrong; nothing is changed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from server.store import Store
@@ -38,6 +38,31 @@ def parse_parameters(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RequestError("invalid", "parameters must be a JSON object")
     return value
+
+
+MIN_COHORT = "min_cohort"  #: the job parameter carrying the release rule's k (docs/PRIVACY.md)
+
+
+def with_min_cohort(strategy: str, parameters: dict[str, Any], k: int) -> dict[str, Any]:
+    """The job's parameters with `min_cohort` ≥ this party's k (`[privacy] min_cohort`).
+
+    Only a strategy whose parameters declare `min_cohort` receives it (others run unchanged):
+    absent, it is set to k; a smaller value is refused (a party never runs a job that may
+    reveal an aggregate of fewer clients than its own k); a larger one is kept."""
+    from unlearning import registry
+
+    name = strategy or "starfish"
+    if name not in registry.names():
+        return parameters
+    if MIN_COHORT not in {f.name for f in fields(registry.strategy_class(name).params_type)}:
+        return parameters
+    given = parameters.get(MIN_COHORT)
+    if given is None:
+        return {**parameters, MIN_COHORT: k}
+    if isinstance(given, int) and not isinstance(given, bool) and given < k:
+        why = f"is below this party's minimum cohort {k} ([privacy] min_cohort)"
+        raise RequestError("invalid", f"parameter {MIN_COHORT} = {given} {why}")
+    return parameters
 
 
 def check_strategy(strategy: str, parameters: dict[str, Any], policy: UnlearningPolicy | None = None) -> str:
@@ -80,12 +105,16 @@ def check_request(
     strategy: str,
     parameters: dict[str, Any],
     policy: UnlearningPolicy | None = None,
+    min_cohort: int | None = None,
 ) -> CheckedRequest:
-    """Validate targets and parameters against the stored history (the inputs of Algorithm 4)."""
+    """Validate targets and parameters against the stored history (the inputs of Algorithm 4);
+    with `min_cohort` (this party's k) the parameters carry `with_min_cohort`'s value."""
     if not targets:
         raise RequestError("invalid", "no target client given")
     if len(set(targets)) != len(targets):
         raise RequestError("invalid", f"duplicate target(s) in {targets}")
+    if min_cohort is not None:
+        parameters = with_min_cohort(strategy, parameters, min_cohort)
     name = check_strategy(strategy, parameters, policy)
     unknown = sorted(t for t in targets if t not in known_clients)
     if unknown:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from server.config import PrivacyConfig
+
 if TYPE_CHECKING:  # pragma: no cover - the simulator imports torch; `starfish --help` must not
     from evaluation.simulator import SimulationConfig
 
@@ -47,8 +49,12 @@ class DemoConfig:
 
     def validate(self) -> None:
         """Raise ValueError for settings the demo cannot run."""
-        if self.num_clients < 2:
-            raise ValueError(f"the demo needs at least 2 clients (one target, one remaining); got {self.num_clients}")
+        k = PrivacyConfig().min_cohort
+        if self.num_clients < k:
+            raise ValueError(
+                f"the demo needs at least {k} clients (every round reveals an aggregate of at least "
+                f"[privacy] min_cohort = {k} clients); got {self.num_clients}"
+            )
         if self.rounds < 2:
             raise ValueError(f"the demo needs at least 2 rounds; got {self.rounds}")
         if self.local_epochs < 1 or self.batch_size < 1 or not self.lr > 0:

@@ -208,15 +208,27 @@ def revealed(report: Mapping[str, Any]) -> str:
     for kind, entry in sorted(items.items()):
         extra = f" ({entry['rejected']} rejected)" if "rejected" in entry else ""
         values = entry.get("values")
-        rows.append((kind, f"{entry.get('count', '?')}{extra}", entry.get("why", ""), values if values else "—"))
+        cohort = entry.get("cohort")
+        epsilon = entry.get("epsilon")
+        rows.append(
+            (
+                kind,
+                f"{entry.get('count', '?')}{extra}",
+                "—" if cohort is None else cohort,
+                "no DP" if epsilon is None else f"{epsilon:g}",
+                entry.get("why", ""),
+                values if values else "—",
+            )
+        )
     return section(
         "revealed",
         "What the computation revealed",
         note(
-            "Every value opened during the two-party computation, by kind. Nothing else about any client's "
-            "gradient was revealed to either party."
+            "Every value opened during the two-party computation or published as a model, by kind, with its "
+            "cohort (the fewest clients any one value aggregates) and the differential-privacy budget ε spent. "
+            "Nothing else about any client's gradient was revealed to either party."
         ),
-        table(["kind", "count", "what it is", "values"], rows),
+        table(["kind", "count", "cohort", "ε", "what it is", "values"], rows),
     )
 
 

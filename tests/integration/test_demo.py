@@ -111,7 +111,7 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--clients", "1"], "at least 2 clients"),
+        (["--clients", "2"], "at least 3 clients"),
         (["--rounds", "1"], "at least 2 rounds"),
         (["--param", "sigma=1.5"], "sigma must be in (0, 1]"),
         (["--param", "bogus=1"], "unknown parameter"),

@@ -26,6 +26,8 @@ def test_defaults_and_relative_paths(tmp_path: Path):
     assert cfg.clients == {"alice": token_digest("t")}
     assert cfg.limits.chunk_bytes < cfg.limits.max_message_bytes
     assert cfg.signing.cert is None and cfg.observability.metrics_listen == ""  # no signing key, no endpoint
+    assert cfg.privacy.min_cohort == 3  # every revealed aggregate covers at least 3 clients
+    assert parse_config(dict(BASE, privacy={"min_cohort": 2}), tmp_path).privacy.min_cohort == 2
     signed = parse_config(dict(BASE, signing={"cert": "s.pem", "key": "s.key"}), tmp_path)
     assert signed.signing.cert == tmp_path / "s.pem" and signed.signing.key == tmp_path / "s.key"
 
@@ -59,6 +61,11 @@ def test_defaults_and_relative_paths(tmp_path: Path):
         ({"limits": {"max_samples": 1_000_000_000}}, "exceeds the round's sample budget 134217727"),
         ({"admission": {"max_streams_per_client": 0}}, "admission.max_streams_per_client"),
         ({"admission": {"threads": 3}}, "unknown key"),
+        ({"privacy": {"min_cohort": 1}}, r"privacy.min_cohort must be an integer >= 2, got 1"),
+        ({"privacy": {"min_cohort": 0}}, "privacy.min_cohort"),
+        ({"privacy": {"min_cohort": 2.5}}, "privacy.min_cohort"),
+        ({"privacy": {"min_cohort": True}}, "privacy.min_cohort"),
+        ({"privacy": {"k": 3}}, r"unknown key\(s\) \['k'\] in \[privacy\]"),
     ],
 )
 def test_bad_values_are_refused(tmp_path: Path, patch: dict, message: str):
