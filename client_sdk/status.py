@@ -6,6 +6,7 @@
 | `excluded` | left out of the membership (reason: one-sided, different sharings, ...) | yes |
 | `missed` | the round closed and neither party holds an upload of the client | yes |
 | `failed` | the round stopped on an error and committed no model | yes |
+| `abandoned` | the round ended without a model, may open again; the upload is kept there | no |
 | `pending` | both parties hold it (or the round is closing); not decided yet | no |
 | `incomplete` | the round is open and one party lacks it: resend the same sharing | no |
 | `not_uploaded` | the round is open (or not yet) and neither party holds it | no |
@@ -40,6 +41,9 @@ def _first(replies, state: int) -> client_pb2.UploadStatus | None:
 def combine(round_index: int, s0: client_pb2.UploadStatus, s1: client_pb2.UploadStatus) -> UploadStatus:
     """The client's view of round i from both parties' replies (rules in the module docstring)."""
     replies = (s0, s1)
+    failed = _first(replies, client_pb2.UPLOAD_STATE_ROUND_FAILED)
+    if failed is not None and failed.round_state == "abandoned":
+        return UploadStatus(round_index, "abandoned", failed.reason, replies)
     for state, outcome in (
         (client_pb2.UPLOAD_STATE_ROUND_FAILED, "failed"),
         (client_pb2.UPLOAD_STATE_COUNTED, "counted"),

@@ -132,7 +132,6 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         members = {m.client_id: int(m.n_samples) for m in request.members}
         if membership_digest(members, request.round) != request.membership_sha256:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "membership digest does not match its member list")
-        self._require_cohort(request.round, len(members), context)
         mine = {
             c: membership.Held(u.n_samples, u.binding_sha256)
             for c, u in self.state.store.uploads(request.round).items()
@@ -146,6 +145,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: party{self.cfg.role} {refusal}"
                 )
+        self._require_cohort(request.round, len(members), context)
         excluded = {e.client_id: e.reason for e in request.excluded}
         try:
             digest = self.state.store.set_membership(request.round, members, excluded)

@@ -5,7 +5,9 @@ Decided from the round's state, the agreed membership and the recorded exclusion
 | round on this party | upload held here | state |
 | --- | --- | --- |
 | never opened | — | NOT_RECEIVED |
-| failed, abandoned | any | ROUND_FAILED (the round's error) |
+| failed | any | ROUND_FAILED (the round's error) |
+| abandoned (round_state "abandoned": it may open again, the upload is kept) | any | ROUND_FAILED (why) |
+| abandoned, M_i installed meanwhile (round_state "replaced") | any | ROUND_FAILED (final) |
 | any, client excluded | any | EXCLUDED (the recorded reason) |
 | committed | member | COUNTED |
 | agreed / aggregated | member | PENDING (aggregating) |
@@ -22,11 +24,27 @@ from server.store import Store
 FIXED = ("agreed", "aggregated", "committed")  #: round states with a fixed membership
 
 
+REPLACED = "replaced"  #: round_state of an abandoned round whose index now holds an unlearned model
+
+
+def _label(store: Store, rec) -> str:
+    """The round_state the client sees: the record's state, or REPLACED for an abandoned round
+    that can no longer open again (an unlearning job installed M_i)."""
+    if rec.state == "abandoned" and store.global_model_hash(rec.round) is not None:
+        return REPLACED
+    return rec.state
+
+
 def _state(store: Store, round_index: int, client: str, held: bool) -> tuple[int, str]:
     """(UploadState, reason) of `client`'s upload for round i on this party."""
     rec = store.round_record(round_index)
     if rec is None:
         return client_pb2.UPLOAD_STATE_NOT_RECEIVED, f"round {round_index} has not opened on this party"
+    if _label(store, rec) == REPLACED:
+        return client_pb2.UPLOAD_STATE_ROUND_FAILED, (
+            f"{rec.error}; round {round_index} will not open again (global model {round_index} is an "
+            "unlearned model): submit to the next round"
+        )
     if rec.state in ("failed", "abandoned"):
         return client_pb2.UPLOAD_STATE_ROUND_FAILED, rec.error
     reason = store.exclusions(round_index).get(client)
@@ -60,5 +78,5 @@ def upload_status(store: Store, party: int, round_index: int, client: str) -> cl
         binding_sha256=upload.binding_sha256 if upload else "",
         content_sha256=upload.grad_sha256 if upload else "",
         n_samples=upload.n_samples if upload else 0,
-        round_state=rec.state if rec else "",
+        round_state=_label(store, rec) if rec else "",
     )

@@ -36,9 +36,14 @@ def samples(client: str) -> int:
     return 5 + zlib.crc32(client.encode()) % 20
 
 
-def deployment(root: Path, clients: list[str], m: int, **rounds) -> LocalDeployment:
+def deployment(root: Path, clients: list[str], m: int, min_cohort: int = 3, **rounds) -> LocalDeployment:
     """Both parties started, M_0 = 0 ∈ R^m installed with learning rate LR."""
-    dep = LocalDeployment(root, clients=clients, rounds={"poll_s": 0.05, "peer_retry_s": 0.1, **rounds})
+    dep = LocalDeployment(
+        root,
+        clients=clients,
+        rounds={"poll_s": 0.05, "peer_retry_s": 0.1, **rounds},
+        privacy={"min_cohort": min_cohort},
+    )
     dep.start()
     with dep.admin() as admin:
         admin.start_training("toy", np.zeros(m, dtype=np.float32), LR)

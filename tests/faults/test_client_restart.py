@@ -30,7 +30,7 @@ from stage1_helpers import wait_committed
 pytestmark = pytest.mark.timeout(300)
 HERE = Path(__file__).resolve().parent
 M = 512
-CLIENTS = ["victim", "p1", "p2"]
+CLIENTS = ["victim", "p1", "p2", "p3"]
 
 
 class ClientProcess:
@@ -142,10 +142,11 @@ def test_round_closed_before_the_restart_is_reported_clearly(tmp_path):
     try:
         _register(dep)
         _kill_between_acks(dep, "victim", 1)
-        with dep.client("p1") as sdk:
-            sdk.submit(1, gradient("p1", 1, M), samples("p1"))
-        status = wait_committed(dep, 1)  # closes at the deadline with p1 only
-        assert {m.client_id for m in status.rounds[0].members} == {"p1"}
+        for c in CLIENTS[1:]:
+            with dep.client(c) as sdk:
+                sdk.submit(1, gradient(c, 1, M), samples(c))
+        status = wait_committed(dep, 1)  # closes at the deadline with the others only
+        assert {m.client_id for m in status.rounds[0].members} == set(CLIENTS[1:])
         restarted = ClientProcess(dep, "victim", 1)
         restarted.go()
         told = restarted.result()

@@ -4,7 +4,7 @@ One trained service for the module (`jobs.max_attempts = 2`, `jobs.pause_trainin
 training never stops: after the Stage I rounds a round opens that no client joins):
 
 * a job is not held up by that round: training pauses after 2 s, and the round is abandoned
-  (no upload) or closes and commits with the uploads it holds (minimum cohort 1);
+  (no upload) or closes and commits with the uploads it holds (at least the minimum cohort 3);
 * the attempt budget counts failures since the last progress: three kills, each after a new
   checkpoint both parties hold, do not fail a job with two attempts; JobStatus names the
   attempt, the killed process (party1's worker, the dealer service) and its error;
@@ -167,17 +167,18 @@ def test_unlearn_does_not_wait_for_a_round_no_client_joins(service):
 
 
 def test_a_waiting_job_closes_a_round_that_can_commit(service):
-    """One consistent upload (minimum cohort 1) in the open round: it commits, then the job starts."""
-    uploader = CLIENTS[-1]
+    """Three consistent uploads (the minimum cohort) in the open round: it commits, then the job starts."""
+    uploaders = CLIENTS[-3:]
     with service.dep.admin() as admin:
         end = time.time() + 60
         while not (open_round := admin.status().open_round) and time.time() < end:
             time.sleep(0.1)  # the previous job just ended: the next round opens
-    with service.dep.client(uploader) as client:
-        receipt = client.run_round(
-            lambda p: (service.problem.gradient(uploader, p), service.problem.n(uploader)), after=open_round - 1
-        )
-    assert receipt.round == open_round
+    for uploader in uploaders:
+        with service.dep.client(uploader) as client:
+            receipt = client.run_round(
+                lambda p, c=uploader: (service.problem.gradient(c, p), service.problem.n(c)), after=open_round - 1
+            )
+        assert receipt.round == open_round
     with service.dep.admin() as admin:
         job_id = admin.unlearn(["c3"], parameters=PARAMS)
     _, report = _finish(service, job_id)
@@ -186,7 +187,7 @@ def test_a_waiting_job_closes_a_round_that_can_commit(service):
     with service.dep.admin() as admin:
         rounds = {r.round: r for r in admin.status().rounds}
     assert rounds[open_round].state == "committed"
-    assert [m.client_id for m in rounds[open_round].members] == [uploader]
+    assert [m.client_id for m in rounds[open_round].members] == uploaders
     assert report["job"]["base_round"] == open_round  # the job unlearned from the model that round made
     assert gap <= 1e-4, gap
 

@@ -28,7 +28,7 @@ M = 64
 
 
 def test_retry_after_an_upload_reached_one_party_resends_the_same_sharing(tmp_path):
-    dep = deployment(tmp_path / "dep", ["a", "b"], M, deadline_s=120.0)
+    dep = deployment(tmp_path / "dep", ["a", "b"], M, min_cohort=2, deadline_s=120.0)  # two clients suffice here
     try:
         a, b = dep.client("a", upload_retry_s=3.0), dep.client("b")
         for c in (a, b):
@@ -68,7 +68,7 @@ def _send_half(dep, party: int, client: str, sharing) -> None:
 
 
 def test_halves_of_two_sharings_are_excluded_logged_and_reported(tmp_path):
-    dep = deployment(tmp_path / "dep", ["a", "b", "m"], M, deadline_s=120.0)
+    dep = deployment(tmp_path / "dep", ["a", "b", "m"], M, min_cohort=2, deadline_s=120.0)  # m is excluded
     try:
         clients = {c: dep.client(c) for c in ("a", "b", "m")}
         for c in clients.values():

@@ -1,6 +1,7 @@
 """Round control for an external FL server (`[rounds] opening = "on_request"`), with both
 parties as real processes: rounds open only when asked, close as soon as the named clients
-uploaded (not every registered client), the close request survives a SIGKILL of party0,
+uploaded (not every registered client), a round closed below the minimum cohort is
+abandoned and opens again with its uploads, the close request survives a SIGKILL of party0,
 and the committed model is served to the admin with its hash."""
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import numpy as np
 import pytest
 
 from client_sdk.errors import StarfishError
+from proto.starfish.v1 import client_pb2
 from proto.wire import model_hash
 from starfish.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
-CLIENTS = ["a", "b", "c"]
+CLIENTS = ["a", "b", "c", "d"]
 M = 8
 LR = 0.5
 
@@ -65,16 +67,28 @@ def test_rounds_open_on_request_and_close_when_the_named_clients_uploaded(deploy
         time.sleep(0.5)  # every registered client ("a") uploaded: only a close request may close it now
         assert admin.open_round(1).state == "open"
         _upload(dep, "b", 1)
-        with dep.client("c") as cl:
+        with dep.client("d") as cl:
             cl.register()
-        done = admin.close_round(1, ["a", "b"], wait_s=60)  # "c" is registered but not waited for
+        below = admin.close_round(1, ["a", "b"], wait_s=60)  # 2 members < the minimum cohort 3
+        assert below.state == "abandoned", below
+        assert "2 consistent upload(s), fewer than the minimum cohort 3" in below.error
+        with dep.client("a") as cl:  # the client is told, on both parties; its upload is kept
+            told = cl.upload_status(1)
+            assert {s.state for s in told.parties} == {client_pb2.UPLOAD_STATE_ROUND_FAILED}
+            assert told.outcome == "abandoned" and not told.final  # the SDK keeps the sharing to resend
+            assert "minimum cohort 3" in told.reason and "kept" in told.reason
+        with pytest.raises(StarfishError, match="cannot open"):
+            admin.open_round(2)  # M_1 does not exist
+        assert admin.open_round(1).state == "open"  # opens again from M_0, with a's and b's uploads
+        _upload(dep, "c", 1)
+        done = admin.close_round(1, ["a", "b", "c"], wait_s=60)  # "d" is registered but not waited for
         assert done.state == "committed", done
-        assert {m.client_id: m.n_samples for m in done.members} == {"a": 10, "b": 11}
+        assert {m.client_id: m.n_samples for m in done.members} == {"a": 10, "b": 11, "c": 12}
         header, params = admin.global_model(1)
         assert header.model_hash == done.model_out_hash == model_hash("toy", params)
         m0 = np.linspace(-1, 1, M)
-        expected = m0 - LR * (10 * _gradient("a", m0) + 11 * _gradient("b", m0)) / 21
-        np.testing.assert_allclose(params, expected, atol=1e-4)
+        weighted = 10 * _gradient("a", m0) + 11 * _gradient("b", m0) + 12 * _gradient("c", m0)
+        np.testing.assert_allclose(params, m0 - LR * weighted / 33, atol=1e-4)
         assert admin.open_round(1).state == "committed"
         time.sleep(0.5)
         assert admin.status().open_round == 0, "round 2 opened without a request"
@@ -86,11 +100,12 @@ def test_a_close_request_survives_a_restart_of_party0(deployment):
     with dep.admin() as admin:
         admin.open_round(1)
         _upload(dep, "a", 1)
-        admin.close_round(1, ["a", "c"])
+        _upload(dep, "b", 1)
+        admin.close_round(1, ["a", "b", "c"])
     dep.kill(0)
     dep.start(0)
     _upload(dep, "c", 1)
     with dep.admin() as admin:
-        done = admin.close_round(1, ["a", "c"], wait_s=60)
+        done = admin.close_round(1, ["a", "b", "c"], wait_s=60)
         assert done.state == "committed", done
-        assert sorted(m.client_id for m in done.members) == ["a", "c"]
+        assert sorted(m.client_id for m in done.members) == ["a", "b", "c"]

@@ -128,27 +128,28 @@ def _upload_to_party0_only(dep, cid: str, round_index: int, model_hash: str, g: 
 
 
 def test_upload_to_only_one_party_excludes_that_client(tmp_path):
-    dep = LocalDeployment(tmp_path / "dep", clients=["a", "b", "c"], rounds={"deadline_s": 3.0, "poll_s": 0.05})
+    dep = LocalDeployment(tmp_path / "dep", clients=["a", "b", "c", "d"], rounds={"deadline_s": 3.0, "poll_s": 0.05})
     dep.start()
     try:
         m = 30
         admin = dep.admin()
         admin.start_training("toy", np.zeros(m, dtype=np.float32), LR)
         admin.close()
-        grads = {cid: np.random.default_rng(k).normal(size=m) for k, cid in enumerate(["a", "b", "c"])}
+        grads = {cid: np.random.default_rng(k).normal(size=m) for k, cid in enumerate(["a", "b", "c", "d"])}
         clients = {cid: dep.client(cid) for cid in grads}
         for c in clients.values():
             c.register()
         view = clients["a"].wait_for_round(0, timeout_s=90)
         clients["a"].submit(view.round, grads["a"], 4)
         clients["b"].submit(view.round, grads["b"], 6)
+        clients["d"].submit(view.round, grads["d"], 3)
         # client c's upload reaches party0 only (its upload to party1 is lost)
         _upload_to_party0_only(dep, "c", view.round, view.model_hash, grads["c"], 5)
         status = wait_committed(dep, 1, timeout_s=120)
-        assert {mb.client_id for mb in status.rounds[0].members} == {"a", "b"}
+        assert {mb.client_id for mb in status.rounds[0].members} == {"a", "b", "d"}
         assert status.rounds[0].committed_unix >= status.rounds[0].opened_unix > 0
         model = clients["a"].fetch_model(1).params
-        expected = fedavg_step(np.zeros(m), [(grads["a"], 4), (grads["b"], 6)], LR)
+        expected = fedavg_step(np.zeros(m), [(grads["a"], 4), (grads["b"], 6), (grads["d"], 3)], LR)
         assert np.all(np.abs(model - expected) <= tolerance(LR, expected))
         assert "c" in Store(dep.data_dir(0), 0, readonly=True).uploads(1)  # stored, acked, but not aggregated
         assert [(e.client_id, e.reason) for e in status.rounds[0].excluded] == [

@@ -80,6 +80,7 @@ def test_parties_refuse_the_upload_that_would_exceed_the_round_budget(tmp_path):
         rounds={"deadline_s": 3.0, "poll_s": 0.05},
         limits={"max_samples": 5000},
         precision_bits=30,
+        privacy={"min_cohort": 2},  # the round aggregates the two uploads that fit its budget
     )
     dep.start()
     try:

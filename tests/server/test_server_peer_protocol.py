@@ -22,7 +22,7 @@ LR = 0.5
 
 @pytest.fixture
 def follower(tmp_path):
-    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"])
+    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"], privacy={"min_cohort": 2})
     dep.start(1)
     certs = dep.root / "certs"
     creds = grpc.ssl_channel_credentials(
@@ -98,6 +98,16 @@ def _to_aggregated(dep, peer, client):
             )
         )
     assert "holds a half of another sharing of 'u'" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:  # one consistent member, below party1's own minimum cohort
+        peer.AgreeMembership(
+            peer_pb2.Membership(
+                round=1,
+                membership_sha256=membership_digest({"u": 3}, 1),
+                members=[common_pb2.Member(client_id="u", n_samples=3, binding_sha256=bindings["u"])],
+            )
+        )
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "party1 refuses a membership of 1 client(s), fewer than its minimum cohort 2" in info.value.details()
     peer.AgreeMembership(
         peer_pb2.Membership(
             round=1,
