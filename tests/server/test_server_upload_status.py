@@ -71,3 +71,28 @@ def _reply(party: int, state: int, reason: str = "") -> pb.UploadStatus:
 def test_client_view_of_the_two_replies(s0, s1, outcome, final):
     status = combine(1, _reply(0, s0, "zero"), _reply(1, s1, "one"))
     assert status.outcome == outcome and status.final == final
+
+
+def test_abandoned_round_keeps_the_upload_until_it_can_no_longer_open(tmp_path: Path):
+    """Below the minimum cohort: ROUND_FAILED with the reason, round state `abandoned` (the
+    SDK keeps the sharing); the round opens again with the upload held; once global model 1
+    is an unlearned model instead, the state is `replaced` and the outcome final."""
+    st = Store(tmp_path / "p0", 0)
+    h = st.install_initial_model("toy", np.zeros(4, dtype=np.float32), 0.1)
+    st.open_round(1, h, deadline=1e12, lr=0.1)
+    st.put_upload(1, "a", 3, random_ring(4), random_ring(1), random_ring(1), h, binding_sha256="b" * 64)
+    st.request_close(1, ["a"])
+    why = "round 1 abandoned: the round closed with 1 consistent upload(s), fewer than the minimum cohort 3"
+    st.set_round_state(1, "abandoned", why)
+    reply = upload_status(st, 0, 1, "a")
+    assert (reply.state, reply.reason, reply.round_state) == (pb.UPLOAD_STATE_ROUND_FAILED, why, "abandoned")
+    view = combine(1, reply, upload_status(st, 0, 1, "a"))
+    assert view.outcome == "abandoned" and not view.final and view.reason == why
+    assert st.open_round(1, h, deadline=2e12, lr=0.1).state == "open"  # again, from the same M_0
+    assert list(st.uploads(1)) == ["a"] and st.close_request(1) is None and st.round_record(1).error == ""
+    assert _state(st, "a") == (pb.UPLOAD_STATE_PENDING, "held; the round is open")
+    st.set_round_state(1, "abandoned", why)
+    st.install_global_model(1, "toy", np.ones(4, dtype=np.float32), 0.1)  # an unlearning job's model
+    reply = upload_status(st, 0, 1, "a")
+    assert reply.round_state == "replaced" and "will not open again" in reply.reason
+    assert combine(1, reply, reply).final
