@@ -53,7 +53,7 @@ def round_state(state: PartyState) -> client_pb2.RoundState:
     msg.model_hash = rec.model_in_hash
     msg.deadline_unix = rec.deadline
     msg.lr = rec.lr
-    msg.error = rec.error
+    msg.error = rec.error if rec.state == "failed" else ""  # an open round's note is not an error (round summary)
     msg.uploaded.extend(sorted(store.uploads(rec.round)))
     return msg
 
