@@ -68,9 +68,11 @@ class ReleaseEntry:
     """The release rule's decision after unlearning round t (release.py).
 
     action: "revealed" (the sum of `steps`' updates became public), "held" (kept secret, to
-    be merged into a later step) or "dropped" (still held when the run ended; never
-    revealed nor applied); support: the smallest client count of a combination of the
-    update with public Stage I aggregates.
+    be merged into a later step), "dropped" (still held when the run ended; never revealed
+    nor applied) or "excluded" (a step with fewer than k remaining participants: its update
+    is discarded, never revealed, merged nor applied); support: the smallest client count
+    of a combination of the update with public Stage I aggregates (for "excluded", the
+    step's participants).
     """
 
     t: int

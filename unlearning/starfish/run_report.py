@@ -86,11 +86,12 @@ def revealed_section(log: StarfishLog, selected: Sequence[int], inverse: str, sa
 
 
 def release_section(log: StarfishLog, min_cohort: int) -> dict[str, Any]:
-    """The release rule's decisions (release.py): which steps were held, merged or dropped."""
+    """The release rule's decisions (release.py): which steps were excluded, held, merged or dropped."""
     revealed = [e for e in log.releases if e.action == "revealed"]
     dropped = [t for e in log.releases if e.action == "dropped" for t in e.steps]
     return {
         "min_cohort": min_cohort,
+        "excluded_steps": [e.t for e in log.releases if e.action == "excluded"],
         "held_steps": sorted({t for e in revealed if len(e.steps) > 1 for t in e.steps[:-1]} | set(dropped)),
         "merged": [e.steps for e in revealed if len(e.steps) > 1],
         "dropped_steps": dropped,

@@ -192,7 +192,14 @@ class StarfishStrategy(Strategy[StarfishParams]):
         update: Secret,
         contributions: tuple[dict[str, float], dict[str, float], set[str]],
     ) -> None:
-        """Add U_t to the pending update; reveal the sum and move M̂ iff the release rule allows it."""
+        """Add U_t to the pending update; reveal the sum and move M̂ iff the release rule allows it.
+
+        A step with fewer than k remaining participants is excluded instead: merged into the
+        next update it would hide only behind that aggregate, which is small near convergence.
+        """
+        if len(step.participants) < params.min_cohort:
+            state.log.releases.append(ReleaseEntry(step.t, "excluded", [step.t], len(step.participants)))
+            return
         exact, stored, opaque = contributions
         pending = state.pending
         here = anchor_round(ctx.history, state.model, params.min_step) if exact else None
