@@ -79,6 +79,9 @@ class ReleaseEntry:
     action: str
     steps: list[int]
     support: int
+    #: clients whose answer in step t became a pair only, their estimate being published
+    #: (an update was held at a Stage I model point; release.py)
+    kept_estimates: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -53,6 +53,8 @@ class _Replay:
     stored: Secret
     norms: Secret
     v: torch.Tensor
+    #: clients whose published row stays their estimate even when they answer (release rule)
+    keep_estimates: frozenset[str] = frozenset()
 
 
 class StarfishStrategy(Strategy[StarfishParams]):
@@ -165,6 +167,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
             stored=history.gradients(ctx.backend, r, participants),
             norms=history.norms(ctx.backend, r, participants),
             v=state.model - history.model(r - 1).to(torch.float64),
+            keep_estimates=_keep_estimates(ctx, params, state, participants),
         )
         without_pairs = {c for c in participants if not state.buffers.get(c)}  # their estimate is g_r^j
         if not state.warmup_over:
@@ -213,12 +216,13 @@ class StarfishStrategy(Strategy[StarfishParams]):
         pending.steps.append(step.t)
         state.held = update if state.held is None else ctx.backend.add(state.held, update)
         ok, support = revealable(pending, ctx.history, params.min_cohort)
+        kept = sorted(step.keep_estimates)
         if not ok:
-            state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support))
+            state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
             return
         with ctx.backend.step("UE"):
             state.model = state.model - reveal_update(ctx.backend, state.held)
-        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support))
+        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept))
         state.pending, state.held = PendingRelease(), None
 
     def _warmup(
@@ -234,7 +238,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         with backend.step("warmup"):
             answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
         with backend.step("UE"):
-            if len(answers) < len(step.participants):  # a silent client keeps its estimate
+            if len(answers) < len(step.participants) or step.keep_estimates:  # a silent client keeps its estimate
                 gradients = estimate_gradients(
                     backend, state, step.participants, step.stored, step.v, params, step.norms
                 )
@@ -244,7 +248,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         if float(torch.linalg.vector_norm(step.v)) > params.min_step:
             state.warmup_pairs += 1
             state.warmup_over = state.warmup_pairs >= params.buffer_size
-        return gradients, set(answers)
+        return gradients, set(answers) - step.keep_estimates
 
     def _estimate(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay, check: bool
@@ -272,7 +276,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         with backend.step("correction"):
             answers = self._ask(ctx, state, step.t, step.r, flagged, "correction")
         with backend.step("UE"):
-            return self._apply_answers(backend, state, params, step, gradients, answers), set(answers)
+            gradients = self._apply_answers(backend, state, params, step, gradients, answers)
+        return gradients, set(answers) - step.keep_estimates
 
     # ------------------------------------------------------------------ helpers
     def _ask(
@@ -311,7 +316,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         gradients: Secret,
         answers: Mapping[str, Secret],
     ) -> Secret:
-        """Exact answers replace estimates and become L-BFGS pairs (s = v, y = exact − stored)."""
+        """Exact answers become L-BFGS pairs (s = v, y = exact − stored) and replace the estimates
+        (except for `step.keep_estimates`)."""
         if not answers:
             return gradients
         answered = [c for c in step.participants if c in answers]
@@ -319,7 +325,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         exact = backend.stack([answers[c] for c in answered], dim=0)
         stored_rows = backend.cat([backend.index(step.stored, slice(i, i + 1)) for i in rows], dim=0)
         add_pairs(backend, state, answered, step.t, step.v, exact, stored_rows, params)
-        return replace_rows(backend, gradients, step.participants, answers)
+        published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
+        return replace_rows(backend, gradients, step.participants, published) if published else gradients
 
     def _check_resume(self, ctx: UnlearnContext, params: StarfishParams, state: object) -> None:
         if not isinstance(state, StarfishState):
@@ -334,6 +341,21 @@ class StarfishStrategy(Strategy[StarfishParams]):
             raise UnlearningError(
                 "the checkpoint was taken for other targets or parameters; resume with the same request"
             )
+
+
+def _keep_estimates(
+    ctx: UnlearnContext, params: StarfishParams, state: StarfishState, participants: Sequence[str]
+) -> frozenset[str]:
+    """Clients that publish their estimate instead of an exact answer in this step.
+
+    While an update is held at a model point where Stage I published an aggregate (the first
+    replay at M_0), further exact answers there would only repeat the differenceable sum;
+    clients that have L-BFGS pairs publish their estimate (opaque to the release rule) and
+    their answers still become pairs. Empty otherwise.
+    """
+    if state.pending.empty or anchor_round(ctx.history, state.model, params.min_step) is None:
+        return frozenset()
+    return frozenset(c for c in participants if state.buffers.get(c))
 
 
 def _request(ctx: UnlearnContext, params: StarfishParams) -> dict[str, Any]:
