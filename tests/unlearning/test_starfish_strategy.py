@@ -52,11 +52,7 @@ def test_unlearning_moves_model_toward_retrain(params: dict) -> None:
 
 def test_several_targets_in_one_request() -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
-    # Two of five clients leave: the first replays (at M_0) differ from Stage I round 1 by the two
-    # targets only, so k = 3 would hold them until the estimates start (test_stage2_differencing.py);
-    # k = 2 accepts a two-client difference and keeps this test about several targets.
-    params = {"eta_u": ETA_U, "min_cohort": 2}
-    result = StarfishStrategy().run(setup.context(targets=("c0", "c1"), params=params))
+    result = StarfishStrategy().run(setup.context(targets=("c0", "c1"), params={"eta_u": ETA_U}))
     target = retrain(setup, 12, ("c0", "c1"))
     assert result.report["selection"]["method"].startswith("alt-")
     assert float((result.model - target).norm()) < 0.5 * float((setup.history.model(12) - target).norm())
