@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from unlearning.history import InMemoryHistory, RoundInfo
-from unlearning.starfish import StarfishState, StarfishStrategy
+from unlearning.starfish import StarfishState, StarfishStrategy, release
 from unlearning.starfish.release import PendingRelease, classify, release_support, revealable
 from unlearning.strategy import UnlearningError
 
@@ -56,6 +56,15 @@ def test_unequal_ratios_break_the_cancellation() -> None:
     pending.add_exact(1, fedavg(("b", "c", "d", "e")))
     pending.add_exact(1, fedavg(("d", "e")))  # d, e twice: two ratio classes {b, c} and {d, e}
     assert release_support(pending, history) == 3  # cancel {d, e}: a, b, c remain
+
+
+def test_beyond_the_enumeration_limit_the_support_is_a_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = public_history([("a", "b", "c", "d", "e")] * 2)
+    pending = PendingRelease(steps=[1, 2], opaque={"c", "d"})
+    pending.add_exact(1, fedavg(("b", "c", "d", "e")))
+    exact = release_support(pending, history)
+    monkeypatch.setattr(release, "EXACT_LIMIT", 0)
+    assert 0 < release_support(pending, history) <= exact
 
 
 def test_a_cohort_without_targets_repeats_stage1_and_keeps_its_size() -> None:

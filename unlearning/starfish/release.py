@@ -44,7 +44,7 @@ import torch
 
 from unlearning.history import SharedHistory
 
-#: combinations enumerated exactly up to this many; beyond it each point is chosen greedily
+#: combinations enumerated exactly up to this many; beyond it a lower bound is used (holds more)
 EXACT_LIMIT = 4096
 #: relative tolerance when grouping clients by coefficient ratio
 RATIO_TOL = 1e-9
@@ -142,9 +142,9 @@ def release_support(pending: PendingRelease, history: SharedHistory) -> int:
         total *= len(options)
     if total <= EXACT_LIMIT:
         sizes = [len(opaque.union(*choice)) for choice in itertools.product(*per_point)]
-    else:  # greedy: the smallest non-empty choice at each point
-        chosen = [min((o for o in options if o), key=len, default=frozenset()) for options in per_point]
-        sizes = [len(opaque.union(*chosen)), len(pending.clients())]
+    else:  # too many to enumerate: a lower bound (opaque clients always stay; else some point keeps a set)
+        smallest = min((len(o) for options in per_point for o in options if o), default=0)
+        sizes = [len(opaque) if opaque else smallest]
     nonzero = [s for s in sizes if s > 0]
     return min(nonzero) if nonzero else 0
 
