@@ -123,3 +123,19 @@ def test_resume_with_a_held_update_gives_the_same_run() -> None:
     resumed = StarfishStrategy().run(ctx)
     assert torch.equal(resumed.model, full.model)
     assert resumed.report["release"] == full.report["release"]
+
+
+def test_version1_checkpoints_are_read_as_a_sorted_set() -> None:
+    """A checkpoint written before the release rule (rank order, no held update) still resumes."""
+    states: list[StarfishState] = []
+    ctx = make_logreg_setup(rounds=8).context(params={"sigma": 0.5})
+    ctx.on_checkpoint = states.append
+    StarfishStrategy().run(ctx)
+    state = next(s for s in states if s.pending.empty)
+    public = json.loads(json.dumps(state.public_json()))
+    public["version"] = 1
+    public["ranked"] = list(reversed(public.pop("selected")))
+    del public["pending"]
+    secrets = {k: v for k, v in state.secrets().items() if k != "held"}
+    old = StarfishState.from_parts(public, state.public_tensors(), secrets)
+    assert old.selected == state.selected and old.pending.empty and old.held is None
