@@ -29,7 +29,11 @@ point gives R's own cohort, so support ≥ k implies at least k remaining partic
 
 Otherwise R stays secret (shares), the public model does not move, and the next step's
 update is added to it (its opaque clients mask the held part); a run that ends with a held
-update drops it (it never becomes public). Earlier Stage II reveals share no vector with R:
+update drops it (it never becomes public). A step with fewer than k remaining participants
+is excluded before all this (its update is discarded), and while an update is held at a
+Stage I model point, clients with an accepted pair publish their estimate rather than their
+answer (`strategy._keep_estimates`), else the held sum could never become revealable.
+Earlier Stage II reveals share no vector with R:
 each stored round is replayed once and the public model moves after every reveal.
 """
 
