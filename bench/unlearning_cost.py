@@ -102,7 +102,7 @@ def party_costs(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     if not {"UE", "TC", "TC-sample"} & set(steps):
         return {"ledger": backend.ledger.to_dict(), "flags": {}}
     state = StarfishState(
-        clients=tuple(remaining), ranked=(), method="", deltas=deltas, model=hist.model(ROUNDS // 2).to(torch.float64)
+        clients=tuple(remaining), selected=(), method="", deltas=deltas, model=hist.model(ROUNDS // 2).to(torch.float64)
     )
     fill_buffers(backend, state, hist, remaining, params.buffer_size, spec.get("seed", 0))
     r = hist.num_rounds // 2

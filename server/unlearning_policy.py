@@ -32,6 +32,7 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "eta_u": (1e-6, 1.0),
     "switch_threshold": (1, 4096),
     "check_sample": (0, 100_000),
+    "min_cohort": (2, 1000),
     "curvature_eps": (0.0, 1.0),
     "curvature_max": (1.0, 1e6),
     "hv_bound": (0.1, 1e3),

@@ -100,7 +100,8 @@ def rounds(report: Mapping[str, Any]) -> str:
     strip = charts.round_strip("selected-rounds", total, sel.get("selected_rounds", []), checks)
     text = (
         f"Round selection ({sel.get('method', '?')}) kept {len(sel.get('selected_rounds', []))} of the {total} stored "
-        f"rounds (filled); outlined rounds are where the threshold check ran. Ranked order: {sel.get('ranked', [])}."
+        f"rounds (filled); outlined rounds are where the threshold check ran. Only this set was opened, sorted by "
+        "round index (never the rank order)."
     )
     return section("rounds", "Selected rounds", figure(strip, text))
 

@@ -22,6 +22,7 @@ from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
 from server.jobs.validation import RequestError, check_request, check_strategy, parse_parameters
 from server.store import Store
+from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.starfish.state import CurvaturePair, StarfishState
 from unlearning.starfish.strategy import StarfishStrategy
@@ -29,10 +30,10 @@ from unlearning.starfish.strategy import StarfishStrategy
 M = 7
 
 
-def _state(round_index: int, deltas: np.ndarray, y: np.ndarray) -> StarfishState:
+def _state(round_index: int, deltas: np.ndarray, y: np.ndarray, held: np.ndarray) -> StarfishState:
     return StarfishState(
         clients=("c1", "c2"),
-        ranked=(3, 1, 2),
+        selected=(1, 2, 3),
         method="method1",
         deltas=CrypTenSecret(torch.from_numpy(deltas), 16),
         model=torch.linspace(-1, 1, M, dtype=torch.float64),
@@ -46,6 +47,8 @@ def _state(round_index: int, deltas: np.ndarray, y: np.ndarray) -> StarfishState
             ]
         },
         log=StarfishLog(rounds=[RoundEntry(1, 3, 2, "warmup", 0.5)], asked={"c1": 1}),
+        pending=PendingRelease(steps=[1], blocks={1: {"c1": 0.25, "c2": 0.75}}, opaque={"c2"}),
+        held=CrypTenSecret(torch.from_numpy(held), 16),
     )
 
 
@@ -61,8 +64,8 @@ def _export(secret: CrypTenSecret) -> tuple[np.ndarray, int]:
 @given(st.integers(min_value=1, max_value=50))
 def test_checkpoint_roundtrip_is_exact(tmp_path_factory, round_index):
     folder = CheckpointDir(tmp_path_factory.mktemp("ck"))
-    deltas, y = random_ring(2), random_ring(M)  # full-range ring elements
-    digest = folder.save(_state(round_index, deltas, y), {"UE": {"calls": 1}}, _export)
+    deltas, y, held = random_ring(2), random_ring(M), random_ring(M)  # full-range ring elements
+    digest = folder.save(_state(round_index, deltas, y, held), {"UE": {"calls": 1}}, _export)
     assert folder.rounds() == [round_index] and folder.latest() == round_index
     assert folder.digest(round_index) == digest
     state, costs = folder.load(round_index, StarfishStrategy, _make)
@@ -70,15 +73,17 @@ def test_checkpoint_roundtrip_is_exact(tmp_path_factory, round_index):
     assert np.array_equal(state.deltas.share.numpy(), deltas) and state.deltas.bits == 16
     assert np.array_equal(state.buffers["c1"][0].y.share.numpy(), y)
     assert torch.equal(state.model, torch.linspace(-1, 1, M, dtype=torch.float64))
-    assert state.round == round_index and state.ranked == (3, 1, 2) and state.log.rounds[0].kind == "warmup"
+    assert state.round == round_index and state.selected == (1, 2, 3) and state.log.rounds[0].kind == "warmup"
+    assert np.array_equal(state.held.share.numpy(), held)  # the release rule's held update
+    assert state.pending.steps == [1] and state.pending.blocks == {1: {"c1": 0.25, "c2": 0.75}}
     assert state.log.asked == {"c1": 1}
 
 
 def test_checkpoint_files_hold_no_pickle_and_corruption_is_detected(tmp_path: Path):
     folder = CheckpointDir(tmp_path)
-    folder.save(_state(2, random_ring(2), random_ring(M)), {}, _export)
+    folder.save(_state(2, random_ring(2), random_ring(M), random_ring(M)), {}, _export)
     files = sorted(p.name for p in (tmp_path / "t000002").iterdir())
-    assert set(files) == {"public.json", "p0.npy", "p1.npy", "s0.i64", "s1.i64"}
+    assert set(files) == {"public.json", "p0.npy", "p1.npy", "s0.i64", "s1.i64", "s2.i64"}  # s2: held update
     for npy in (tmp_path / "t000002").glob("*.npy"):
         np.load(npy, allow_pickle=False)  # raises if an object array were stored
     share_file = tmp_path / "t000002" / "s0.i64"
@@ -91,9 +96,9 @@ def test_checkpoint_files_hold_no_pickle_and_corruption_is_detected(tmp_path: Pa
 
 def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
     folder = CheckpointDir(tmp_path)
-    folder.save(_state(1, random_ring(2), random_ring(M)), {}, _export)
+    folder.save(_state(1, random_ring(2), random_ring(M), random_ring(M)), {}, _export)
     index = json.loads((tmp_path / "t000001" / "public.json").read_text())
-    index["public"]["ranked"] = [1, 2, 3]
+    index["public"]["selected"] = [1, 2]
     (tmp_path / "t000001" / "public.json").write_text(json.dumps(index))
     with pytest.raises(CheckpointError, match="digest"):
         folder.load(1, StarfishStrategy, _make)
@@ -107,8 +112,8 @@ def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
     a, b = CheckpointDir(tmp_path / "p0"), CheckpointDir(tmp_path / "p1")
     # different shares (each party holds its own), same public state
-    assert a.save(_state(3, random_ring(2), random_ring(M)), {"x": {}}, _export) == b.save(
-        _state(3, random_ring(2), random_ring(M)), {"y": {}}, _export
+    assert a.save(_state(3, random_ring(2), random_ring(M), random_ring(M)), {"x": {}}, _export) == b.save(
+        _state(3, random_ring(2), random_ring(M), random_ring(M)), {"y": {}}, _export
     )
 
 

@@ -1,6 +1,7 @@
 """The same Starfish run on the plaintext backend and under real 2PC (dealer + two party
 processes on 127.0.0.1, CrypTen backend): identical selected rounds, correction flags and
-curvature decisions, and a relative L2 model gap ≤ 1e-3."""
+curvature decisions, the same release-rule decisions (held updates summed in shares), and a
+relative L2 model gap ≤ 1e-3."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def run_case(backend: Backend, targets: tuple[str, ...], params: dict[str, Any])
         "selection": report["selection"],
         "flags": report["flags"],
         "curvature": report["curvature"],
+        "release": report["release"],
         "corrections": [(e["t"], e["reason"], e["asked"]) for e in report["corrections"]["events"]],
         "costs": report["costs"],
     }
@@ -63,6 +65,7 @@ def test_plain_and_two_party_runs_agree(cluster: TwoPartyCluster, case: str) -> 
         assert secure["selection"] == plain["selection"]
         assert secure["flags"] == plain["flags"]
         assert secure["curvature"] == plain["curvature"]
+        assert secure["release"] == plain["release"]  # the same steps held, merged and revealed
         assert secure["corrections"] == plain["corrections"]
         gap = float((secure["model"].double() - plain["model"].double()).norm() / plain["model"].double().norm())
         assert gap <= 1e-3, gap

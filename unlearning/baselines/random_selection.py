@@ -49,7 +49,7 @@ class RandomRounds(RoundSelector):
 
     def select(self, ctx: UnlearnContext, params: StarfishParams, count: int) -> Selection:
         seed = cast(RandomSelectionParams, params).seed
-        return Selection(ranked=random_rounds(ctx.history.num_rounds, count, seed), method=NAME)
+        return Selection(rounds=tuple(sorted(random_rounds(ctx.history.num_rounds, count, seed))), method=NAME)
 
 
 class RandomSelectionStrategy(StarfishStrategy):

@@ -24,6 +24,9 @@ INVERSES = ("secmi", "newton")
 #: rule (§V-A) assumes ABY's costs. Pass `switch_threshold` to use another calibration.
 DEFAULT_SWITCH_THRESHOLD = 64
 
+#: the smallest accepted minimum cohort: k = 1 would let one client's update be published alone
+MIN_COHORT_FLOOR = 2
+
 
 @dataclass(frozen=True)
 class StarfishParams(StrategyParams):
@@ -49,6 +52,9 @@ class StarfishParams(StrategyParams):
     #: SecTC sample-first pass (docs/ALGORITHM.md §4): check this many public pseudo-random coordinates
     #: first (0 = off). Same flags; reveals one extra bit per client and check round.
     check_sample: int = 0
+    #: minimum cohort k ≥ 2: a Stage II update is revealed only when every combination of it with the
+    #: public Stage I aggregates involves at least k clients (release.py, docs/PRIVACY.md)
+    min_cohort: int = 3
 
     def unlearning_rate(self, stored_lr: float) -> float:
         """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
@@ -80,6 +86,7 @@ class StarfishParams(StrategyParams):
             ("buffer_size", self.buffer_size, 1),
             ("switch_threshold", self.switch_threshold, 1),
             ("check_sample", self.check_sample, 0),
+            ("min_cohort", self.min_cohort, MIN_COHORT_FLOOR),
         ):
             if count < low:
                 raise UnlearningError(f"{name} must be ≥ {low}, got {count}")

@@ -64,6 +64,27 @@ class CurvatureEntry:
 
 
 @dataclass
+class ReleaseEntry:
+    """The release rule's decision after unlearning round t (release.py).
+
+    action: "revealed" (the sum of `steps`' updates became public), "held" (kept secret, to
+    be merged into a later step), "dropped" (still held when the run ended; never revealed
+    nor applied) or "excluded" (a step with fewer than k remaining participants: its update
+    is discarded, never revealed, merged nor applied); support: the smallest client count
+    of a combination of the update with public Stage I aggregates (for "excluded", the
+    step's participants).
+    """
+
+    t: int
+    action: str
+    steps: list[int]
+    support: int
+    #: clients whose answer in step t became a pair only, their estimate being published
+    #: (an update was held at a Stage I model point; release.py)
+    kept_estimates: list[str] = field(default_factory=list)
+
+
+@dataclass
 class StarfishLog:
     """Everything public a run records; written by the strategy, SecUE and the correction step."""
 
@@ -72,6 +93,7 @@ class StarfishLog:
     flags: list[FlagEntry] = field(default_factory=list)
     corrections: list[AskEntry] = field(default_factory=list)
     curvature: list[CurvatureEntry] = field(default_factory=list)
+    releases: list[ReleaseEntry] = field(default_factory=list)
     asked: dict[str, int] = field(default_factory=dict)  #: T_r^j: rounds client j was asked in
     inverses: int = 0  #: SecMI calls (one masked N = K·R revealed each)
     resumed_at: list[int] = field(default_factory=list)  #: rounds a resumed run restarted after
@@ -99,6 +121,7 @@ class StarfishLog:
             "flags": [asdict(e) for e in self.flags],
             "corrections": [asdict(e) for e in self.corrections],
             "curvature": [asdict(e) for e in self.curvature],
+            "releases": [asdict(e) for e in self.releases],
             "asked": dict(self.asked),
             "inverses": self.inverses,
             "resumed_at": list(self.resumed_at),
@@ -112,6 +135,7 @@ class StarfishLog:
             flags=[FlagEntry(**e) for e in data.get("flags", [])],
             corrections=[AskEntry(**e) for e in data.get("corrections", [])],
             curvature=[CurvatureEntry(**e) for e in data.get("curvature", [])],
+            releases=[ReleaseEntry(**e) for e in data.get("releases", [])],
             asked={str(c): int(n) for c, n in data.get("asked", {}).items()},
             inverses=int(data.get("inverses", 0)),
             resumed_at=[int(r) for r in data.get("resumed_at", [])],

@@ -52,14 +52,21 @@ def theorem1_inputs(eta_u: float, sigma: float, selected: int, total: int) -> di
     }
 
 
-def revealed_section(log: StarfishLog, ranked: Sequence[int], inverse: str, sampled: bool) -> dict[str, Any]:
+def revealed_section(log: StarfishLog, selected: Sequence[int], inverse: str, sampled: bool) -> dict[str, Any]:
     """Every value the run opened, by kind (docs/ALGORITHM.md "What is revealed")."""
     flags = sum(len(entry.flags) for entry in log.flags)
+    revealed = [e for e in log.releases if e.action == "revealed"]
     return {
-        "selected_rounds": {"count": len(ranked), "values": list(ranked), "why": "top-T′ payload of SecRS"},
+        "selected_rounds": {
+            "count": len(selected),
+            "values": list(selected),
+            "why": "the top-T′ set of SecRS, opened sorted by round index (never the rank order)",
+        },
         "aggregate_gradients": {
-            "count": sum(1 for entry in log.rounds if entry.kind != "skipped"),
-            "why": "Ĝ_t per unlearning round (becomes the public model M̂_{t+1})",
+            "count": len(revealed),
+            "values": [{"steps": e.steps, "support": e.support} for e in revealed],
+            "why": "the update of one unlearning round, or the sum of held ones (moves the public model); "
+            "support = fewest clients in any combination with Stage I aggregates (≥ min_cohort)",
         },
         "correction_flags": {"count": flags, "why": "one SecTC flag per remaining client and check round"},
         "curvature_bits": {
@@ -78,6 +85,20 @@ def revealed_section(log: StarfishLog, ranked: Sequence[int], inverse: str, samp
     }
 
 
+def release_section(log: StarfishLog, min_cohort: int) -> dict[str, Any]:
+    """The release rule's decisions (release.py): which steps were excluded, held, merged or dropped."""
+    revealed = [e for e in log.releases if e.action == "revealed"]
+    dropped = [t for e in log.releases if e.action == "dropped" for t in e.steps]
+    return {
+        "min_cohort": min_cohort,
+        "excluded_steps": [e.t for e in log.releases if e.action == "excluded"],
+        "held_steps": sorted({t for e in revealed if len(e.steps) > 1 for t in e.steps[:-1]} | set(dropped)),
+        "merged": [e.steps for e in revealed if len(e.steps) > 1],
+        "dropped_steps": dropped,
+        "events": [asdict(e) for e in log.releases],
+    }
+
+
 def build_report(
     strategy: str, backend: str, params: StarfishParams, state: StarfishState, total: int, eta_u: float
 ) -> dict[str, Any]:
@@ -90,9 +111,9 @@ def build_report(
         "targets": list(log.request.get("targets", [])),
         "params": params.as_dict,
         "stored_rounds": total,
-        "selected_count": len(state.ranked),
+        "selected_count": len(state.selected),
         "check_interval": params.check_interval(total),
-        "selection": {"method": state.method, "ranked": list(state.ranked), "selected_rounds": list(state.selected)},
+        "selection": {"method": state.method, "selected_rounds": list(state.selected)},
         "rounds": [e.to_json() for e in log.rounds],
         "flags": [asdict(e) for e in log.flags],
         "warmup": {"rounds": sum(1 for e in log.rounds if e.kind == "warmup"), "nondegenerate": state.warmup_pairs},
@@ -101,7 +122,8 @@ def build_report(
         "asked_rounds": dict(log.asked),
         "answered_rounds": {c: sum(c in e.answered for e in log.corrections) for c in state.clients},
         "arp_percent": average_round_saving(log.asked, state.clients, total),
-        "revealed": revealed_section(log, state.ranked, params.inverse, params.check_sample > 0),
-        "theorem1": theorem1_inputs(eta_u, params.sigma, len(state.ranked), total),
+        "release": release_section(log, params.min_cohort),
+        "revealed": revealed_section(log, state.selected, params.inverse, params.check_sample > 0),
+        "theorem1": theorem1_inputs(eta_u, params.sigma, len(state.selected), total),
         "resumed_at": list(log.resumed_at),
     }

@@ -23,8 +23,11 @@ no client-reported norm, so selection for several targets always takes the SecRS
 (with the Method 1 or Method 2 comparison chosen as for one target). A round in which no
 target took part, or whose global step is null (M_i = M_{i−1}), scores 0.
 
-The round index travels as an obliviously swapped payload; only the top T′ = ⌈σT⌉ indices
-are revealed (Algorithm 1 lines 19–22).
+The round index travels as an obliviously swapped payload; only the SET of the top
+T′ = ⌈σT⌉ indices is revealed (Algorithm 1 lines 19–22). **Deviation**: lines 19–22 open
+the top T′ payload entries in rank order, which tells who aligned best with the targets; we
+first sort those T′ secret indices by themselves (one more SecSrt of T′ rows, SecGE on
+integers) and open them in round order, so the revealed tuple is a function of the set alone.
 """
 
 from __future__ import annotations
@@ -46,13 +49,12 @@ from unlearning.strategy import UnlearnContext
 class Selection:
     """Outcome of SecRS (public)."""
 
-    ranked: tuple[int, ...]  #: revealed top-T′ round indices, best first
+    rounds: tuple[int, ...]  #: the revealed top-T′ round indices, in training order (never the rank order)
     method: str  #: "method1", "method2", "alt-method1" or "alt-method2"
 
-    @property
-    def chronological(self) -> tuple[int, ...]:
-        """The selected rounds in training order (the order unlearning replays them)."""
-        return tuple(sorted(self.ranked))
+    def __post_init__(self) -> None:
+        if list(self.rounds) != sorted(set(self.rounds)):
+            raise ValueError(f"selected rounds must be distinct and sorted by round index, got {self.rounds}")
 
 
 class RoundSelector(ABC):
@@ -63,7 +65,7 @@ class RoundSelector(ABC):
 
     @abstractmethod
     def select(self, ctx: UnlearnContext, params: StarfishParams, count: int) -> Selection:
-        """The `count` rounds to replay, best first."""
+        """The `count` rounds to replay, sorted by round index."""
 
 
 class SecRSSelector(RoundSelector):
@@ -177,6 +179,17 @@ def select_rounds(
         _, order = backend.sort_desc(backend.stack([u, v], dim=1), payload, method="ge2")
     else:
         _, order = backend.sort_desc(backend.div(u, v), payload, method="ge")
-    top = backend.reveal(backend.index(backend.reshape(order, (T,)), slice(0, selected_count)))
-    ranked = tuple(int(round(float(x))) for x in top)
-    return Selection(ranked=ranked, method=f"alt-{comparison}" if alt else comparison)
+    top = backend.index(backend.reshape(order, (T,)), slice(0, selected_count))
+    return Selection(rounds=open_as_set(backend, top), method=f"alt-{comparison}" if alt else comparison)
+
+
+def open_as_set(backend: Backend, indices: Secret) -> tuple[int, ...]:
+    """Open secret distinct round indices (k,) as a sorted tuple: their order is never revealed.
+
+    The indices are first sorted by themselves (SecSrt with SecGE, descending; exact on
+    integers), so the opened sequence depends only on the set.
+    """
+    if indices.shape[0] > 1:
+        _, indices = backend.sort_desc(indices, indices, method="ge")
+    opened = backend.reveal(backend.reshape(indices, (indices.shape[0],)))
+    return tuple(sorted(int(round(float(x))) for x in opened))

@@ -9,7 +9,10 @@
    * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (secue.py);
      every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
      (correction.py);
-   * Ĝ_t = FedAvg(ĝ) is revealed and M̂_{t+1} = M̂_t − η_u·Ĝ_t.
+   * the update U_t = η_u·FedAvg(ĝ) is formed in shares; the release rule (release.py) reveals
+     it — together with any held updates — only when no combination with public Stage I
+     aggregates involves fewer than k = `min_cohort` clients, then M̂ ← M̂ − U; otherwise U_t
+     is held secret and M̂ stays (Algorithm 4 line 20 reveals every Ĝ_t; see docs/PRIVACY.md).
    After each round the state is checkpointed through `ctx.on_checkpoint`; the report is
    built from the run's typed log (run_log.py, run_report.py).
 """
@@ -24,11 +27,12 @@ import torch
 
 from mpc.backend import Backend, Secret
 from mpc.costs import CostLedger
-from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.fedavg import fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
-from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
+from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable
+from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
 from unlearning.starfish.secue import add_pairs, estimate_gradients
@@ -49,6 +53,8 @@ class _Replay:
     stored: Secret
     norms: Secret
     v: torch.Tensor
+    #: clients whose published row stays their estimate even when they answer (release rule)
+    keep_estimates: frozenset[str] = frozenset()
 
 
 class StarfishStrategy(Strategy[StarfishParams]):
@@ -108,10 +114,13 @@ class StarfishStrategy(Strategy[StarfishParams]):
             state.log.resumed_at.append(state.round)
         else:
             state = self._start(ctx, params)
-        selected = len(state.ranked)
+        selected = len(state.selected)
         interval = params.check_interval(total)
         for t in range(state.round + 1, selected + 1):
             self._unlearning_round(ctx, params, state, t, interval)
+            if t == selected and not state.pending.empty:  # never revealable: dropped, not applied
+                state.log.releases.append(ReleaseEntry(t, "dropped", list(state.pending.steps), 0))
+                state.pending, state.held = PendingRelease(), None
             state.round = t
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
@@ -132,7 +141,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         selection = self.selector.select(ctx, params, count)
         return StarfishState(
             clients=remaining,
-            ranked=selection.ranked,
+            selected=selection.rounds,
             method=selection.method,
             deltas=deltas,
             model=history.model(0).to(torch.float64).clone(),
@@ -158,31 +167,78 @@ class StarfishStrategy(Strategy[StarfishParams]):
             stored=history.gradients(ctx.backend, r, participants),
             norms=history.norms(ctx.backend, r, participants),
             v=state.model - history.model(r - 1).to(torch.float64),
+            keep_estimates=_keep_estimates(ctx, params, state, participants),
         )
+        without_pairs = {c for c in participants if not state.buffers.get(c)}  # their estimate is g_r^j
         if not state.warmup_over:
             kind = "warmup"
-            gradients = self._warmup(ctx, params, state, step)
+            gradients, answered = self._warmup(ctx, params, state, step)
         else:
             kind = "check" if t % interval == 0 else "estimate"
-            gradients = self._estimate(ctx, params, state, step, check=t % interval == 0)
-        with ctx.backend.step("UE"):
-            weights = fedavg_weights(info, participants)
-            g_agg = reveal_aggregate(ctx.backend, gradients, [weights[c] for c in participants])
+            gradients, answered = self._estimate(ctx, params, state, step, check=t % interval == 0)
         eta = params.unlearning_rate(info.lr)
-        state.model = state.model - eta * g_agg
+        weights = fedavg_weights(info, participants)
+        with ctx.backend.step("UE"):
+            update = weighted_sum(ctx.backend, gradients, [eta * weights[c] for c in participants])
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
+        null_step = float(torch.linalg.vector_norm(step.v)) <= params.min_step
+        exact_here = set(answered) | (set(participants) if null_step else set())
+        contributions = classify(participants, weights, eta, exact_here, without_pairs)
+        self._release(ctx, params, state, step, update, contributions)
 
-    def _warmup(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> Secret:
+    def _release(
+        self,
+        ctx: UnlearnContext,
+        params: StarfishParams,
+        state: StarfishState,
+        step: _Replay,
+        update: Secret,
+        contributions: tuple[dict[str, float], dict[str, float], set[str]],
+    ) -> None:
+        """Add U_t to the pending update; reveal the sum and move M̂ iff the release rule allows it.
+
+        A step with fewer than k remaining participants is excluded instead: merged into the
+        next update it would hide only behind that aggregate, which is small near convergence.
+        """
+        if len(step.participants) < params.min_cohort:
+            state.log.releases.append(ReleaseEntry(step.t, "excluded", [step.t], len(step.participants)))
+            return
+        exact, stored, opaque = contributions
+        pending = state.pending
+        here = anchor_round(ctx.history, state.model, params.min_step) if exact else None
+        if here is not None:
+            pending.add_exact(here, exact)
+        else:  # exact vectors at a point Stage I never published: nobody can cancel them
+            opaque = opaque | set(exact)
+        if stored:
+            pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
+        pending.opaque |= opaque
+        pending.steps.append(step.t)
+        state.held = update if state.held is None else ctx.backend.add(state.held, update)
+        ok, support = revealable(pending, ctx.history, params.min_cohort)
+        kept = sorted(step.keep_estimates)
+        if not ok:
+            state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
+            return
+        with ctx.backend.step("UE"):
+            state.model = state.model - reveal_update(ctx.backend, state.held)
+        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept))
+        state.pending, state.held = PendingRelease(), None
+
+    def _warmup(
+        self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay
+    ) -> tuple[Secret, set[str]]:
         """Exact round: every participant computes its gradient at M̂_t (pairs fill the buffers).
 
-        Warm-up ends after B rounds with a non-degenerate step s = M̂_t − M_{r−1}.
+        Warm-up ends after B rounds with a non-degenerate step s = M̂_t − M_{r−1}. Returns the
+        gradients and the clients whose row is an exact answer.
         """
         backend = ctx.backend
-        ctx.progress("warmup", step.t, len(state.ranked), f"round {step.r}")
+        ctx.progress("warmup", step.t, len(state.selected), f"round {step.r}")
         with backend.step("warmup"):
             answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
         with backend.step("UE"):
-            if len(answers) < len(step.participants):  # a silent client keeps its estimate
+            if len(answers) < len(step.participants) or step.keep_estimates:  # a silent client keeps its estimate
                 gradients = estimate_gradients(
                     backend, state, step.participants, step.stored, step.v, params, step.norms
                 )
@@ -192,19 +248,22 @@ class StarfishStrategy(Strategy[StarfishParams]):
         if float(torch.linalg.vector_norm(step.v)) > params.min_step:
             state.warmup_pairs += 1
             state.warmup_over = state.warmup_pairs >= params.buffer_size
-        return gradients
+        return gradients, set(answers) - step.keep_estimates
 
     def _estimate(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay, check: bool
-    ) -> Secret:
-        """SecUE for every participant; on a check round SecTC and the flagged clients' correction."""
+    ) -> tuple[Secret, set[str]]:
+        """SecUE for every participant; on a check round SecTC and the flagged clients' correction.
+
+        Returns the gradients and the clients whose row is an exact answer.
+        """
         backend = ctx.backend
-        total = len(state.ranked)
+        total = len(state.selected)
         ctx.progress("estimate", step.t, total, f"round {step.r}")
         with backend.step("UE"):
             gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
         if not check:
-            return gradients
+            return gradients, set()
         ctx.progress("threshold_check", step.t, total, f"{len(step.participants)} clients")
         with backend.step("TC"):
             sample = check_sample(state.model.numel(), params.check_sample, step.t)
@@ -212,12 +271,13 @@ class StarfishStrategy(Strategy[StarfishParams]):
         state.log.flags.append(FlagEntry(step.t, step.r, dict(zip(step.participants, flags, strict=True))))
         flagged = [c for c, f in zip(step.participants, flags, strict=True) if f]
         if not flagged:
-            return gradients
+            return gradients, set()
         ctx.progress("correction", step.t, total, f"{len(flagged)} flagged")
         with backend.step("correction"):
             answers = self._ask(ctx, state, step.t, step.r, flagged, "correction")
         with backend.step("UE"):
-            return self._apply_answers(backend, state, params, step, gradients, answers)
+            gradients = self._apply_answers(backend, state, params, step, gradients, answers)
+        return gradients, set(answers) - step.keep_estimates
 
     # ------------------------------------------------------------------ helpers
     def _ask(
@@ -256,7 +316,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         gradients: Secret,
         answers: Mapping[str, Secret],
     ) -> Secret:
-        """Exact answers replace estimates and become L-BFGS pairs (s = v, y = exact − stored)."""
+        """Exact answers become L-BFGS pairs (s = v, y = exact − stored) and replace the estimates
+        (except for `step.keep_estimates`)."""
         if not answers:
             return gradients
         answered = [c for c in step.participants if c in answers]
@@ -264,21 +325,37 @@ class StarfishStrategy(Strategy[StarfishParams]):
         exact = backend.stack([answers[c] for c in answered], dim=0)
         stored_rows = backend.cat([backend.index(step.stored, slice(i, i + 1)) for i in rows], dim=0)
         add_pairs(backend, state, answered, step.t, step.v, exact, stored_rows, params)
-        return replace_rows(backend, gradients, step.participants, answers)
+        published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
+        return replace_rows(backend, gradients, step.participants, published) if published else gradients
 
     def _check_resume(self, ctx: UnlearnContext, params: StarfishParams, state: object) -> None:
         if not isinstance(state, StarfishState):
             raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
         if tuple(ctx.remaining_clients()) != state.clients:
             raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-        if not 0 <= state.round <= len(state.ranked):
-            raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.ranked)}")
+        if not 0 <= state.round <= len(state.selected):
+            raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.selected)}")
         if state.model.numel() != ctx.history.model(0).numel():
             raise UnlearningError("the checkpoint's model does not match the history's model size")
         if state.log.request != _request(ctx, params):
             raise UnlearningError(
                 "the checkpoint was taken for other targets or parameters; resume with the same request"
             )
+
+
+def _keep_estimates(
+    ctx: UnlearnContext, params: StarfishParams, state: StarfishState, participants: Sequence[str]
+) -> frozenset[str]:
+    """Clients that publish their estimate instead of an exact answer in this step.
+
+    While an update is held at a model point where Stage I published an aggregate (the first
+    replay at M_0), further exact answers there would only repeat the differenceable sum;
+    clients that have L-BFGS pairs publish their estimate (opaque to the release rule) and
+    their answers still become pairs. Empty otherwise.
+    """
+    if state.pending.empty or anchor_round(ctx.history, state.model, params.min_step) is None:
+        return frozenset()
+    return frozenset(c for c in participants if state.buffers.get(c))
 
 
 def _request(ctx: UnlearnContext, params: StarfishParams) -> dict[str, Any]:
