@@ -4,17 +4,30 @@ With public weights w_j (FedAvg's n_j / Σ_k n_k, or signed ones such as PUF's),
 aggregate G = Σ_j w_j·[g_j] is a local product of the public weight row with the stacked
 secrets, and only G (m values) is revealed (Starfish Algorithm 2 lines 13–14; the
 baselines' aggregation steps). On the plaintext backend the same code returns the sum.
+
+With a `privacy` aggregator (`unlearning.distributed_dp.PrivateAggregator`, optional
+differential privacy) the gradients are clipped inside 2PC and G is opened with
+distributed Gaussian noise instead; the aggregator logs the release for the accountant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import torch
 
 from mpc.backend import Backend, Secret
+from unlearning.errors import UnlearningError
 from unlearning.history import RoundInfo
-from unlearning.strategy import UnlearningError
+
+
+class AggregatePrivacy(Protocol):
+    """What `reveal_aggregate` needs of an optional DP mechanism (`unlearning.distributed_dp`)."""
+
+    def reveal(
+        self, backend: Backend, gradients: Secret, weights: Sequence[float], members: Sequence[str], label: str
+    ) -> torch.Tensor: ...
 
 
 def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
@@ -25,17 +38,36 @@ def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
     return {c: info.n_samples[c] / total for c in clients}
 
 
-def reveal_aggregate(backend: Backend, gradients: Secret, weights: Sequence[float]) -> torch.Tensor:
-    """Reveal only G = Σ_j w_j·[g_j] for stacked gradients (n, m) and n public weights; (m,) float64."""
+def reveal_aggregate(
+    backend: Backend,
+    gradients: Secret,
+    weights: Sequence[float],
+    privacy: AggregatePrivacy | None = None,
+    members: Sequence[str] = (),
+    label: str = "",
+) -> torch.Tensor:
+    """Reveal only G = Σ_j w_j·[g_j] for stacked gradients (n, m) and n public weights; (m,) float64.
+
+    With `privacy`, the clipped and noised G of the DP mechanism; `members` (the clients of
+    the rows) and `label` name the release in its log."""
     if len(weights) != gradients.shape[0]:
         raise ValueError(f"{len(weights)} weights for {gradients.shape[0]} gradients")
+    if privacy is not None:
+        if len(members) != len(weights):
+            raise ValueError(f"{len(members)} members for {len(weights)} weights")
+        return privacy.reveal(backend, gradients, weights, members, label)
     w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
     return backend.reveal(backend.matmul(w, gradients)).to(torch.float64)
 
 
 def reveal_client_aggregate(
-    backend: Backend, gradients: Mapping[str, Secret], weights: Mapping[str, float]
+    backend: Backend,
+    gradients: Mapping[str, Secret],
+    weights: Mapping[str, float],
+    privacy: AggregatePrivacy | None = None,
+    label: str = "",
 ) -> torch.Tensor:
     """`reveal_aggregate` over per-client secrets (m,) with per-client weights."""
     clients = list(gradients)
-    return reveal_aggregate(backend, backend.stack([gradients[c] for c in clients]), [weights[c] for c in clients])
+    stacked = backend.stack([gradients[c] for c in clients])
+    return reveal_aggregate(backend, stacked, [weights[c] for c in clients], privacy, clients, label)

@@ -167,7 +167,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
             gradients = self._estimate(ctx, params, state, step, check=t % interval == 0)
         with ctx.backend.step("UE"):
             weights = fedavg_weights(info, participants)
-            g_agg = reveal_aggregate(ctx.backend, gradients, [weights[c] for c in participants])
+            row_weights = [weights[c] for c in participants]
+            label = f"stage2 round {r}"
+            g_agg = reveal_aggregate(ctx.backend, gradients, row_weights, ctx.privacy, participants, label)
         eta = params.unlearning_rate(info.lr)
         state.model = state.model - eta * g_agg
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
