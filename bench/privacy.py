@@ -1,0 +1,153 @@
+"""Utility cost of the optional distributed DP: TER and BA-ASR against ε on MNIST.
+
+Setting (small enough for minutes on two cores): MNIST 5k, 10 IID clients, the
+`mnist_mlp` (50,890 parameters), 20 FedAvg rounds, client-00 the backdoored target;
+Starfish unlearns it with its default parameters on the plaintext backend (the secure
+backend opens the same values; tests/unlearning/test_distributed_dp.py). For each noise
+multiplier z (and DP off), with clipping norm C and δ = 1e-5:
+
+* Stage I: clients clip uploads to C, the aggregate of every round carries distributed
+  Gaussian noise σ = z·C·max_j w_j from each party (`evaluation.aggregate_dp`);
+* Stage II: every revealed aggregate is clipped in 2PC and noised the same way
+  (`unlearning.distributed_dp.PrivateAggregator`);
+* ε: Opacus's RDP accountant over each client's Stage I + Stage II releases
+  (`unlearning.dp_accounting`); the job's ε is the worst client's.
+
+Reports TER and BA-ASR of the trained model M_T and of the unlearned model, the job ε,
+and the seconds of each phase. Writes bench/results/privacy.json and
+docs/figures/privacy_epsilon.png.
+
+    .venv/bin/python -m bench.privacy            # C = 5, z ∈ {off, 0.5, 1, 2, 4}
+    .venv/bin/python -m bench.privacy --quick    # z ∈ {off, 1, 4}
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.env import stamp, write_result
+
+CLIP = 5.0  #: ≈ the median upload norm of this setting (3.8–8.5 between the 10th and 90th percentile)
+DELTA = 1e-5
+MULTIPLIERS = (0.5, 1.0, 2.0, 4.0)
+QUICK_MULTIPLIERS = (1.0, 4.0)
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "privacy_epsilon.png"
+
+
+def config(seed: int) -> Any:
+    from evaluation.simulator import SimulationConfig
+
+    return SimulationConfig(dataset="mnist5k", architecture="mnist_mlp", num_clients=10, rounds=20, seed=seed)
+
+
+def one_setting(seed: int, multiplier: float | None) -> dict[str, Any]:
+    """Stage I + Stage II at noise multiplier z (None: DP off, clipping off); metrics and ε."""
+    from evaluation.aggregate_dp import simulate_private
+    from evaluation.experiment import Experiment
+    from mpc.plain_backend import PlainBackend
+    from unlearning.distributed_dp import DPSettings, PrivateAggregator
+    from unlearning.dp_accounting import privacy_report
+
+    on = multiplier is not None
+    settings = DPSettings(clip=CLIP if on else 1e12, noise_multiplier=multiplier or 0.0, delta=DELTA)
+    start = time.perf_counter()
+    result, stage1 = simulate_private(config(seed), settings)
+    train_seconds = time.perf_counter() - start
+    exp = Experiment(result, result.models[-1])
+    trained = exp.evaluator.evaluate(result.models[-1])
+    aggregator = PrivateAggregator(settings) if on else None
+    run = exp.run("starfish", PlainBackend(), with_gap=False, privacy=aggregator)
+    row: dict[str, Any] = {
+        "dp": on,
+        "noise_multiplier": multiplier,
+        "clip": CLIP if on else None,
+        "delta": DELTA,
+        "trained": {"ter": trained["ter"], "ba_asr": trained["ba_asr"]},
+        "unlearned": {"ter": run["metrics"]["ter"], "ba_asr": run["metrics"]["ba_asr"]},
+        "stage2_releases": 0 if aggregator is None else len(aggregator.releases),
+        "seconds": {"stage1": train_seconds, "stage2": run["seconds"]},
+    }
+    if aggregator is not None:
+        report = privacy_report([*stage1, *aggregator.releases], DELTA)
+        row["epsilon"] = report["epsilon"]
+        row["epsilon_stage1_only"] = privacy_report(stage1, DELTA)["epsilon"]
+        row["epsilon_per_client"] = report["per_client"]
+    else:
+        row["epsilon"] = None  # no guarantee
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| z | ε (δ = 1e-5) | TER trained | BA-ASR trained | TER unlearned | BA-ASR unlearned |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        z = "off" if not r["dp"] else f"{r['noise_multiplier']:g}"
+        eps = "∞ (no DP)" if not r["dp"] else f"{r['epsilon']:.2f}"
+        t, u = r["trained"], r["unlearned"]
+        lines.append(
+            f"| {z} | {eps} | {100 * t['ter']:.1f} % | {100 * t['ba_asr']:.1f} % "
+            f"| {100 * u['ter']:.1f} % | {100 * u['ba_asr']:.1f} % |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    private = [r for r in rows if r["dp"]]
+    eps = [r["epsilon"] for r in private]
+    off = next(r for r in rows if not r["dp"])
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for key, label, colour in (("ter", "TER", "tab:blue"), ("ba_asr", "BA-ASR", "tab:red")):
+        ax.plot(eps, [100 * r["unlearned"][key] for r in private], "o-", color=colour, label=f"{label}, unlearned")
+        ax.axhline(100 * off["unlearned"][key], color=colour, ls="--", lw=1, label=f"{label}, DP off")
+    ax.set_xscale("log")
+    ax.set_xlabel("job ε (Stage I + Stage II, δ = 1e-5, RDP)")
+    ax.set_ylabel("%")
+    ax.set_title("MNIST 5k, mnist_mlp, 10 clients, 20 rounds, Starfish")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(FIGURE, dpi=110)
+    plt.close(fig)
+
+
+def run(quick: bool = False, seed: int = 0) -> dict[str, Any]:
+    """`starfish bench --only privacy`: every setting, the table, the plot; writes privacy.json."""
+    import torch
+
+    torch.set_num_threads(1)
+    multipliers = QUICK_MULTIPLIERS if quick else MULTIPLIERS
+    meta = stamp({"clip": CLIP, "delta": DELTA, "multipliers": list(multipliers), "seed": seed, "quick": quick})
+    rows = []
+    for z in (None, *multipliers):
+        print(f"   z = {'off' if z is None else z}", flush=True)
+        rows.append(one_setting(seed, z))
+        print(f"      {rows[-1]['unlearned']} ε = {rows[-1]['epsilon']}", flush=True)
+    figures = {"setting": {"config": config(seed).__dict__}, "rows": rows, "table": table(rows)}
+    write_result("privacy", meta, figures)
+    plot(rows)
+    print(figures["table"], flush=True)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    run(args.quick, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
