@@ -1,7 +1,7 @@
 """Stage I under the optional distributed DP of the service, simulated (docs/PRIVACY.md).
 
 What the deployment does each round i (server side, `server.aggregation`): every client
-clips its pseudo-gradient to norm C before sharing it (the SDK's clipping; the stored
+clips its pseudo-gradient to norm C before sharing it (`client_sdk.stats.clip_to_norm`; the stored
 upload is the clipped one), the parties aggregate G_i = Σ_j w_j·g̃_j on shares, and each
 party adds its own N(0, σ²) with σ = z·C·max_j w_j to its share of the aggregate before
 the exchange, so the published model M_i = M_(i−1) − η·(G_i + n_0 + n_1) carries noise
@@ -20,19 +20,13 @@ import time
 import numpy as np
 import torch
 
-from client_sdk.stats import l2_norm, tolerance_threshold
+from client_sdk.stats import clip_to_norm, l2_norm, tolerance_threshold
 from evaluation.models import initial_model
 from evaluation.simulator import RoundCallback, SimulationConfig, SimulationResult, build_federation
 from evaluation.training import apply_update, fedavg, train_round
 from unlearning.distributed_dp import DPSettings, Release
 
 PARTIES = 2  #: each party adds its own noise
-
-
-def clip_upload(g: torch.Tensor, clip: float) -> torch.Tensor:
-    """The client-side clipping g·min(1, C/‖g‖)."""
-    norm = float(torch.linalg.vector_norm(g.to(torch.float64)))
-    return g if norm <= clip else (g.to(torch.float64) * (clip / norm)).to(g.dtype)
 
 
 def simulate_private(
@@ -52,7 +46,7 @@ def simulate_private(
     start = time.perf_counter()
     for i in range(1, cfg.rounds + 1):
         uploads = {
-            c: clip_upload(g, settings.clip)
+            c: torch.from_numpy(clip_to_norm(g.numpy(), settings.clip))
             for c, g in train_round(fed.trainer, models[-1], fed.clients, i, cfg.seed).items()
         }
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + i)

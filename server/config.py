@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from server.dp_config import DPConfig, parse_dp_config
 from server.headroom import round_sample_budget
 from server.jobs.job_config import JobConfig
 from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
@@ -138,6 +139,8 @@ class PartyConfig:
     observability: ObservabilityConfig = field(default_factory=ObservabilityConfig)
     #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
     unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
+    #: optional distributed differential privacy ([privacy]'s DP keys; server.dp_config)
+    dp: DPConfig = field(default_factory=DPConfig)
 
     @property
     def name(self) -> str:
@@ -259,6 +262,10 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    try:
+        dp = parse_dp_config(data.get("privacy", {}))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     return PartyConfig(
         role=role,
         listen=str(_require(data, "listen", "top level")),
@@ -277,6 +284,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         signing=signing,
         observability=observability,
         unlearning=unlearning,
+        dp=dp,
     )
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from server.jobs.jobstore import JobRecord
+from unlearning.distributed_dp import Release
+from unlearning.dp_accounting import privacy_report
 
 
 def dealer_record(job_dir: Path, label: str, independent: bool) -> dict[str, Any]:
@@ -31,7 +33,10 @@ def build_report(
     receipts: dict[str, list[dict[str, Any]]],
     finished: float,
     dealer: dict[str, Any],
+    stage1: list[Release] | None = None,
 ) -> dict[str, Any]:
+    """The report (module docstring); `stage1`: the noised Stage I rounds this party logged."""
+    stage1 = stage1 or []
     report = json.loads((job_dir / "worker-report.json").read_text())
     report["job"] = {
         "job_id": job.job_id,
@@ -50,7 +55,21 @@ def build_report(
     }
     report["dealer"] = dealer
     report["erasure"] = receipts
+    report["privacy"] = privacy_section(report.pop("dp", None), stage1)
     return report
+
+
+def privacy_section(dp: dict[str, Any] | None, stage1: list[Release]) -> dict[str, Any]:
+    """(ε, δ) per client and for the job over the noised Stage I rounds and this job's
+    Stage II releases (`unlearning.dp_accounting`); {"dp": False} when the job ran without DP."""
+    if dp is None:
+        return {"dp": False}
+    stage2 = [Release(e["label"], float(e["noise_multiplier"]), tuple(e["members"])) for e in dp["releases"]]
+    return {
+        "dp": True,
+        "settings": dp["settings"],
+        **privacy_report([*stage1, *stage2], float(dp["settings"]["delta"])),
+    }
 
 
 def _mb(n: float) -> str:
@@ -77,6 +96,12 @@ def render_summary(report: dict[str, Any]) -> str:
     for name, cost in sorted(report["costs"].items()):
         lines.append(
             f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
+        )
+    privacy = report.get("privacy") or {}
+    if privacy.get("dp"):
+        lines.append(
+            f"differential privacy: job ε = {privacy['epsilon']} at δ = {privacy['delta']:g} "
+            f"({len(privacy['releases'])} noised releases, {privacy['accountant']})"
         )
     cert = report.get("certificate") or {}
     if cert.get("status") == "signed":

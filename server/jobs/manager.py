@@ -174,7 +174,9 @@ class JobManager(JobRunnerBase):
         finished = time.time()
         folder = self.jobs.job_dir(job.job_id)
         dealer = dealer_record(folder, self.cfg.jobs.dealer_label, self.cfg.jobs.dealer_independent)
-        report = build_report(folder, job, digest, receipts, finished, dealer)
+        dp1 = self.state.stage1_dp
+        stage1 = dp1.releases(up_to=job.base_round) if dp1 is not None else []
+        report = build_report(folder, job, digest, receipts, finished, dealer, stage1)
         report["certificate"] = certificate
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))
