@@ -72,6 +72,7 @@ class LocalDeployment:
     admission: dict = field(default_factory=dict)  #: overrides of [admission]
     observability: dict = field(default_factory=dict)  #: overrides of [observability]
     unlearning: dict = field(default_factory=dict)  #: [unlearning]: operator parameters and bounds
+    privacy: dict = field(default_factory=dict)  #: [privacy]: differential privacy (docs/PRIVACY.md)
     precision_bits: int = 16
     same_identity_as: LocalDeployment | None = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -143,6 +144,7 @@ class LocalDeployment:
             },
             "admission": dict(self.admission),
             "unlearning": dict(self.unlearning),
+            "privacy": dict(self.privacy),
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},
