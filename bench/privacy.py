@@ -17,7 +17,7 @@ Reports TER and BA-ASR of the trained model M_T and of the unlearned model, the 
 and the seconds of each phase. Writes bench/results/privacy.json and
 docs/figures/privacy_epsilon.png.
 
-    .venv/bin/python -m bench.privacy            # C = 5, z ∈ {off, 0.5, 1, 2, 4}
+    .venv/bin/python -m bench.privacy            # C = 5, z ∈ {off, 0.5, 1, 2, 4, 8}
     .venv/bin/python -m bench.privacy --quick    # z ∈ {off, 1, 4}
 """
 
@@ -33,7 +33,7 @@ from bench.env import stamp, write_result
 
 CLIP = 5.0  #: ≈ the median upload norm of this setting (3.8–8.5 between the 10th and 90th percentile)
 DELTA = 1e-5
-MULTIPLIERS = (0.5, 1.0, 2.0, 4.0)
+MULTIPLIERS = (0.5, 1.0, 2.0, 4.0, 8.0)
 QUICK_MULTIPLIERS = (1.0, 4.0)
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "privacy_epsilon.png"
 
