@@ -92,6 +92,13 @@ class PrivateAggregator:
         """z of the next release."""
         return self._multiplier
 
+    def restore(self, releases: Sequence[Release]) -> None:
+        """Continue after a checkpoint: its release log, and the last release's z (the "fedadp"
+        schedule resumes from it without a previous norm, so its first step keeps z)."""
+        self.releases = list(releases)
+        self._multiplier = releases[-1].noise_multiplier if releases else self.settings.noise_multiplier
+        self._last_norm = None
+
     def reveal(
         self, backend: Backend, gradients: Secret, weights: Sequence[float], members: Sequence[str], label: str
     ) -> torch.Tensor:

@@ -127,7 +127,7 @@ class JobAttempt:
         state, saved_costs = self.checkpoints.load(resume, self.strategy, backend.load_shares)
         self.prior.merge(ledger_from_dict(saved_costs))
         if self.privacy is not None:
-            self.privacy.releases = read_releases(self.job_dir / f"dp-releases-{resume}.json")
+            self.privacy.restore(read_releases(self.job_dir / f"dp-releases-{resume}.json"))
         log.info("job %s: resuming after unlearning round %d", self.spec.job_id, resume)
         return state
 

@@ -136,3 +136,12 @@ def test_settings_refuse_bad_values(kwargs: dict[str, Any], message: str) -> Non
     base = {"clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}
     with pytest.raises(ValueError, match=message):
         DPSettings(**(base | kwargs))
+
+
+def test_restore_continues_the_log_and_the_schedule() -> None:
+    aggregator = PrivateAggregator(DPSettings(clip=CLIP, noise_multiplier=2.0, delta=1e-5, schedule="fedadp"))
+    saved = [Release("stage2 round 3", 2.0, ("c1", "c2")), Release("stage2 round 5", 1.5, ("c1",))]
+    aggregator.restore(saved)
+    assert aggregator.releases == saved and aggregator.noise_multiplier == 1.5
+    aggregator.restore([])
+    assert aggregator.releases == [] and aggregator.noise_multiplier == 2.0
