@@ -24,7 +24,9 @@ def clip_to_norm(gradient: np.ndarray, clip: float) -> np.ndarray:
     norm = l2_norm(gradient)
     if norm <= clip:
         return gradient
-    return (np.asarray(gradient, dtype=np.float64) * (clip / norm)).astype(np.asarray(gradient).dtype)
+    # the factor 1 − 2^-20 absorbs the rounding of a float32 result, so ‖result‖ ≤ C exactly
+    scale = clip / norm * (1.0 - 2.0**-20)
+    return (np.asarray(gradient, dtype=np.float64) * scale).astype(np.asarray(gradient).dtype)
 
 
 def tolerance_threshold(gradient: np.ndarray, alpha: float) -> float:
