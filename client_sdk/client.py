@@ -471,6 +471,8 @@ class Client:
         call again to resume).
         """
         _check_samples(n_samples)
+        if self.clip_norm is not None:  # compared with the outbox as it will be sent
+            gradient = clip_to_norm(gradient, self.clip_norm)
         entry = self.outbox.load(round_target(round_index))
         if entry is not None:
             self._check_same(entry, gradient, n_samples, model_hash)
