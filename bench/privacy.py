@@ -14,8 +14,11 @@ multiplier z (and DP off), with clipping norm C and δ = 1e-5:
   (`unlearning.dp_accounting`); the job's ε is the worst client's.
 
 Reports TER and BA-ASR of the trained model M_T and of the unlearned model, the job ε,
-and the seconds of each phase. Writes bench/results/privacy.json and
-docs/figures/privacy_epsilon.png.
+and the seconds of each phase. Then the cost of one Stage II release under real 2PC
+(dealer + two party processes, `mpc.cluster.TwoPartyCluster`): the plain FedAvg reveal
+against SecClip + the noised reveal, for the 9 remaining clients × 50,890 coordinates —
+wall seconds, online bytes and rounds (party 0's communicator) and offline bytes (dealer).
+Writes bench/results/privacy.json and docs/figures/privacy_epsilon.png.
 
     .venv/bin/python -m bench.privacy            # C = 5, z ∈ {off, 0.5, 1, 2, 4, 8}
     .venv/bin/python -m bench.privacy --quick    # z ∈ {off, 1, 4}
@@ -81,6 +84,37 @@ def one_setting(seed: int, multiplier: float | None) -> dict[str, Any]:
     return row
 
 
+def measure_release(backend: Any, rank: int, n: int, m: int, dp: bool) -> dict[str, Any]:
+    """Party side: share n gradients (party 0), then time one revealed aggregate, with or without DP."""
+    import torch
+
+    from unlearning.distributed_dp import DPSettings, PrivateAggregator
+    from unlearning.fedavg import reveal_aggregate
+
+    gen = torch.Generator().manual_seed(n * m)  # public benchmark inputs
+    values = torch.randn(n, m, generator=gen, dtype=torch.float64) * 0.05  # norms ≈ 11 at m = 50,890: clipped
+    grads = backend.share(values, src=0)
+    privacy = PrivateAggregator(DPSettings(clip=CLIP, noise_multiplier=1.0, delta=DELTA)) if dp else None
+    members = [f"c{j}" for j in range(n)]
+    name = "dp_release" if dp else "plain_release"
+    with backend.step(name):
+        reveal_aggregate(backend, grads, [1.0 / n] * n, privacy, members, name)
+    return backend.ledger.to_dict()[name]
+
+
+def release_costs(quick: bool) -> list[dict[str, Any]]:
+    """Plain vs DP release under 2PC (module docstring); party 0's counters."""
+    from mpc.cluster import ClusterConfig, TwoPartyCluster
+
+    n, m = 9, (5_089 if quick else 50_890)
+    rows = []
+    with TwoPartyCluster(timeout=1800.0, config=ClusterConfig(session_timeout_s=600.0)) as cluster:
+        for dp in (False, True):
+            r0, _ = cluster.run(measure_release, n, m, dp)
+            rows.append({"dp": dp, "clients": n, "coordinates": m, **r0})
+    return rows
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| z | ε (δ = 1e-5) | TER trained | BA-ASR trained | TER unlearned | BA-ASR unlearned |",
@@ -134,6 +168,15 @@ def run(quick: bool = False, seed: int = 0) -> dict[str, Any]:
         rows.append(one_setting(seed, z))
         print(f"      {rows[-1]['unlearned']} ε = {rows[-1]['epsilon']}", flush=True)
     figures = {"setting": {"config": config(seed).__dict__}, "rows": rows, "table": table(rows)}
+    write_result("privacy", meta, figures)
+    print("   one Stage II release under 2PC, plain vs DP", flush=True)
+    figures["release_2pc"] = release_costs(quick)
+    for r in figures["release_2pc"]:
+        print(
+            f"      dp={r['dp']}: {r['seconds']:.2f} s, online {r['online_bytes']} B in {r['online_rounds']} rounds, "
+            f"offline {r['offline_bytes']} B",
+            flush=True,
+        )
     write_result("privacy", meta, figures)
     plot(rows)
     print(figures["table"], flush=True)
