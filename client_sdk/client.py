@@ -34,6 +34,7 @@ from client_sdk import errors
 from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
 from client_sdk.retry import RetryPolicy, is_transient
 from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
+from client_sdk.stats import clip_to_norm
 from client_sdk.status import UploadStatus, combine
 from proto.binding import round_target, task_target
 from proto.channels import reconnect_options
@@ -125,6 +126,7 @@ class Client:
         upload_retry_s: float | None = None,
         deadline_grace_s: float = 10.0,
         outbox_dir: str | Path | None = None,
+        clip_norm: float | None = None,
     ):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
@@ -134,6 +136,10 @@ class Client:
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
         self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (mpc.masks)
+        #: the operator's DP clipping norm C: round uploads are clipped to it (docs/PRIVACY.md); None: off
+        self.clip_norm = clip_norm
+        if clip_norm is not None:
+            clip_to_norm(np.zeros(1), clip_norm)  # refuses a bad norm now, not at the first round
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         #: (open round, f, max |x|, deadline) both parties served
         self._checked_encoding: tuple[int, int, float, float] | None = None
@@ -434,6 +440,8 @@ class Client:
 
     def _submit_round(self, round_index: int, gradient: np.ndarray, n_samples: int, model_hash: str) -> SubmitReceipt:
         encoding, deadline = self._encoding(round_index)
+        if self.clip_norm is not None:
+            gradient = clip_to_norm(gradient, self.clip_norm)
         receipt = self._make_and_send(round_target(round_index), gradient, n_samples, model_hash, encoding, deadline)
         self._settle(round_index)
         return receipt
@@ -463,6 +471,8 @@ class Client:
         call again to resume).
         """
         _check_samples(n_samples)
+        if self.clip_norm is not None:  # compared with the outbox as it will be sent
+            gradient = clip_to_norm(gradient, self.clip_norm)
         entry = self.outbox.load(round_target(round_index))
         if entry is not None:
             self._check_same(entry, gradient, n_samples, model_hash)

@@ -16,6 +16,19 @@ def l2_norm(gradient: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(gradient, dtype=np.float64).reshape(-1)))
 
 
+def clip_to_norm(gradient: np.ndarray, clip: float) -> np.ndarray:
+    """g·min(1, C/‖g‖): the client-side clipping of Stage I under the operator's DP setting
+    (docs/PRIVACY.md, "Differential privacy"); the norm and δ are then those of the clipped g."""
+    if not np.isfinite(clip) or clip <= 0:
+        raise ValueError(f"clipping norm must be finite and > 0, got {clip!r}")
+    norm = l2_norm(gradient)
+    if norm <= clip:
+        return gradient
+    # the factor 1 − 2^-20 absorbs the rounding of a float32 result, so ‖result‖ ≤ C exactly
+    scale = clip / norm * (1.0 - 2.0**-20)
+    return (np.asarray(gradient, dtype=np.float64) * scale).astype(np.asarray(gradient).dtype)
+
+
 def tolerance_threshold(gradient: np.ndarray, alpha: float) -> float:
     """δ with #{k : |g(k)| > δ} = ⌊α·m⌋ (absent ties); 0 when ⌊α·m⌋ = m."""
     if not 0.0 < alpha <= 1.0:

@@ -25,6 +25,7 @@ from evaluation.probe import DatasetProbe
 from evaluation.simulator import SimulationResult
 from mpc.backend import Backend
 from unlearning import registry
+from unlearning.fedavg import AggregatePrivacy
 from unlearning.history import SharedHistory
 from unlearning.strategy import Progress, UnlearnContext
 
@@ -95,9 +96,12 @@ class Experiment:
         params: Mapping[str, Any] | None = None,
         on_progress: ProgressCallback | None = None,
         with_gap: bool = True,
+        privacy: AggregatePrivacy | None = None,
     ) -> dict[str, Any]:
-        """Run strategy `name` on `backend` in this process and return its measurements."""
-        outcome = execute(self.result, name, backend, self.history_for(backend), params, on_progress, self.probe)
+        """Run strategy `name` on `backend` in this process and return its measurements
+        (`privacy`: optional DP of every revealed aggregate, `unlearning.distributed_dp`)."""
+        history = self.history_for(backend)
+        outcome = execute(self.result, name, backend, history, params, on_progress, self.probe, privacy=privacy)
         return self.measure(outcome, with_gap)
 
     def measure(self, outcome: Outcome, with_gap: bool = True) -> dict[str, Any]:
@@ -150,6 +154,7 @@ def execute(
     on_progress: ProgressCallback | None = None,
     probe: DatasetProbe | None = None,
     oracle: SimulatedOracle | None = None,
+    privacy: AggregatePrivacy | None = None,
 ) -> Outcome:
     """Run strategy `name` once on `history` with a fresh oracle; time it."""
     strategy = registry.create(name)
@@ -162,6 +167,7 @@ def execute(
         params=dict(params or {}),
         on_progress=on_progress,
         probe=probe,
+        privacy=privacy,
     )
     start = time.perf_counter()
     outcome = strategy.run(ctx)

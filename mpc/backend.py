@@ -9,7 +9,7 @@
 
 `Backend` is `mpc.primitives.Primitives` (the operations each backend implements, see
 there) with the composite protocols of `mpc/protocols/` bound as methods: SecGE2/3/4,
-SecSel, SecMax, SecSrt, SecMI, SecTC, SecMul3, SecSP. Both backends therefore run the same
+SecSel, SecMax, SecSrt, SecMI, SecTC, SecMul3, SecSP, SecClip. Both backends therefore run the same
 network of comparisons and agree exactly on orders, selections and flags. The layering
 has no loop: primitives ← protocols ← backend ← plain_backend, crypten_backend.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from mpc.primitives import Primitives, Public, Secret
+from mpc.protocols.secclip import sec_clip
 from mpc.protocols.secge import ge_of_products, sec_ge2, sec_ge3, sec_ge4
 from mpc.protocols.secmax import sec_max
 from mpc.protocols.secmi import NEWTON_ITERATIONS_DEFAULT, sec_inverse
@@ -67,6 +68,10 @@ class Backend(Primitives):
     def ge4(self, w_i: Secret, a_i: Secret, v_i: Secret, w_j: Secret, a_j: Secret, v_j: Secret) -> Secret:
         """SecGE4 (Appendix C): SecGE3 comparing (2w − 1)·√(a/v) without division (`protocols/secge.py`)."""
         return sec_ge4(self, w_i, a_i, v_i, w_j, a_j, v_j)
+
+    def clip_norm(self, x: Secret, clip: float) -> Secret:
+        """SecClip: rows of x scaled by min(1, C/‖x‖), no norm revealed (`protocols/secclip.py`)."""
+        return sec_clip(self, x, clip)
 
     def max(self, a: Secret, dim: int = 0) -> Secret:
         """SecMax: maximum along `dim` by a tree of SecGE + SecSel (`protocols/secmax.py`)."""

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from mpc.backend import Backend, Public, Secret
+from mpc.dp_noise import csprng_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 
 
@@ -60,6 +61,11 @@ class PlainBackend(Backend):
 
     def reveal(self, x: Secret) -> torch.Tensor:
         return _val(x).clone()  # type: ignore[union-attr]
+
+    def reveal_noised(self, x: Secret, sigma: float) -> torch.Tensor:
+        """x + N(0, σ²) from the OS CSPRNG (one draw: this backend stands for both parties)."""
+        value = _val(x).clone()  # type: ignore[union-attr]
+        return value + csprng_gaussian(tuple(value.shape), sigma)
 
     def load_shares(self, share: np.ndarray | torch.Tensor, precision_bits: int | None = None) -> PlainSecret:
         """The value x̄ / 2^f of a whole encoding x̄ (int64)."""

@@ -88,6 +88,16 @@ class Primitives(ABC):
         """Open `x` to both parties; returns float64 (exact fixed-point decode)."""
 
     @abstractmethod
+    def reveal_noised(self, x: Secret, sigma: float) -> torch.Tensor:
+        """Open x + noise, the distributed Gaussian mechanism (docs/PRIVACY.md, "Differential privacy").
+
+        Every party that holds a share adds its own N(0, σ²) noise from the OS CSPRNG
+        (`mpc.dp_noise`) before opening, so the noise of the one honest party alone has
+        standard deviation σ (a party that subtracts its own noise still faces σ). The
+        plaintext backend, standing for both parties, adds one N(0, σ²) draw. σ = 0 is `reveal`.
+        """
+
+    @abstractmethod
     def zeros(self, shape: Sequence[int]) -> Secret:
         """A sharing of zeros (no communication)."""
 

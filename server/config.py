@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from server.dp_config import DP_KEYS, DPConfig, parse_dp_config
 from server.headroom import round_sample_budget
 from server.jobs.job_config import JobConfig
 from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
@@ -154,6 +155,8 @@ class PartyConfig:
     #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
     unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  #: minimum cohort k ([privacy])
+    #: optional distributed differential privacy ([privacy]'s DP keys; server.dp_config)
+    dp: DPConfig = field(default_factory=DPConfig)
 
     @property
     def name(self) -> str:
@@ -277,13 +280,18 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
-    privacy = _check_privacy(_sub(PrivacyConfig, data.get("privacy", {}), "privacy"))
+    cohort_keys = {k: v for k, v in data.get("privacy", {}).items() if k not in DP_KEYS}
+    privacy = _check_privacy(_sub(PrivacyConfig, cohort_keys, "privacy"))
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:
         raise ConfigError(str(exc)) from exc
     try:
         observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    try:
+        dp = parse_dp_config(data.get("privacy", {}))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return PartyConfig(
@@ -305,6 +313,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         observability=observability,
         unlearning=unlearning,
         privacy=privacy,
+        dp=dp,
     )
 
 

@@ -245,6 +245,7 @@ class RoundCoordinator:
         )
         previous = self.store.model_by_hash(rec.model_in_hash)
         mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
+        mine = self.state.aggregate_share(i, digest, members, mine)
         data = to_wire(mine)
         header = common_pb2.ShareHeader(
             round=i, shape=[mine.size], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)

@@ -175,6 +175,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         members = store.round_members(header.round)
         self._require_cohort(header.round, len(members), context)
         mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
+        mine = self.state.aggregate_share(header.round, rec.membership_sha256, members, mine)
         new_params = fedavg_update(
             previous.params, leader_share, mine, sum(members.values()), rec.lr, self.cfg.precision_bits
         )

@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from server.aggregation import RunningSums
 from server.config import PartyConfig
+from server.stage1_dp import Stage1Privacy
 from server.store import Store, TaskRecord
 
 
@@ -27,6 +30,19 @@ class PartyState:
     #: rounds party1 confirmed open since this process started; notified on `rounds_changed`
     open_on_both: set[int] = field(default_factory=set)
     rounds_changed: threading.Condition = field(default_factory=threading.Condition)
+    #: distributed DP noise of Stage I aggregate shares (None: `[privacy] dp = false`)
+    stage1_dp: Stage1Privacy | None = None
+
+    def __post_init__(self) -> None:
+        settings = self.config.dp.settings
+        if settings is not None and self.stage1_dp is None:
+            self.stage1_dp = Stage1Privacy(self.config.data_dir, settings, self.config.precision_bits)
+
+    def aggregate_share(self, round_index: int, digest: str, members: dict[str, int], share: np.ndarray) -> np.ndarray:
+        """This party's aggregate share as sent to the peer: noised when DP is on (server.stage1_dp)."""
+        if self.stage1_dp is None:
+            return share
+        return self.stage1_dp.noised_share(round_index, digest, members, share)
 
     @property
     def role(self) -> int:

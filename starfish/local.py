@@ -72,7 +72,7 @@ class LocalDeployment:
     admission: dict = field(default_factory=dict)  #: overrides of [admission]
     observability: dict = field(default_factory=dict)  #: overrides of [observability]
     unlearning: dict = field(default_factory=dict)  #: [unlearning]: operator parameters and bounds
-    privacy: dict = field(default_factory=dict)  #: overrides of [privacy] (min_cohort)
+    privacy: dict = field(default_factory=dict)  #: overrides of [privacy]: min_cohort and DP (docs/PRIVACY.md)
     precision_bits: int = 16
     same_identity_as: LocalDeployment | None = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)

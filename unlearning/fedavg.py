@@ -6,17 +6,36 @@ secrets, and only G (m values) is revealed (Starfish Algorithm 2 lines 13–14; 
 baselines' aggregation steps). On the plaintext backend the same code returns the sum.
 Starfish forms the weighted sum in shares first (`weighted_sum`) and reveals it, or a sum of
 several held ones, when its release rule allows (`unlearning.starfish.release`).
+
+With a `privacy` aggregator (`unlearning.distributed_dp.PrivateAggregator`, optional
+differential privacy) the gradients are clipped inside 2PC and G is opened with
+distributed Gaussian noise instead; the aggregator logs the release for the accountant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import torch
 
 from mpc.backend import Backend, Secret
+from unlearning.errors import UnlearningError
 from unlearning.history import RoundInfo
-from unlearning.strategy import UnlearningError
+
+
+class AggregatePrivacy(Protocol):
+    """What `reveal_aggregate` needs of an optional DP mechanism (`unlearning.distributed_dp`)."""
+
+    def reveal(
+        self, backend: Backend, gradients: Secret, weights: Sequence[float], members: Sequence[str], label: str
+    ) -> torch.Tensor: ...
+
+    def clipped_sum(self, backend: Backend, gradients: Secret, weights: Sequence[float]) -> tuple[Secret, float]: ...
+
+    def reveal_sum(
+        self, backend: Backend, total: Secret, sensitivity: float, members: Sequence[str], label: str
+    ) -> torch.Tensor: ...
 
 
 def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
@@ -40,14 +59,35 @@ def reveal_update(backend: Backend, update: Secret) -> torch.Tensor:
     return backend.reveal(update).to(torch.float64)
 
 
-def reveal_aggregate(backend: Backend, gradients: Secret, weights: Sequence[float]) -> torch.Tensor:
-    """Reveal only G = Σ_j w_j·[g_j] for stacked gradients (n, m) and n public weights; (m,) float64."""
+def reveal_aggregate(
+    backend: Backend,
+    gradients: Secret,
+    weights: Sequence[float],
+    privacy: AggregatePrivacy | None = None,
+    members: Sequence[str] = (),
+    label: str = "",
+) -> torch.Tensor:
+    """Reveal only G = Σ_j w_j·[g_j] for stacked gradients (n, m) and n public weights; (m,) float64.
+
+    With `privacy`, the clipped and noised G of the DP mechanism; `members` (the clients of
+    the rows) and `label` name the release in its log."""
+    if len(weights) != gradients.shape[0]:
+        raise ValueError(f"{len(weights)} weights for {gradients.shape[0]} gradients")
+    if privacy is not None:
+        if len(members) != len(weights):
+            raise ValueError(f"{len(members)} members for {len(weights)} weights")
+        return privacy.reveal(backend, gradients, weights, members, label)
     return reveal_update(backend, weighted_sum(backend, gradients, weights))
 
 
 def reveal_client_aggregate(
-    backend: Backend, gradients: Mapping[str, Secret], weights: Mapping[str, float]
+    backend: Backend,
+    gradients: Mapping[str, Secret],
+    weights: Mapping[str, float],
+    privacy: AggregatePrivacy | None = None,
+    label: str = "",
 ) -> torch.Tensor:
     """`reveal_aggregate` over per-client secrets (m,) with per-client weights."""
     clients = list(gradients)
-    return reveal_aggregate(backend, backend.stack([gradients[c] for c in clients]), [weights[c] for c in clients])
+    stacked = backend.stack([gradients[c] for c in clients])
+    return reveal_aggregate(backend, stacked, [weights[c] for c in clients], privacy, clients, label)

@@ -24,6 +24,7 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.errors import UnlearningError
+from unlearning.fedavg import AggregatePrivacy
 from unlearning.history import GradientOracle, SharedHistory
 from unlearning.params import StrategyParams, parse_params
 from unlearning.probes import ModelProbe, require_probe
@@ -87,6 +88,8 @@ class UnlearnContext:
     resume_from: ResumableState | None = None
     #: model outputs/loss on a probe set, for strategies that need them (Crab, FedADP)
     probe: ModelProbe | None = None
+    #: optional differential privacy of every revealed aggregate (`unlearning.distributed_dp`)
+    privacy: AggregatePrivacy | None = None
 
     def progress(self, step: str, t: int, total: int, detail: str = "") -> None:
         if self.on_progress is not None:

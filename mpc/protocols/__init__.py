@@ -6,5 +6,5 @@ methods. Because they only call primitives, the plaintext backend runs exactly t
 network of comparisons, selections and reveals as the CrypTen backend.
 
 secge (SecGE2/3/4), secmax (SecMax), secmi (SecMI and Newton–Schulz), secmul3 (SecMul3),
-secsel (SecSel), secsp (SecSP), secsrt (SecSrt), sectc (SecTC).
+secclip (SecClip), secsel (SecSel), secsp (SecSP), secsrt (SecSrt), sectc (SecTC).
 """

@@ -39,6 +39,7 @@ from server.jobs.parent_link import ParentLink
 from server.jobs.process import WorkerSpec
 from server.store import Store
 from unlearning import registry
+from unlearning.distributed_dp import DPSettings, PrivateAggregator, Release
 from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
 
 log = logging.getLogger("server.jobs.worker")
@@ -63,6 +64,8 @@ class JobAttempt:
         self.checkpoints = CheckpointDir(self.job_dir / "checkpoints")
         self.prior = CostLedger()  #: costs of earlier attempts, up to the checkpoint resumed from
         self.backend: CrypTenBackend | None = None
+        #: optional DP of every revealed aggregate; its releases are saved with each checkpoint
+        self.privacy = PrivateAggregator(DPSettings(**spec.dp)) if spec.dp else None
 
     def run(self) -> int:
         """Steps 1–4; the session is closed in every case (forcibly after a failure)."""
@@ -123,6 +126,8 @@ class JobAttempt:
         agree.check_same(backend, self.checkpoints.digest(resume), f"checkpoints of round {resume}")
         state, saved_costs = self.checkpoints.load(resume, self.strategy, backend.load_shares)
         self.prior.merge(ledger_from_dict(saved_costs))
+        if self.privacy is not None:
+            self.privacy.restore(read_releases(self.job_dir / f"dp-releases-{resume}.json"))
         log.info("job %s: resuming after unlearning round %d", self.spec.job_id, resume)
         return state
 
@@ -142,6 +147,7 @@ class JobAttempt:
             on_progress=self._on_progress,
             on_checkpoint=self._on_checkpoint,
             resume_from=state,
+            privacy=self.privacy,
         )
 
     def _costs(self) -> dict[str, Any]:
@@ -168,6 +174,8 @@ class JobAttempt:
     def _on_checkpoint(self, state: ResumableState) -> None:
         assert self.backend is not None
         digest = self.checkpoints.save(state, self._costs(), self.backend.export_shares)
+        if self.privacy is not None:
+            write_releases(self.job_dir / f"dp-releases-{state.round}.json", self.privacy.releases)
         self.link.send({"kind": "checkpoint", "t": state.round, "digest": digest})
 
     def _write_result(self, backend: CrypTenBackend, result: UnlearnResult) -> None:
@@ -175,6 +183,8 @@ class JobAttempt:
         merged = ledger_from_dict(result.report.get("costs", {}))
         merged.merge(self.prior)
         result.report["costs"] = merged.to_dict()  # every attempt, each up to its last checkpoint
+        if self.privacy is not None:
+            result.report["dp"] = {"settings": asdict(self.privacy.settings), "releases": releases_json(self.privacy)}
         model = result.model.detach().to(torch.float32).numpy()
         digest = model_hash(self.spec.arch, model)
         agree.check_same(backend, digest, "unlearned model")
@@ -185,6 +195,28 @@ class JobAttempt:
         (self.job_dir / "worker-report.json").write_text(report)
         self.link.send({"kind": "result", "model_hash": digest})
         log.info("job %s: result written (model %s); leaving the session", self.spec.job_id, digest[:12])
+
+
+def releases_json(privacy: PrivateAggregator) -> list[dict[str, Any]]:
+    """The Stage II releases with their members (public: the participants of replayed rounds)."""
+    return [{**r.as_dict(), "members": list(r.members)} for r in privacy.releases]
+
+
+def write_releases(path: Path, releases: list[Release]) -> None:
+    """The releases up to a checkpoint (temp file, then rename), read back on resume."""
+    tmp = path.with_suffix(".tmp")
+    entries = [{"label": r.label, "noise_multiplier": r.noise_multiplier, "members": list(r.members)} for r in releases]
+    tmp.write_text(json.dumps(entries))
+    tmp.replace(path)
+
+
+def read_releases(path: Path) -> list[Release]:
+    """Releases `write_releases` stored (none when the checkpoint predates DP)."""
+    if not path.exists():
+        return []
+    return [
+        Release(e["label"], float(e["noise_multiplier"]), tuple(e["members"])) for e in json.loads(path.read_text())
+    ]
 
 
 def run_attempt(spec_path: Path, link: ParentLink) -> int:

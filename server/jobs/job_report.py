@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from server.jobs.jobstore import JobRecord
+from unlearning.distributed_dp import Release
+from unlearning.dp_accounting import privacy_report
 
 
 def dealer_record(job_dir: Path, label: str, independent: bool) -> dict[str, Any]:
@@ -90,9 +92,11 @@ def build_report(
     dealer: dict[str, Any],
     stage1: dict[int, int],
     remaining: int,
+    stage1_dp: list[Release] | None = None,
 ) -> dict[str, Any]:
     """The job report; `stage1` is |S_i| of every stored round i ≤ T (the public models'
-    cohorts), `remaining` the number of the history's clients that are not targets."""
+    cohorts), `remaining` the number of the history's clients that are not targets,
+    `stage1_dp` the noised Stage I rounds this party logged."""
     report = json.loads((job_dir / "worker-report.json").read_text())
     report["revealed"] = revealed_section(report, stage1, remaining, len(job.targets))
     report["job"] = {
@@ -112,7 +116,41 @@ def build_report(
     }
     report["dealer"] = dealer
     report["erasure"] = receipts
+    report["privacy"] = privacy_section(report.pop("dp", None), stage1_dp or [])
+    _spend(report["revealed"], report["privacy"])
     return report
+
+
+#: the revealed kinds that are noised aggregates when the job runs with DP
+NOISED_KINDS = ("aggregate_gradients", "stage1_models", "unlearned_model")
+
+
+def _spend(revealed: dict[str, Any], privacy: dict[str, Any]) -> None:
+    """With DP, each noised kind (and each of its published values) carries the job's ε: the
+    worst client's budget over the whole composition (Stage I + Stage II), an upper bound on
+    what any one of these values costs that client. Other kinds stay null (not noised)."""
+    if not privacy.get("dp"):
+        return
+    for kind in NOISED_KINDS:
+        entry = revealed.get(kind)
+        if entry is None:
+            continue
+        entry["epsilon"] = privacy["epsilon"]
+        for value in entry.get("published", []):
+            value["epsilon"] = privacy["epsilon"]
+
+
+def privacy_section(dp: dict[str, Any] | None, stage1: list[Release]) -> dict[str, Any]:
+    """(ε, δ) per client and for the job over the noised Stage I rounds and this job's
+    Stage II releases (`unlearning.dp_accounting`); {"dp": False} when the job ran without DP."""
+    if dp is None:
+        return {"dp": False}
+    stage2 = [Release(e["label"], float(e["noise_multiplier"]), tuple(e["members"])) for e in dp["releases"]]
+    return {
+        "dp": True,
+        "settings": dp["settings"],
+        **privacy_report([*stage1, *stage2], float(dp["settings"]["delta"])),
+    }
 
 
 def _mb(n: float) -> str:
@@ -139,6 +177,12 @@ def render_summary(report: dict[str, Any]) -> str:
     for name, cost in sorted(report["costs"].items()):
         lines.append(
             f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
+        )
+    privacy = report.get("privacy") or {}
+    if privacy.get("dp"):
+        lines.append(
+            f"differential privacy: job ε = {privacy['epsilon']} at δ = {privacy['delta']:g} "
+            f"({len(privacy['releases'])} noised releases, {privacy['accountant']})"
         )
     cert = report.get("certificate") or {}
     if cert.get("status") == "signed":

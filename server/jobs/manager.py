@@ -185,7 +185,9 @@ class JobManager(JobRunnerBase):
         rounds = [i for i in self.store.committed_rounds() if i <= job.base_round]
         stage1 = {i: len(self.store.round_members(i)) for i in rounds}
         remaining = len(history_clients(self.store, job.base_round) - set(job.targets))
-        report = build_report(folder, job, digest, receipts, finished, dealer, stage1, remaining)
+        dp1 = self.state.stage1_dp
+        stage1_dp = dp1.releases(up_to=job.base_round) if dp1 is not None else []
+        report = build_report(folder, job, digest, receipts, finished, dealer, stage1, remaining, stage1_dp)
         report["certificate"] = certificate
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))

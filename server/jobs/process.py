@@ -64,6 +64,8 @@ class WorkerSpec:
     step_check: str
     task_timeout_s: float
     task_poll_s: float
+    #: `[privacy]` DP settings (DPSettings fields); empty when DP is off
+    dp: dict[str, Any]
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=1, sort_keys=True))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ class JobRunnerBase:
             step_check=jc.step_check,
             task_timeout_s=jc.task_timeout_s,
             task_poll_s=jc.task_poll_s,
+            dp={} if self.cfg.dp.settings is None else asdict(self.cfg.dp.settings),
         )
 
     def start_worker(self, job: JobRecord, attempt: int, session_id: str, host: str, port: int) -> WorkerProcess:

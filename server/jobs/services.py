@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 
 import grpc
 
@@ -47,8 +48,25 @@ WATCH_POLL_S = 0.2
 log = logging.getLogger(__name__)
 
 
-def job_status(job: JobRecord, dealer: str = "") -> admin_pb2.JobStatus:
+def job_privacy(job_dir: Path) -> admin_pb2.JobPrivacy | None:
+    """The (ε, δ) of a finished job's report (None before the report exists or without DP)."""
+    path = job_dir / "report.json"
+    if not path.exists():
+        return None
+    privacy = json.loads(path.read_text()).get("privacy") or {}
+    if not privacy.get("dp"):
+        return None
+    return admin_pb2.JobPrivacy(
+        dp=True,
+        delta=float(privacy["delta"]),
+        epsilon=float(privacy["epsilon"]),
+        client_epsilon={c: float(e) for c, e in privacy["per_client"].items()},
+    )
+
+
+def job_status(job: JobRecord, dealer: str = "", privacy: admin_pb2.JobPrivacy | None = None) -> admin_pb2.JobStatus:
     return admin_pb2.JobStatus(
+        privacy=privacy,
         dealer=dealer,
         job_id=job.job_id,
         state=STATES[job.state],
@@ -71,6 +89,10 @@ class JobAdminService(AdminService):
         super().__init__(state, peer)
         self.manager = manager
         self.jobs = manager.jobs
+
+    def _status(self, job: JobRecord) -> admin_pb2.JobStatus:
+        privacy = job_privacy(self.jobs.job_dir(job.job_id)) if job.state == "succeeded" else None
+        return job_status(job, self.cfg.jobs.dealer_label, privacy)
 
     def _job(self, request, context) -> JobRecord:
         job = self.jobs.get(request.job_id)
@@ -133,13 +155,13 @@ class JobAdminService(AdminService):
 
     def GetJobStatus(self, request, context):
         require_admin(self.cfg, context)
-        return job_status(self._job(request, context), self.cfg.jobs.dealer_label)
+        return self._status(self._job(request, context))
 
     def WatchJob(self, request, context):
         require_admin(self.cfg, context)
         last = None
         while context.is_active() and not self.state.stopping.is_set():
-            status = job_status(self._job(request, context), self.cfg.jobs.dealer_label)
+            status = self._status(self._job(request, context))
             view = (status.state, status.step, status.unlearning_round, status.bytes, status.error, status.attempt)
             if view != last:
                 last = view
@@ -199,7 +221,7 @@ class JobAdminService(AdminService):
 
     def ListJobs(self, request, context):
         require_admin(self.cfg, context)
-        return admin_pb2.ListJobsReply(jobs=[job_status(j, self.cfg.jobs.dealer_label) for j in self.jobs.all()])
+        return admin_pb2.ListJobsReply(jobs=[self._status(j) for j in self.jobs.all()])
 
 
 class JobPeerService(PeerService):

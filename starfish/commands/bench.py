@@ -20,6 +20,7 @@ BENCHMARKS = (
     "soak",
     "flower_scale",
     "quality_mnist",
+    "privacy",
     "unlearning_cost",
     "switching",
     "precision",

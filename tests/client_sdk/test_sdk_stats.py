@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from client_sdk.stats import l2_norm, tolerance_threshold
+from client_sdk.stats import clip_to_norm, l2_norm, tolerance_threshold
 
 
 @settings(max_examples=100, deadline=None)
@@ -39,3 +39,21 @@ def test_norm_and_bad_alpha():
             tolerance_threshold(np.ones(3), bad)
     with pytest.raises(ValueError, match="empty"):
         tolerance_threshold(np.array([]), 0.4)
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=40), st.floats(1e-3, 1e3))
+def test_clip_to_norm_bounds_the_norm_and_keeps_direction(values, clip):
+    g = np.array(values, dtype=np.float32)
+    out = clip_to_norm(g, clip)
+    assert out.dtype == g.dtype and l2_norm(out) <= clip
+    if l2_norm(g) <= clip:
+        assert out is g
+    else:
+        assert np.allclose(out / l2_norm(out), g / l2_norm(g), atol=1e-5)
+
+
+def test_clip_to_norm_refuses_a_bad_norm():
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="clipping norm"):
+            clip_to_norm(np.ones(3), bad)

@@ -89,6 +89,7 @@ class TrainedService:
         jobs: dict | None = None,
         unlearning: dict | None = None,
         round_cfg: dict | None = None,
+        privacy: dict | None = None,
     ) -> TrainedService:
         """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables."""
         dep = LocalDeployment(
@@ -96,6 +97,7 @@ class TrainedService:
             clients=clients,
             rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds, **(round_cfg or {})},
             unlearning=unlearning or {},
+            privacy=privacy or {},
             jobs={
                 "poll_s": 0.1,
                 "retry_backoff_s": 0.3,

@@ -8,6 +8,8 @@ the documented tolerance.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -241,3 +243,33 @@ def test_client_made_shares_load_without_communication(cluster, x):
     got, other = cluster.run(cases.load_and_reveal, (s0, s1))
     assert np.array_equal(got.numpy(), encode(x.numpy()))
     assert torch.equal(got, other)
+
+
+@MPC_SETTINGS
+@given(
+    st.integers(1, 5).flatmap(
+        lambda n: st.tuples(
+            st.integers(0, 2**31),
+            st.just(n),
+            st.integers(1, 40),
+            st.lists(st.integers(-6, 7), min_size=n, max_size=n),
+            st.integers(-2, 3).map(lambda e: 2.0**e),
+        )
+    )
+)
+def test_secclip_bounds_norm_like_plaintext(cluster, data):
+    seed, n, m, exps, clip = data
+    gen = torch.Generator().manual_seed(seed)
+    scale = torch.tensor([2.0**e for e in exps], dtype=torch.float64).reshape(n, 1)
+    x = torch.round(torch.randn(n, m, generator=gen, dtype=torch.float64) * scale / ULP) * ULP
+    sigma = 0.5
+    got, other = cluster.run(cases.clip_and_noise, x, clip, sigma)
+    assert torch.equal(got["noised"], other["noised"]), "parties opened different noised values"
+    # the clipped norm never exceeds C (κ absorbs the fixed-point error) and matches the plaintext run
+    assert bool((got["clipped"].norm(dim=1) <= clip).all()), got["clipped"].norm(dim=1)
+    ref = P.reveal(P.clip_norm(sh(x), clip))
+    assert float((got["clipped"] - ref).abs().max()) <= 1e-3 * max(clip, 1.0)
+    assert float((got["noised_zero"] - got["clipped"]).abs().max()) == 0.0
+    # two parties each add N(0, σ²): the opened noise has variance 2σ² (checked loosely on n·m draws)
+    diff = got["noised"] - got["clipped"]
+    assert float(diff.abs().max()) < 8 * sigma * math.sqrt(2)

@@ -205,3 +205,13 @@ def scalar_products(backend: CrypTenBackend, rank: int, x: torch.Tensor, y: torc
 
 def square_root(backend: CrypTenBackend, rank: int, a: torch.Tensor) -> torch.Tensor:
     return backend.reveal(backend.sqrt(backend.share(a, src=0)))
+
+
+def clip_and_noise(backend: CrypTenBackend, rank: int, x: torch.Tensor, clip: float, sigma: float) -> dict[str, Any]:
+    """SecClip of party 0's rows, then the clipped rows revealed plainly and with distributed noise."""
+    clipped = backend.clip_norm(backend.share(x, src=0), clip)
+    return {
+        "clipped": backend.reveal(clipped),
+        "noised": backend.reveal_noised(clipped, sigma),
+        "noised_zero": backend.reveal_noised(clipped, 0.0),
+    }

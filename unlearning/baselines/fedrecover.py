@@ -217,7 +217,9 @@ class _Run:
             grads = self._round(t, model, members, kind, tau)
             with self.log.step("aggregate"):
                 weights = fedavg_weights(info, members)
-                update = reveal_aggregate(self.backend, grads, [weights[c] for c in members])
+                update = reveal_aggregate(
+                    self.backend, grads, [weights[c] for c in members], ctx.privacy, members, f"fedrecover round {t}"
+                )
             model = model - info.lr * update
             self.log.rounds_used += 1
         warmup, interval, final = self.schedule

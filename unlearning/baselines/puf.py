@@ -183,7 +183,8 @@ class PUFStrategy(Strategy[PUFParams]):
         signed = {c: params.eta_r * _samples(history, c) / n for c in plus_grads}
         signed.update({c: -eta_u * _samples(history, c) / n for c in target_grads})
         with log.step("aggregate"):
-            update = reveal_client_aggregate(ctx.backend, {**plus_grads, **target_grads}, signed)
+            both = {**plus_grads, **target_grads}
+            update = reveal_client_aggregate(ctx.backend, both, signed, ctx.privacy, "puf negation")
         log.rounds_used += 1
         return descend(model, update, history.round_info(last).lr)
 
@@ -204,7 +205,8 @@ class PUFStrategy(Strategy[PUFParams]):
                 grads = self._ask(log, out.model, 1 + r, remaining, "recovery", None)
             if grads:
                 with log.step("aggregate"):
-                    update = reveal_client_aggregate(ctx.backend, grads, fedavg_weights(info, list(grads)))
+                    weights = fedavg_weights(info, list(grads))
+                    update = reveal_client_aggregate(ctx.backend, grads, weights, ctx.privacy, f"puf recovery {r}")
                 out.model = descend(out.model, update, info.lr)
                 out.rounds += 1
                 log.rounds_used += 1

@@ -58,7 +58,8 @@ def fedavg_from_scratch(ctx: UnlearnContext, log: RunLog, rounds: int, reason: s
         if not grads:
             continue
         with log.step("aggregate"):
-            update = reveal_client_aggregate(ctx.backend, grads, fedavg_weights(info, list(grads)))
+            weights = fedavg_weights(info, list(grads))
+            update = reveal_client_aggregate(ctx.backend, grads, weights, ctx.privacy, f"retrain round {t}")
         model = descend(model, update, info.lr)
         log.rounds_used += 1
     return model

@@ -66,6 +66,7 @@ class PendingRelease:
     steps: list[int] = field(default_factory=list)
     blocks: dict[int, dict[str, float]] = field(default_factory=dict)
     opaque: set[str] = field(default_factory=set)
+    sensitivity: float = 0.0  #: with DP, the summed L2 sensitivities of the held steps
 
     @property
     def empty(self) -> bool:
@@ -87,6 +88,7 @@ class PendingRelease:
             "steps": list(self.steps),
             "blocks": {str(i): dict(b) for i, b in sorted(self.blocks.items())},
             "opaque": sorted(self.opaque),
+            "sensitivity": self.sensitivity,
         }
 
     @classmethod
@@ -95,6 +97,7 @@ class PendingRelease:
             steps=[int(t) for t in data.get("steps", [])],
             blocks={int(i): {str(c): float(v) for c, v in b.items()} for i, b in data.get("blocks", {}).items()},
             opaque={str(c) for c in data.get("opaque", [])},
+            sensitivity=float(data.get("sensitivity", 0.0)),
         )
 
 

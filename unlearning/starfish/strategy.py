@@ -178,13 +178,17 @@ class StarfishStrategy(Strategy[StarfishParams]):
             gradients, answered = self._estimate(ctx, params, state, step, check=t % interval == 0)
         eta = params.unlearning_rate(info.lr)
         weights = fedavg_weights(info, participants)
+        coefficients = [eta * weights[c] for c in participants]
         with ctx.backend.step("UE"):
-            update = weighted_sum(ctx.backend, gradients, [eta * weights[c] for c in participants])
+            if ctx.privacy is None:
+                update, sensitivity = weighted_sum(ctx.backend, gradients, coefficients), 0.0
+            else:  # clipped inside 2PC; the noise is added when the (merged) sum is revealed
+                update, sensitivity = ctx.privacy.clipped_sum(ctx.backend, gradients, coefficients)
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
         null_step = float(torch.linalg.vector_norm(step.v)) <= params.min_step
         exact_here = set(answered) | (set(participants) if null_step else set())
         contributions = classify(participants, weights, eta, exact_here, without_pairs)
-        self._release(ctx, params, state, step, update, contributions)
+        self._release(ctx, params, state, step, (update, sensitivity), contributions)
 
     def _release(
         self,
@@ -192,10 +196,11 @@ class StarfishStrategy(Strategy[StarfishParams]):
         params: StarfishParams,
         state: StarfishState,
         step: _Replay,
-        update: Secret,
+        update: tuple[Secret, float],
         contributions: tuple[dict[str, float], dict[str, float], set[str]],
     ) -> None:
-        """Add U_t to the pending update; reveal the sum and move M̂ iff the release rule allows it.
+        """Add U_t (with its DP sensitivity) to the pending update; reveal the sum and move M̂
+        iff the release rule allows it (with DP: noised for the summed sensitivity).
 
         A step with fewer than k remaining participants is excluded instead: merged into the
         next update it would hide only behind that aggregate, which is small near convergence.
@@ -214,16 +219,26 @@ class StarfishStrategy(Strategy[StarfishParams]):
             pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
         pending.opaque |= opaque
         pending.steps.append(step.t)
-        state.held = update if state.held is None else ctx.backend.add(state.held, update)
+        pending.sensitivity += update[1]
+        state.held = update[0] if state.held is None else ctx.backend.add(state.held, update[0])
         ok, support = revealable(pending, ctx.history, params.min_cohort)
         kept = sorted(step.keep_estimates)
         if not ok:
             state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
             return
         with ctx.backend.step("UE"):
-            state.model = state.model - reveal_update(ctx.backend, state.held)
+            state.model = state.model - self._open(ctx, pending, state.held)
         state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept))
         state.pending, state.held = PendingRelease(), None
+
+    @staticmethod
+    def _open(ctx: UnlearnContext, pending: PendingRelease, held: Secret) -> torch.Tensor:
+        """Reveal the held sum: as is, or with distributed noise for its summed sensitivity."""
+        if ctx.privacy is None:
+            return reveal_update(ctx.backend, held)
+        members = sorted(pending.clients())
+        label = "stage2 steps " + ",".join(str(t) for t in pending.steps)
+        return ctx.privacy.reveal_sum(ctx.backend, held, pending.sensitivity, members, label)
 
     def _warmup(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay
