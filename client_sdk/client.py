@@ -133,7 +133,7 @@ class Client:
         self.retry = RetryPolicy(backoff_s, max_backoff_s, retry_s, retries, upload_retry_s, deadline_grace_s)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
-        self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (mpc.masks)
+        self.compress_mask = compress_mask  #: send one party only a 33-byte seed of its share (mpc.masks)
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
         #: (open round, f, max |x|, deadline) both parties served
         self._checked_encoding: tuple[int, int, float, float] | None = None

@@ -3,7 +3,7 @@
 A sharing is made once per (client, target) and then only resent (client_sdk.outbox keeps
 it on disk), so every retry carries the same two halves and the same binding.
 
-Half p holds [ḡ]_p (or, seed-compressed, the 32-byte seed of r; mpc.masks),
+Half p holds [ḡ]_p (or, seed-compressed, the 33-byte tagged seed of r; mpc.masks),
 [‖g‖]_p and [δ]_p, plus the nonce of its commitment (proto.binding). With
 `compress_mask` one party gets x̄ − r in full and the other only the seed of r; which
 party gets the seed is spread over clients and targets (crc32 of the key), so both parties
@@ -32,7 +32,7 @@ class Half:
     """Party p's half of a sharing."""
 
     data: bytes  #: gradient share, little-endian int64 (empty when `seed` is set)
-    seed: bytes  #: 32-byte mask seed of a seed-compressed share (empty when `data` is set)
+    seed: bytes  #: tagged mask seed of a seed-compressed share (empty when `data` is set)
     norm: bytes  #: [‖g‖]_p, 8 bytes
     delta: bytes  #: [δ]_p, 8 bytes
     nonce: bytes  #: nonce_p of the commitment c_p

@@ -7,7 +7,7 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
-A share sent seed-compressed (mpc.masks) is kept as its 32-byte seed in the row
+A share sent seed-compressed (mpc.masks) is kept as its tagged 33-byte seed in the row
 and expanded on load; it has no file.
 
 A share blob is written to a temp file, fsynced and renamed before its row is
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mpc.masks import expand_mask
+from mpc.masks import MaskSeedError, expand_mask
 from proto.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
 from server import blobs
 from server.config import CLIENT_ID_RE
@@ -759,7 +759,10 @@ class Store:
         if seed is not None:
             if sha256_hex(seed) != digest:
                 raise StoreError(f"mask seed of {what} is corrupt")
-            grad = expand_mask(bytes(seed), m)
+            try:
+                grad = expand_mask(bytes(seed), m)
+            except MaskSeedError as exc:
+                raise StoreError(f"mask seed of {what} cannot be expanded: {exc}") from None
         else:
             data = path.read_bytes()
             if len(data) != 8 * m or sha256_hex(data) != digest:
