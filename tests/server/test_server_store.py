@@ -82,6 +82,22 @@ def test_corrupt_share_file_is_detected(tmp_path: Path):
         st.load_share(1, "alice")
 
 
+def test_a_verified_hash_is_stored_as_given_and_checked_on_load(tmp_path: Path):
+    """The upload path hands over the hash it already checked; the store keeps it without
+    hashing again, and a wrong one is still caught when the share is read."""
+    from mpc.fixedpoint import to_wire
+    from proto.wire import sha256_hex
+
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    right = sha256_hex(to_wire(g))
+    assert st.put_upload(1, "alice", 3, g, n, d, h, verified_sha256=right) == (right, False)
+    assert np.array_equal(st.load_share(1, "alice").gradient, g)
+    st.put_upload(1, "bob", 3, g, n, d, h, verified_sha256="0" * 64)
+    with pytest.raises(StoreError, match="corrupt"):
+        st.load_share(1, "bob")
+
+
 def test_open_round_checks_previous_model(tmp_path: Path):
     st, h = _store(tmp_path)
     with pytest.raises(StoreError, match="cannot open round 2"):
