@@ -335,8 +335,9 @@ class Client:
                 f"(outbox {self.outbox.dir}); uploads cannot be replaced"
             )
 
-    def _send_half(self, sharing: Sharing, party: int, until: float) -> tuple[int, bool]:
-        """Send party p's half until acknowledged; returns (bytes sent, duplicate)."""
+    def _send_half(self, sharing: Sharing, party: int, until: float) -> int:
+        """Send party p's half until acknowledged and record the acknowledgement durably (at
+        once: the other party may stay unreachable for long); returns the bytes sent."""
         header = sharing.header(party)
         data = sharing.halves[party].data
 
@@ -348,25 +349,21 @@ class Client:
         )
         if ack.content_sha256 != sharing.halves[party].content_sha256:
             raise errors.StarfishError(f"party{party} acknowledged content {ack.content_sha256[:12]}, not ours")
-        return len(data) + header.ByteSize(), ack.duplicate
+        self.outbox.record_ack(sharing.target, party, ack.duplicate)
+        return len(data) + header.ByteSize()
 
     def _deliver(self, entry: Entry, until: float) -> int:
-        """Send the halves not yet acknowledged; returns the bytes sent. Their acknowledgements
-        are recorded together once both sends ended (an acknowledgement lost to a crash before
-        that only makes a resume resend the half, which the party answers as a duplicate). When
-        both parties refused definitely (neither stored anything), the entry is dropped so that
-        a corrected call can make a new sharing."""
+        """Send the halves not yet acknowledged; returns the bytes sent. When both parties refused
+        definitely (neither stored anything), the entry is dropped so that a corrected call can
+        make a new sharing."""
         sharing = entry.sharing
         if sharing is None:
             return 0
         futures = {p: self._pool.submit(self._send_half, sharing, p, until) for p in (0, 1) if not entry.acked[p]}
         failures = {p: f.exception() for p, f in futures.items() if f.exception() is not None}
-        sent = {p: f.result() for p, f in futures.items() if p not in failures}
-        if sent:  # the acknowledgements of both halves in one durable write
-            entry = self.outbox.record_acks(entry.target, {p: duplicate for p, (_, duplicate) in sent.items()})
         if not failures:
-            return sum(n for n, _ in sent.values())
-        acked_somewhere = any(entry.acked)
+            return sum(f.result() for f in futures.values())
+        acked_somewhere = any(self.outbox.load(entry.target).acked)
         if not acked_somewhere and len(failures) == 2 and all(isinstance(e, REFUSED) for e in failures.values()):
             self.outbox.remove(entry.target)
         raise failures[min(failures)]

@@ -7,11 +7,11 @@ Per (client, round or task) the SDK writes, before the first byte is sent,
 
 each to a temp file that is fsynced and renamed, the directory fsynced after. Every retry,
 also by a restarted process, resends these bytes, so the two parties always receive two
-halves of the same sharing. The acknowledgements of one delivery are recorded in one
-durable write of the record; once both parties acknowledged, the `.shares` file is deleted
-in the same step (new record renamed, shares unlinked, one directory fsync; the entry is
-*compacted*: nothing secret stays, and a `.shares` file left beside a compacted record by a
-crash is deleted when the record is read). The `.json` receipt is deleted once both
+halves of the same sharing. Each party's acknowledgement is recorded durably when it
+arrives; with the second, the `.shares` file is deleted in the same step (new record
+renamed, shares unlinked, one directory fsync; the entry is *compacted*: nothing secret
+stays, and a `.shares` file left beside a compacted record by a crash is deleted when the
+record is read). The `.json` receipt is deleted once both
 parties report the round's outcome (counted, excluded, or closed without it).
 
 Files are JSON and raw bytes only (nothing is unpickled); the directory is mode 0700.
@@ -176,17 +176,14 @@ class Outbox:
         path = self._stem(entry.target).with_suffix(".json")
         _write_private(path, [json.dumps(record).encode("utf-8")], sync_dir)
 
-    def record_acks(self, target: str, acks: dict[int, bool]) -> Entry:
-        """Durably note the acknowledgements {party: duplicate} of one delivery in one write;
-        compacts the entry once both parties acked (record and deletion made durable by one
-        directory fsync)."""
+    def record_ack(self, target: str, party: int, duplicate: bool) -> Entry:
+        """Durably note party p's acknowledgement; compacts the entry once both parties acked
+        (the new record and the deletion of the shares made durable by one directory fsync)."""
         with self._lock:
             entry = self.load(target)
             if entry is None:
                 raise OutboxError(f"no outbox entry for {target}")
-            updated = entry
-            for party, duplicate in sorted(acks.items()):
-                updated = updated.with_ack(party, duplicate)
+            updated = entry.with_ack(party, duplicate)
             if all(updated.acked):
                 updated = replace(updated, sharing=None, shares_sha256=None)
                 self._write_record(updated, sync_dir=False)
