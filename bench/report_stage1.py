@@ -71,4 +71,13 @@ def section_stage1(lines: list[str]) -> None:
             f"({m['date_utc']} UTC, load average {m['load_average_start'][0]}→{m['load_average_end'][0]}).\n"
         )
     verdict = "met" if f["meets_target"] else "**not met**"
-    lines.append(f"\nTarget: Starfish round ≤ {f['target_time_overhead']:.1f}× a plain round (wall): {verdict}.\n")
+    lines.append(f"Target: Starfish round ≤ {f['target_time_overhead']:.1f}× a plain round (wall): {verdict}.\n")
+    meta = res["meta"]
+    busiest = max(meta["load_average_start"][0], meta["load_average_end"][0])
+    if busiest > meta["machine"]["cores"]:
+        lines.append(
+            f"**The machine was busy** (load average up to {busiest:g} on {meta['machine']['cores']} cores): the 22 "
+            "processes and threads of a round wait for a CPU, so wall times, and their ratio, mostly measure that "
+            "wait; the CPU seconds are the steadier comparison. Where the time goes and the next levers: "
+            'docs/SERVICE.md, "Cost".\n'
+        )
