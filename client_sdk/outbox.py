@@ -11,8 +11,8 @@ halves of the same sharing. Each party's acknowledgement is recorded durably whe
 arrives; with the second, the `.shares` file is deleted in the same step (new record
 renamed, shares unlinked, one directory fsync; the entry is *compacted*: nothing secret
 stays, and a `.shares` file left beside a compacted record by a crash is deleted when the
-record is read). The `.json` receipt is deleted once both
-parties report the round's outcome (counted, excluded, or closed without it).
+record is read). The `.json` receipt is deleted once both parties report the round's
+outcome (counted, excluded, or closed without it).
 
 Files are JSON and raw bytes only (nothing is unpickled); the directory is mode 0700.
 """
