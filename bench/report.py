@@ -632,6 +632,7 @@ ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binar
 
 def build() -> str:
     from bench.report_multihost import section_multihost
+    from bench.report_stage1 import section_stage1
 
     lines = [HEADER]
     for section in (
@@ -644,6 +645,7 @@ def build() -> str:
         section_precision,
         section_sweeps,
         section_quality,
+        section_stage1,
     ):
         section(lines)
     return "\n".join(lines) + "\n"

@@ -135,7 +135,7 @@ class Client:
         self.retry = RetryPolicy(backoff_s, max_backoff_s, retry_s, retries, upload_retry_s, deadline_grace_s)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
-        self.compress_mask = compress_mask  #: send one party only a 32-byte seed of its share (mpc.masks)
+        self.compress_mask = compress_mask  #: send one party only a 33-byte seed of its share (mpc.masks)
         #: the operator's DP clipping norm C: round uploads are clipped to it (docs/PRIVACY.md); None: off
         self.clip_norm = clip_norm
         if clip_norm is not None:
@@ -341,7 +341,9 @@ class Client:
                 f"(outbox {self.outbox.dir}); uploads cannot be replaced"
             )
 
-    def _send_half(self, sharing: Sharing, party: int, until: float):
+    def _send_half(self, sharing: Sharing, party: int, until: float) -> int:
+        """Send party p's half until acknowledged and record the acknowledgement durably (at
+        once: the other party may stay unreachable for long); returns the bytes sent."""
         header = sharing.header(party)
         data = sharing.halves[party].data
 

@@ -7,9 +7,12 @@ Per (client, round or task) the SDK writes, before the first byte is sent,
 
 each to a temp file that is fsynced and renamed, the directory fsynced after. Every retry,
 also by a restarted process, resends these bytes, so the two parties always receive two
-halves of the same sharing. Once both parties acknowledged, the `.shares` file is deleted
-(the entry is *compacted*: nothing secret stays); the `.json` receipt is deleted once both
-parties report the round's outcome (counted, excluded, or closed without it).
+halves of the same sharing. Each party's acknowledgement is recorded durably when it
+arrives; with the second, the `.shares` file is deleted in the same step (new record
+renamed, shares unlinked, one directory fsync; the entry is *compacted*: nothing secret
+stays, and a `.shares` file left beside a compacted record by a crash is deleted when the
+record is read). The `.json` receipt is deleted once both parties report the round's
+outcome (counted, excluded, or closed without it).
 
 Files are JSON and raw bytes only (nothing is unpickled); the directory is mode 0700.
 """
@@ -22,6 +25,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,20 +87,22 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically and durably (temp file 0600, fsync, rename, fsync dir)."""
+def _write_private(path: Path, parts: Sequence[bytes], sync_dir: bool = True) -> None:
+    """Write the concatenated `parts` to `path` atomically and durably (temp file 0600, fsync,
+    rename, fsync dir; `sync_dir=False` leaves the directory fsync to the caller)."""
     tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.writelines(parts)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
 
 
 class Outbox:
@@ -120,8 +126,11 @@ class Outbox:
     def save(self, sharing: Sharing, deadline: float) -> Entry:
         """Persist a new sharing (shares first, then the record); returns its entry."""
         stem = self._stem(sharing.target)
-        blob = b"".join(getattr(h, f) for h in sharing.halves for f in HALF_FIELDS)
-        _write_private(stem.with_suffix(".shares"), blob)
+        parts = [getattr(h, f) for h in sharing.halves for f in HALF_FIELDS]
+        digest = hashlib.sha256()
+        for part in parts:
+            digest.update(part)
+        _write_private(stem.with_suffix(".shares"), parts)
         entry = Entry(
             sharing.target,
             sharing.n_samples,
@@ -135,13 +144,13 @@ class Outbox:
             (False, False),
             time.time(),
             sharing,
-            hashlib.sha256(blob).hexdigest(),
+            digest.hexdigest(),
         )
         self._write_record(entry)
         self._cache[entry.target] = entry
         return entry
 
-    def _write_record(self, entry: Entry) -> None:
+    def _write_record(self, entry: Entry, sync_dir: bool = True) -> None:
         s = entry.sharing
         record = {
             "format": FORMAT,
@@ -164,10 +173,12 @@ class Outbox:
                 commitments=[c.hex() for c in s.commitments],
                 layout=[[len(getattr(h, f)) for f in HALF_FIELDS] for h in s.halves],
             )
-        _write_private(self._stem(entry.target).with_suffix(".json"), json.dumps(record).encode("utf-8"))
+        path = self._stem(entry.target).with_suffix(".json")
+        _write_private(path, [json.dumps(record).encode("utf-8")], sync_dir)
 
     def record_ack(self, target: str, party: int, duplicate: bool) -> Entry:
-        """Durably note party p's acknowledgement; compacts the entry once both parties acked."""
+        """Durably note party p's acknowledgement; compacts the entry once both parties acked
+        (the new record and the deletion of the shares made durable by one directory fsync)."""
         with self._lock:
             entry = self.load(target)
             if entry is None:
@@ -175,7 +186,7 @@ class Outbox:
             updated = entry.with_ack(party, duplicate)
             if all(updated.acked):
                 updated = replace(updated, sharing=None, shares_sha256=None)
-                self._write_record(updated)
+                self._write_record(updated, sync_dir=False)
                 self._stem(target).with_suffix(".shares").unlink(missing_ok=True)
                 _fsync_dir(self.dir)
             else:
@@ -201,6 +212,8 @@ class Outbox:
         sharing = None
         if record["shares_sha256"] is not None:
             sharing = self._read_sharing(record, shares_path)
+        else:
+            shares_path.unlink(missing_ok=True)  # compacted, but a crash kept the shares: delete them now
         self._cache[target] = entry = Entry(
             target,
             int(record["n_samples"]),

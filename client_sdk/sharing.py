@@ -3,7 +3,7 @@
 A sharing is made once per (client, target) and then only resent (client_sdk.outbox keeps
 it on disk), so every retry carries the same two halves and the same binding.
 
-Half p holds [ḡ]_p (or, seed-compressed, the 32-byte seed of r; mpc.masks),
+Half p holds [ḡ]_p (or, seed-compressed, the 33-byte tagged seed of r; mpc.masks),
 [‖g‖]_p and [δ]_p, plus the nonce of its commitment (proto.binding). With
 `compress_mask` one party gets x̄ − r in full and the other only the seed of r; which
 party gets the seed is spread over clients and targets (crc32 of the key), so both parties
@@ -13,8 +13,10 @@ carry half of the full shares.
 from __future__ import annotations
 
 import hashlib
+import math
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -32,13 +34,14 @@ class Half:
     """Party p's half of a sharing."""
 
     data: bytes  #: gradient share, little-endian int64 (empty when `seed` is set)
-    seed: bytes  #: 32-byte mask seed of a seed-compressed share (empty when `data` is set)
+    seed: bytes  #: tagged mask seed of a seed-compressed share (empty when `data` is set)
     norm: bytes  #: [‖g‖]_p, 8 bytes
     delta: bytes  #: [δ]_p, 8 bytes
     nonce: bytes  #: nonce_p of the commitment c_p
 
-    @property
+    @cached_property
     def content_sha256(self) -> str:
+        """sha256 of the share bytes (of the seed when set); computed once per half."""
         return sha256_hex(self.seed or self.data)
 
 
@@ -83,10 +86,10 @@ class Sharing:
 def fingerprint(sharing_id: bytes, gradient: np.ndarray, n_samples: int, model_hash: str) -> str:
     """sha256 over the sharing id, n_j, the model hash and g as float64: the same values give the
     same fingerprint under one sharing id (salted, so it is no dictionary key for g)."""
-    g = np.ascontiguousarray(np.asarray(gradient, dtype=np.float64).reshape(-1))
+    g = np.ascontiguousarray(np.asarray(gradient, dtype="<f8").reshape(-1))
     h = hashlib.sha256(sharing_id)
     h.update(int(n_samples).to_bytes(8, "little") + model_hash.encode("ascii"))
-    h.update(g.tobytes())
+    h.update(memoryview(g).cast("B"))  # the array's bytes, hashed in place
     return h.hexdigest()
 
 
@@ -95,8 +98,8 @@ def checked_gradient(gradient: np.ndarray) -> np.ndarray:
     g = np.asarray(gradient)
     if g.dtype.kind != "f":
         raise errors.EncodingError(f"gradient must be a floating-point array, got dtype {g.dtype}")
-    g = g.astype(np.float64).reshape(-1)
-    if not np.all(np.isfinite(g)):
+    g = g.astype(np.float64, copy=False).reshape(-1)
+    if g.size and not (math.isfinite(np.max(g)) and math.isfinite(np.min(g))):  # NaN propagates to both
         raise errors.EncodingError(f"gradient has {int(np.sum(~np.isfinite(g)))} non-finite value(s); nothing sent")
     return g
 

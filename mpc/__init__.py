@@ -7,8 +7,8 @@
 * `backend` — `Backend`: the primitives with the protocols bound as methods, the interface
   the unlearning algorithms are written against; `plain_backend` (float64 reference) and
   `crypten_backend` (CrypTen 2PC) implement it;
-* `fixedpoint`, `masks` — numpy-only codecs: fixed point, client-side sharing, seed-compressed
-  masks (the client SDK imports them); `costs` — cost ledger; `ports` — free local ports;
+* `fixedpoint`, `masks` — codecs without torch: fixed point, client-side sharing, seed-compressed
+  masks expanded with AES-256-CTR (the client SDK imports them); `costs` — cost ledger; `ports` — free local ports;
 * `crypten_loader` (the only CrypTen import), `session` (one party's session: peer
   connection, dealer link, timeouts), `cluster` (dealer service + two parties for tests and
   benches);

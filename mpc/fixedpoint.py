@@ -10,6 +10,7 @@ in float64 — exact for negatives (CrypTen's `get_plain_text` is not; do not us
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -38,11 +39,12 @@ def encode(x: np.ndarray, precision: int = DEFAULT_PRECISION_BITS, max_abs: floa
     if arr.dtype.kind != "f":
         raise EncodingError(f"expected a floating-point array, got dtype {arr.dtype}")
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise EncodingError(f"{bad} non-finite value(s) (NaN or inf) cannot be encoded")
     if arr.size:
-        peak = float(np.max(np.abs(arr)))
+        hi, lo = float(np.max(arr)), float(np.min(arr))  # NaN propagates to both; no temporaries
+        if not (math.isfinite(hi) and math.isfinite(lo)):
+            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+            raise EncodingError(f"{bad} non-finite value(s) (NaN or inf) cannot be encoded")
+        peak = max(hi, -lo)
         if peak > max_abs:
             raise EncodingError(f"value {peak:.6g} exceeds the encodable range |x| <= {max_abs:.6g}")
     return np.rint(arr * float(2**precision)).astype(np.int64)

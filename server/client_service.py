@@ -167,6 +167,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             num_params,
             binding_sha256=check_binding(header, self.cfg.role, num_params),
             sample_budget=round_sample_budget(self.cfg.precision_bits, self.cfg.max_abs),
+            verified_sha256=header.content_sha256,  # read_body checked the bytes against it
         )
         if not duplicate:
             share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
@@ -203,6 +204,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             parsed.mask_seed,
             num_params,
             binding_sha256,
+            verified_sha256=header.content_sha256,  # read_body checked the bytes against it
         )
         metrics.upload_accepted("task", duplicate)
         log.info("stored answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)

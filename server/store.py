@@ -7,7 +7,7 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
-A share sent seed-compressed (mpc.masks) is kept as its 32-byte seed in the row
+A share sent seed-compressed (mpc.masks) is kept as its tagged 33-byte seed in the row
 and expanded on load; it has no file.
 
 A share blob is written to a temp file, fsynced and renamed before its row is
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mpc.masks import expand_mask
+from mpc.masks import MaskSeedError, expand_mask
 from proto.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
 from server import blobs
 from server.config import CLIENT_ID_RE
@@ -169,9 +169,13 @@ def membership_digest(members: dict[str, int], round_index: int) -> str:
     return sha256_hex(text.encode("utf-8"))
 
 
-def _share_payload(gradient_share: np.ndarray | None, mask_seed: bytes | None) -> tuple[bytes | memoryview | None, str]:
+def _share_payload(
+    gradient_share: np.ndarray | None, mask_seed: bytes | None, verified_sha256: str | None
+) -> tuple[bytes | memoryview | None, str]:
     """(bytes to write, content hash) of a share: a seed-compressed one has no file and the
-    seed's hash; a full one is written as little-endian int64 without another copy."""
+    seed's hash; a full one is written as little-endian int64 without another copy. A hash
+    the caller already checked against these bytes (`verified_sha256`) is not recomputed;
+    every load checks the bytes against the stored hash again."""
     if mask_seed is not None:
         return None, sha256_hex(mask_seed)
     arr = np.asarray(gradient_share)
@@ -179,7 +183,7 @@ def _share_payload(gradient_share: np.ndarray | None, mask_seed: bytes | None) -
         data: bytes | memoryview = memoryview(arr).cast("B")
     else:
         data = np.ascontiguousarray(arr, dtype="<i8").tobytes()
-    return data, sha256_hex(data)
+    return data, verified_sha256 or sha256_hex(data)
 
 
 class Store:
@@ -482,12 +486,13 @@ class Store:
         extra: dict,
         binding_sha256: str,
         guard=None,
+        verified_sha256: str | None = None,
     ) -> tuple[str, bool]:
         """Shared path of round uploads and task answers: blob durable first (temp, fsync,
         rename, fsync dir), then the row committed; identical retries (same bytes, same
         binding) are duplicates, checked before `guard` so a retry is answered also after
         the round closed."""
-        data, digest = _share_payload(gradient_share, mask_seed)
+        data, digest = _share_payload(gradient_share, mask_seed, verified_sha256)
         norm_v, delta_v = int(np.asarray(norm_share).reshape(-1)[0]), int(np.asarray(delta_share).reshape(-1)[0])
         key = (int(n_samples), digest, norm_v, delta_v, binding_sha256)
         where = " AND ".join(f"{c}=?" for c in key_cols)
@@ -532,6 +537,7 @@ class Store:
         num_params: int | None = None,
         binding_sha256: str = "",
         sample_budget: int | None = None,
+        verified_sha256: str | None = None,
     ) -> tuple[str, bool]:
         """Durably store this party's shares of a client's round-i upload (the gradient share,
         or the seed of a seed-compressed mask share with its length `num_params`) with the
@@ -542,7 +548,8 @@ class Store:
         client) raises ConflictError. A new upload is accepted only while round i is open
         (checked under the same lock that closes it), so every acknowledged upload is seen
         by the close, and only while the n_j held for round i stay within `sample_budget`
-        (SampleBudgetError).
+        (SampleBudgetError). `verified_sha256`: the share's hash, when the caller checked it
+        against these bytes (`server.uploads.read_body`), so that it is not computed twice.
         """
 
         def require_open() -> None:
@@ -574,6 +581,7 @@ class Store:
             {"model_hash": model_in_hash},
             binding_sha256,
             guard=require_open,
+            verified_sha256=verified_sha256,
         )
 
     @staticmethod
@@ -743,6 +751,7 @@ class Store:
         mask_seed: bytes | None = None,
         num_params: int | None = None,
         binding_sha256: str = "",
+        verified_sha256: str | None = None,
     ) -> tuple[str, bool]:
         """Durably store this party's share of a task answer (idempotent like `put_upload`)."""
         m = int(gradient_share.size) if gradient_share is not None else int(num_params or 0)
@@ -758,6 +767,7 @@ class Store:
             m,
             {"client": client},
             binding_sha256,
+            verified_sha256=verified_sha256,
         )
 
     def _load(self, row: tuple, path: Path, what: str) -> ShareBundle:
@@ -765,7 +775,10 @@ class Store:
         if seed is not None:
             if sha256_hex(seed) != digest:
                 raise StoreError(f"mask seed of {what} is corrupt")
-            grad = expand_mask(bytes(seed), m)
+            try:
+                grad = expand_mask(bytes(seed), m)
+            except MaskSeedError as exc:
+                raise StoreError(f"mask seed of {what} cannot be expanded: {exc}") from None
         else:
             data = path.read_bytes()
             if len(data) != 8 * m or sha256_hex(data) != digest:

@@ -2,10 +2,11 @@
 
 Checks (each failure is INVALID_ARGUMENT with a message naming the problem):
 header first and only once; dtype "int64"; shape equal to (m,) of the round's model;
-total bytes exactly 8·m (reading stops as soon as more arrive), or instead a 32-byte
-mask seed and no data; sha256 of the bytes (or seed) equal to the declared content hash;
-norm and δ shares of shape (1,), int64, 8 bytes; 1 ≤ n_j ≤ limits.max_samples; and the
-half matches the commitment of this party in the upload's share binding (proto.binding).
+total bytes exactly 8·m (reading stops as soon as more arrive), or instead a 33-byte
+tagged mask seed (`mpc.masks.seed_key`; the retired SHAKE-256 seed is refused) and no
+data; sha256 of the bytes (or seed) equal to the declared content hash; norm and δ
+shares of shape (1,), int64, 8 bytes; 1 ≤ n_j ≤ limits.max_samples; and the half
+matches the commitment of this party in the upload's share binding (proto.binding).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpc.masks import SEED_BYTES
+from mpc.masks import MaskSeedError, seed_key
 from proto import binding
 from proto.wire import StreamError, read_payload, sha256_hex, split_header
 from server.config import LimitConfig
@@ -29,7 +30,7 @@ class UploadError(ValueError):
 class ParsedUpload:
     header: object  #: common_pb2.UploadHeader
     gradient: np.ndarray | None  #: the streamed share, or None when a mask seed was sent
-    mask_seed: bytes | None  #: 32-byte seed of a seed-compressed mask share (mpc.masks)
+    mask_seed: bytes | None  #: tagged seed of a seed-compressed mask share (mpc.masks)
     norm: np.ndarray
     delta: np.ndarray
 
@@ -62,8 +63,10 @@ def read_body(header, rest: Iterable, num_params: int, limits: LimitConfig) -> P
     norm = _scalar_share(header.norm_share, "norm")
     delta = _scalar_share(header.delta_share, "delta")
     if header.mask_seed:
-        if len(header.mask_seed) != SEED_BYTES:
-            raise UploadError(f"mask seed must be {SEED_BYTES} bytes, got {len(header.mask_seed)}")
+        try:
+            seed_key(header.mask_seed)
+        except MaskSeedError as exc:
+            raise UploadError(str(exc)) from None
         if any(True for _ in rest):
             raise UploadError("an upload with a mask seed carries no share data")
         if sha256_hex(header.mask_seed) != header.content_sha256:

@@ -104,3 +104,47 @@ def test_report_cells() -> None:
     assert _verdict(0.5) == "yes"
     assert _verdict(1.5).startswith("no, 1.50×")
     assert np.isfinite(float(_ratio(3.0, 2.0).rstrip("×")))
+
+
+def _stage1_result(star_s: float, plain_s: float) -> dict:
+    rounds = [{"cpu_s_clients": 1.0 + i, "cpu_s_parties": 0.5} for i in range(4)]
+    figures = {
+        "starfish_rounds": rounds,
+        "plain_round_s": plain_s,
+        "starfish_round_s": star_s,
+        "time_overhead": star_s / plain_s,
+        "plain_round_cpu_s": 1.0,
+        "starfish_round_cpu_s": 2.0,
+        "cpu_overhead": 2.0,
+        "plain_round_bytes": 93.1e6,
+        "starfish_round_bytes": 149.0e6,
+        "bytes_overhead": 1.6,
+        "target_time_overhead": 1.5,
+        "meets_target": star_s / plain_s <= 1.5,
+    }
+    meta = {
+        "date_utc": "2026-01-01 00:00:00",
+        "machine": {"cpu": "cpu", "cores": 2},
+        "load_average_start": [3.0, 2.0, 1.0],
+        "load_average_end": [4.0, 2.0, 1.0],
+        "params": {"params": 582026},
+    }
+    return {"benchmark": "stage1", "meta": meta, "figures": figures}
+
+
+def test_stage1_section_shows_the_ratios_and_the_run_before(monkeypatch) -> None:
+    import bench.report_stage1 as section
+
+    results = {"stage1": _stage1_result(3.0, 1.0), "stage1_shake_baseline": _stage1_result(6.0, 1.0)}
+    monkeypatch.setattr(section, "load", lambda name: (results.get(name), False))
+    lines: list[str] = []
+    section.section_stage1(lines)
+    text = "\n".join(lines)
+    assert "| wall time per round (s) | 1.00 | 3.00 | 3.00× | 6.00 | 6.00× |" in text
+    assert "| payload bytes per round (MB) | 93.1 | 149.0 | 1.60× |" in text
+    assert "clients 3.00, parties 0.50" in text  # median of rounds 2-4 (round 1 is a warm-up)
+    assert "**not met**" in text
+    del results["stage1_shake_baseline"]
+    lines = []
+    section.section_stage1(lines)
+    assert "before" not in "\n".join(lines)

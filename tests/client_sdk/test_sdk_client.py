@@ -32,7 +32,7 @@ def _uploaded(dep, party: int) -> set[str]:
 
 @pytest.mark.parametrize("cid, compress", [("a0", True), ("a3", False)])
 def test_submit_shares_gradient_norm_and_delta(sdk_parties, cid, compress):
-    """Party1's share travels as a 32-byte seed (compress) or in full; both reconstruct g."""
+    """Party1's share travels as a 33-byte seed (compress) or in full; both reconstruct g."""
     g = np.random.default_rng(1).normal(size=M)
     with sdk_parties.client(cid, alpha=0.25, compress_mask=compress) as c:
         view = c.wait_for_round(0, timeout_s=90)

@@ -109,6 +109,20 @@ def test_acknowledgements_are_durable_and_compact_the_entry(tmp_path):
     assert Outbox(tmp_path / "box").load("round:3") is None and box.targets() == []
 
 
+def test_shares_left_beside_a_compacted_record_are_deleted_on_load(tmp_path):
+    """A crash after the compacted record was renamed but before the shares were unlinked
+    must not leave the shares on disk."""
+    box = Outbox(tmp_path / "box")
+    box.save(_sharing(np.ones(20), target="round:5"), deadline=0.0)
+    shares = tmp_path / "box" / "round-00000005.shares"
+    kept = shares.read_bytes()
+    box.record_ack("round:5", 0, duplicate=False)
+    box.record_ack("round:5", 1, duplicate=False)
+    shares.write_bytes(kept)  # as if the unlink had not reached the disk
+    entry = Outbox(tmp_path / "box").load("round:5")
+    assert entry.sharing is None and entry.acked == (True, True) and not shares.exists()
+
+
 def test_corrupted_or_orphaned_files(tmp_path):
     box = Outbox(tmp_path / "box")
     box.save(_sharing(np.ones(20), target="round:1"), deadline=0.0)

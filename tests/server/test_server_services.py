@@ -52,8 +52,10 @@ def test_round_state_is_served_with_encoding(parties):
         ({"n_samples": 0}, "n_samples"),
         ({"norm_share": common_pb2.Tensor(shape=[2], dtype="int64", data=b"\0" * 16)}, "norm share"),
         ({"delta_share": common_pb2.Tensor(shape=[1], dtype="float64", data=b"\0" * 8)}, "delta share"),
-        ({"mask_seed": b"s" * 5}, "mask seed must be 32 bytes"),
-        ({"mask_seed": b"s" * 32}, "carries no share data"),
+        ({"mask_seed": b"s" * 5}, "mask seed must be 33 bytes"),
+        ({"mask_seed": b"s" * 32}, "retired untagged SHAKE-256"),
+        ({"mask_seed": b"\x07" + b"s" * 32}, "unknown generator tag 0x07"),
+        ({"mask_seed": b"\x01" + b"s" * 32}, "carries no share data"),
     ],
 )
 def test_malformed_upload_is_invalid_argument(parties, kw, match):

@@ -82,6 +82,22 @@ def test_corrupt_share_file_is_detected(tmp_path: Path):
         st.load_share(1, "alice")
 
 
+def test_a_verified_hash_is_stored_as_given_and_checked_on_load(tmp_path: Path):
+    """The upload path hands over the hash it already checked; the store keeps it without
+    hashing again, and a wrong one is still caught when the share is read."""
+    from mpc.fixedpoint import to_wire
+    from proto.wire import sha256_hex
+
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    right = sha256_hex(to_wire(g))
+    assert st.put_upload(1, "alice", 3, g, n, d, h, verified_sha256=right) == (right, False)
+    assert np.array_equal(st.load_share(1, "alice").gradient, g)
+    st.put_upload(1, "bob", 3, g, n, d, h, verified_sha256="0" * 64)
+    with pytest.raises(StoreError, match="corrupt"):
+        st.load_share(1, "bob")
+
+
 def test_open_round_checks_previous_model(tmp_path: Path):
     st, h = _store(tmp_path)
     with pytest.raises(StoreError, match="cannot open round 2"):
@@ -145,8 +161,17 @@ def test_seed_compressed_share_is_expanded_on_load(tmp_path: Path):
         st.put_upload(1, "alice", 4, None, n, d, h, mask_seed=new_seed(), num_params=M)
     b = st.load_share(1, "alice")
     assert np.array_equal(b.gradient, expand_mask(seed, M)) and b.gradient.size == M
-    assert not list((tmp_path / "p0" / "shares").rglob("*.i64"))  # 32 bytes in the row, no blob
+    assert not list((tmp_path / "p0" / "shares").rglob("*.i64"))  # 33 bytes in the row, no blob
     assert st.erase_client("alice").rows_deleted == 1
+
+
+def test_stored_retired_shake_seed_is_refused_on_load(tmp_path: Path):
+    """A row holding an untagged 32-byte seed (the retired SHAKE-256 form) is never expanded
+    with another generator: loading it names the problem."""
+    st, h = _store(tmp_path)
+    st.put_upload(1, "alice", 4, None, random_ring(1), random_ring(1), h, mask_seed=bytes(32), num_params=M)
+    with pytest.raises(StoreError, match="retired untagged SHAKE-256"):
+        st.load_share(1, "alice")
 
 
 def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_path: Path):
@@ -182,7 +207,7 @@ def test_current_round_never_reports_a_committed_round_while_rounds_commit(tmp_p
 
 
 def test_erased_seed_and_scalar_shares_leave_no_bytes_in_the_database_files(tmp_path: Path):
-    """Erasure must not leave a seed-compressed share (32 bytes in a row) readable in the
+    """Erasure must not leave a seed-compressed share (33 bytes in a row) readable in the
     SQLite file or its write-ahead log."""
     from mpc.masks import new_seed
 
