@@ -5,7 +5,9 @@ persist without pickle,
 
 * `public_json()` — JSON-ready facts (round reached, selected rounds, the run log);
 * `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
-* `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y]).
+* `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y],
+  their Gram entries and each client's cached compact form, so a resumed run reuses the
+  very K⁻¹ of the interrupted one).
 
 `StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it.
 """
@@ -38,6 +40,26 @@ class CurvaturePair:
     round: int
     s: torch.Tensor
     y: Secret
+    #: [ŷ_iᵀŷ] for the (up to B−1) pairs before it in the buffer when it entered, oldest
+    #: first, then ‖ŷ‖²: the new row of YᵀY (None in a checkpoint that predates it)
+    yy: Secret | None = None
+
+
+@dataclass(frozen=True)
+class PairCache:
+    """A client's compact L-BFGS form for one buffer state (`unlearning.lbfgs.CompactForm`, unbatched).
+
+    Valid while the buffer holds the pairs of `rounds`; rebuilt (one SecMI) when a pair enters.
+    """
+
+    rounds: tuple[int, ...]
+    a: Secret  #: (k, k) SᵀY
+    yy: Secret  #: (k, k) YᵀY
+    sigma: Secret  #: (1,) σ_k
+    kinv: Secret  #: (2k, 2k) K⁻¹
+
+
+FORM_PARTS = ("a", "yy", "sigma", "kinv")
 
 
 @dataclass
@@ -54,6 +76,7 @@ class StarfishState(ResumableState):
     warmup_over: bool = False
     buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
     log: StarfishLog = field(default_factory=StarfishLog)
+    forms: dict[str, PairCache] = field(default_factory=dict)
 
     @property
     def selected(self) -> tuple[int, ...]:
@@ -73,6 +96,7 @@ class StarfishState(ResumableState):
             warmup_over=self.warmup_over,
             buffers={c: list(pairs) for c, pairs in self.buffers.items()},
             log=copy.deepcopy(self.log),
+            forms=dict(self.forms),
         )
 
     # ------------------------------------------------------------------ persistence parts
@@ -87,6 +111,7 @@ class StarfishState(ResumableState):
             "warmup_over": self.warmup_over,
             "buffers": {c: [p.round for p in pairs] for c, pairs in self.buffers.items()},
             "log": self.log.to_json(),
+            "forms": {c: list(form.rounds) for c, form in self.forms.items()},
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
@@ -101,6 +126,11 @@ class StarfishState(ResumableState):
         for c, pairs in self.buffers.items():
             for k, pair in enumerate(pairs):
                 out[f"buffer/{c}/{k}/y"] = pair.y
+                if pair.yy is not None:
+                    out[f"buffer/{c}/{k}/yy"] = pair.yy
+        for c, form in self.forms.items():
+            for part in FORM_PARTS:
+                out[f"form/{c}/{part}"] = getattr(form, part)
         return out
 
     @classmethod
@@ -113,10 +143,19 @@ class StarfishState(ResumableState):
         try:
             buffers = {
                 c: [
-                    CurvaturePair(round=int(r), s=tensors[f"buffer/{c}/{k}/s"], y=secrets[f"buffer/{c}/{k}/y"])
+                    CurvaturePair(
+                        round=int(r),
+                        s=tensors[f"buffer/{c}/{k}/s"],
+                        y=secrets[f"buffer/{c}/{k}/y"],
+                        yy=secrets.get(f"buffer/{c}/{k}/yy"),
+                    )
                     for k, r in enumerate(rounds)
                 ]
                 for c, rounds in public["buffers"].items()
+            }
+            forms = {
+                c: PairCache(tuple(int(r) for r in rounds), *(secrets[f"form/{c}/{part}"] for part in FORM_PARTS))
+                for c, rounds in public.get("forms", {}).items()
             }
             return cls(
                 clients=tuple(public["clients"]),
@@ -129,6 +168,7 @@ class StarfishState(ResumableState):
                 warmup_over=bool(public["warmup_over"]),
                 buffers=buffers,
                 log=StarfishLog.from_json(public["log"]),
+                forms=forms,
             )
         except KeyError as exc:
             raise ValueError(f"incomplete Starfish state: missing {exc}") from None
