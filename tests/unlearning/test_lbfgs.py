@@ -112,7 +112,9 @@ def test_accepted_pairs_bound_the_bfgs_matrix(seed: int, kappa: float) -> None:
     m, k = 5, 3
     s = torch.randn(m, k, generator=gen, dtype=torch.float64)
     y = torch.randn(m, k, generator=gen, dtype=torch.float64) * torch.rand(k, generator=gen, dtype=torch.float64) * 10
-    keep = [i for i in range(k) if curvature_accepted(backend, s[:, i], backend.share(y[:, i][None]), 1e-6, kappa)[0][0]]
+    keep = [
+        i for i in range(k) if curvature_accepted(backend, s[:, i], backend.share(y[:, i][None]), 1e-6, kappa)[0][0]
+    ]
     if not keep:
         return
     s_hat = s[:, keep] / s[:, keep].norm(dim=0)
