@@ -21,6 +21,7 @@ BENCHMARKS = (
     "flower_scale",
     "quality_mnist",
     "unlearning_cost",
+    "ue_round",
     "switching",
     "precision",
     "whole_job",

@@ -173,13 +173,17 @@ def estimate_gradients(
         groups[len(state.buffers.get(client, []))].append(idx)
     rows: dict[int, Secret] = {}
     for k, members in groups.items():
-        g_group = backend.index(stored, torch.tensor(members, dtype=torch.long))
+        whole = len(members) == n  # one group: no copies of the (n, m) rows
+        pick = torch.tensor(members, dtype=torch.long)
+        g_group = stored if whole else backend.index(stored, pick)
         if k == 0 or v_norm <= params.min_step:
             estimate = g_group
         else:
             names = [clients[i] for i in members]
-            g_norms = None if norms is None else backend.index(norms, torch.tensor(members, dtype=torch.long))
+            g_norms = norms if norms is None or whole else backend.index(norms, pick)
             estimate = _estimate_group(backend, state, names, g_group, g_norms, v, v_norm, params)
+        if whole:
+            return estimate
         for pos, i in enumerate(members):
             rows[i] = backend.index(estimate, slice(pos, pos + 1))
     return backend.cat([rows[i] for i in range(n)], dim=0)
