@@ -18,7 +18,9 @@ rounds, from party 0's ledger; each party's peak RSS; the machine load before an
 from __future__ import annotations
 
 import resource
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,6 +37,21 @@ CLIENTS, BUFFER = 20, 2
 STEPS = ("pairs", "first", "round")
 #: --quick divides the model size by this (a smoke run)
 QUICK_SCALE = 20
+
+
+def code_revision() -> str:
+    """The git commit the measured code comes from ("unknown" outside a checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
 
 
 def _direction(m: int, seed: int, scale: float) -> torch.Tensor:
@@ -91,7 +108,9 @@ def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
 
 def run(quick: bool = False) -> dict[str, Any]:
     m = model_size(ARCHITECTURE["mnist"]) // (QUICK_SCALE if quick else 1)
-    meta = stamp({"clients": CLIENTS, "remaining": CLIENTS - 1, "B": BUFFER, "m": m, "quick": quick})
+    meta = stamp(
+        {"clients": CLIENTS, "remaining": CLIENTS - 1, "B": BUFFER, "m": m, "quick": quick, "code": code_revision()}
+    )
     print(f"   mnist: m = {m:,}", flush=True)
     with TwoPartyCluster(timeout=3600.0, config=ClusterConfig(session_timeout_s=SESSION_TIMEOUT_S)) as cluster:
         start = time.perf_counter()

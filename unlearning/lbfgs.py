@@ -29,11 +29,12 @@ and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from mpc.backend import Backend, Secret
+from mpc.backend import Backend, Public, Secret
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,13 @@ class CompactForm:
     kinv: Secret  #: (n, 2k, 2k) K⁻¹
 
 
-def local_dots(backend: Backend, y: Secret, rows: torch.Tensor) -> Secret:
-    """[rows_c · y_c,j] per client c: y (n, k, m) secret, rows (n, r, m) public → (n, r, k).
+def local_dots(backend: Backend, y: Secret, rows: Sequence[Public]) -> Secret:
+    """[rows_c · y_c,j] per client c: y (n, k, m) secret, rows[c] (r, 1, m) public → (n, r, k).
 
     Local (public operand); one client at a time so the untruncated products stay r·k·m.
     """
     n, k, m = y.shape
-    r = rows.shape[1]
-    out = [backend.dot(backend.reshape(backend.index(y, c), (1, k, m)), rows[c].reshape(r, 1, m)) for c in range(n)]
+    out = [backend.dot(backend.reshape(backend.index(y, c), (1, k, m)), rows[c]) for c in range(n)]
     return backend.stack(out, dim=0)
 
 
@@ -94,7 +94,8 @@ def gram(backend: Backend, y: Secret) -> Secret:
 
 def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inverse: str = "secmi") -> CompactForm:
     """The `CompactForm` of pairs s (n, k, m) public and y (n, k, m) secret with YᵀY given."""
-    a = local_dots(backend, y, s)  # a[i, j] = ŝ_iᵀŷ_j
+    n, k, m = s.shape
+    a = local_dots(backend, y, [s[c].reshape(k, 1, m) for c in range(n)])  # a[i, j] = ŝ_iᵀŷ_j
     kmat, sigma = middle_matrix(backend, torch.matmul(s, s.transpose(1, 2)), a)
     return CompactForm(a=a, yy=yy, sigma=sigma, kinv=refined_inverse(backend, kmat, inverse))
 
@@ -105,7 +106,8 @@ def coefficients(
     """c = [σ_k, −σ_k q₁, −q₂] (n, 1 + 2k) with q = K⁻¹ [σ_k Sᵀv̂ ; Yᵀv̂], and Yᵀv̂ (n, k)."""
     n, k, m = y.shape
     sv = torch.matmul(s, v_hat)  # (n, k) public Sᵀv̂
-    yv = backend.reshape(local_dots(backend, y, v_hat.reshape(1, 1, m).expand(n, 1, m)), (n, k))
+    v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
+    yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
     sigma_col = backend.reshape(form.sigma, (n, 1))
     p = backend.reshape(backend.cat([backend.mul(sigma_col, sv), yv], dim=1), (n, 2 * k, 1))
     q = backend.reshape(backend.matmul(form.kinv, p), (n, 2 * k))
@@ -135,19 +137,16 @@ def product_square(
     return backend.dot(c, gc)
 
 
-def expand(backend: Backend, s: torch.Tensor, y: Secret, v_hat: torch.Tensor, c: Secret) -> Secret:
-    """[v̂, S, Y]·c (n, m): the public part per client (local), Y·c_y in one secret product."""
+def expand(backend: Backend, s_rows: Sequence[Public], y: Secret, v_hat: torch.Tensor, c: Secret) -> Secret:
+    """[v̂, S, Y]·c (n, m): c₀·v̂ and S_c·c_s are local (S_c = s_rows[c], (k, m), e.g. prepared once
+    per buffer state), Y·c_y is one secret product for the batch."""
     n, k, m = y.shape
-    public_part = [
-        backend.matmul(
-            backend.reshape(backend.index(c, (slice(c_i, c_i + 1), slice(0, 1 + k))), (1, 1 + k)),
-            torch.cat([v_hat.reshape(1, m), s[c_i]], dim=0),
-        )
-        for c_i in range(n)
-    ]
+    first = backend.mul(backend.index(c, (slice(None), slice(0, 1))), backend.prepare(v_hat))  # (n, m)
+    c_s = backend.index(c, (slice(None), slice(1, 1 + k)))
+    s_part = [backend.matmul(backend.index(c_s, slice(i, i + 1)), s_rows[i]) for i in range(n)]  # (1, m) each
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
     secret_part = backend.reshape(backend.matmul(c_y, y), (n, m))
-    return backend.add(backend.cat(public_part, dim=0), secret_part)
+    return backend.add(backend.add(first, backend.cat(s_part, dim=0)), secret_part)
 
 
 def hessian_vector_product(
@@ -162,7 +161,7 @@ def hessian_vector_product(
     v_norm = float(torch.linalg.vector_norm(v))
     form = compact_form(backend, s, y, gram(backend, y), inverse)
     c, _ = coefficients(backend, form, s, y, v / v_norm)
-    return backend.mul(expand(backend, s, y, v / v_norm, c), v_norm)
+    return backend.mul(expand(backend, list(s), y, v / v_norm, c), v_norm)
 
 
 def squared_norms(backend: Backend, x: Secret) -> Secret:

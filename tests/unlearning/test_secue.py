@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_lbfgs import dense_bfgs
 
 from mpc.plain_backend import PlainBackend
-from test_lbfgs import dense_bfgs
 from unlearning.baselines.fedrecover import PairState
 from unlearning.starfish.params import StarfishParams
-from unlearning.starfish.secue import _stored_gram, add_pairs, estimate_gradients
+from unlearning.starfish.secue import add_pairs, estimate_gradients, stored_gram
 
 M, CLIENTS = 6, 3
 
@@ -40,7 +40,7 @@ def test_gram_rows_stored_on_entry_equal_the_buffer_gram(seed: int, buffer: int,
     store = PairState()
     fill(backend, store, StarfishParams(buffer_size=buffer), steps, seed)
     buffers = [store.buffers[f"c{j}"] for j in range(CLIENTS)]
-    got = backend.reveal(_stored_gram(backend, buffers))
+    got = backend.reveal(stored_gram(backend, buffers))
     y = torch.stack([torch.stack([backend.reveal(p.y) for p in pairs]) for pairs in buffers])
     torch.testing.assert_close(got, y @ y.transpose(1, 2))
 

@@ -26,13 +26,14 @@ FedRecover (`unlearning.baselines.fedrecover`) runs the same estimation with its
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 import torch
 
-from mpc.backend import Backend, Secret
+from mpc.backend import Backend, Prepared, Secret
 from unlearning.lbfgs import (
     CompactForm,
     coefficients,
@@ -210,7 +211,17 @@ def _estimate_group(
     # ‖g‖² from the client-reported norms when given (one scalar product per client)
     g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
-    return backend.add(g, backend.mul(expand(backend, s, y, v_hat, kept), v_norm))
+    s_rows = [prepared_rows(backend, state, name) for name in names]
+    return backend.add(g, backend.mul(expand(backend, s_rows, y, v_hat, kept), v_norm))
+
+
+def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
+    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache)."""
+    form = state.forms[name]
+    if form.s_rows is None:
+        rows = backend.prepare(torch.stack([p.s for p in state.buffers[name]]))
+        form = state.forms[name] = dataclasses.replace(form, s_rows=rows)
+    return form.s_rows
 
 
 def cached_forms(
@@ -222,7 +233,7 @@ def cached_forms(
     if stale:
         index = torch.tensor(stale, dtype=torch.long)
         s_stale, y_stale = s[index], backend.index(y, index)
-        yy = _stored_gram(backend, [state.buffers[names[i]] for i in stale])
+        yy = stored_gram(backend, [state.buffers[names[i]] for i in stale])
         fresh = compact_form(backend, s_stale, y_stale, gram(backend, y_stale) if yy is None else yy, inverse)
         state.log.inverses += len(stale)
         for row, i in enumerate(stale):
@@ -242,7 +253,7 @@ def cached_forms(
     )
 
 
-def _stored_gram(backend: Backend, buffers: list[list[CurvaturePair]]) -> Secret | None:
+def stored_gram(backend: Backend, buffers: list[list[CurvaturePair]]) -> Secret | None:
     """YᵀY (n, k, k) assembled from the pairs' stored rows; None if a pair has none (old checkpoint).
 
     Entry (i, j), i ≤ j, is pair j's row at position len − 1 − (j − i) (its rows end with

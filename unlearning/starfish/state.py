@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from mpc.backend import Secret
+from mpc.backend import Prepared, Secret
 from unlearning.starfish.run_log import StarfishLog
 from unlearning.strategy import ResumableState
 
@@ -57,6 +57,9 @@ class PairCache:
     yy: Secret  #: (k, k) YᵀY
     sigma: Secret  #: (1,) σ_k
     kinv: Secret  #: (2k, 2k) K⁻¹
+    #: the public ŝ rows (k, m) as the backend prepared them for products (not persisted:
+    #: a deterministic local encoding, redone after a resume)
+    s_rows: Prepared | None = field(default=None, compare=False)
 
 
 FORM_PARTS = ("a", "yy", "sigma", "kinv")
