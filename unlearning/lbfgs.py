@@ -15,7 +15,8 @@ so for a unit direction v̂, with p = [σ_k Sᵀv̂ ; Yᵀv̂] and q = K⁻¹·p
     B_k·v̂ = [v̂, S, Y] · c,    c = [σ_k, −σ_k q₁, −q₂]   (1 + 2k coefficients).
 
 Per buffer state (the pairs change only when a pair enters) a client's `CompactForm` holds
-A, the secret k×k Gram matrix YᵀY, σ_k and K⁻¹ (one SecMI per buffer state). Per round the
+A, the secret k×k Gram matrix YᵀY, σ_k and D·K⁻¹ with D = diag(σ_k·I, I) (one SecMI per
+buffer state), so the coefficients' tail −D·K⁻¹·p is one small product per round. Per round the
 only m-sized work is local (Yᵀv̂, a public-operand product) plus one secret product Y·c_y
 that expands the coefficients; ‖B_k v̂‖² = cᵀGc with G = [v̂, S, Y]ᵀ[v̂, S, Y] built from
 public blocks, Yᵀv̂, A and YᵀY (no m-sized secure square). Products of a secret with a long
@@ -44,7 +45,7 @@ class CompactForm:
     a: Secret  #: (n, k, k) A = SᵀY, a[i, j] = ŝ_iᵀŷ_j
     yy: Secret  #: (n, k, k) YᵀY
     sigma: Secret  #: (n,) σ_k
-    kinv: Secret  #: (n, 2k, 2k) K⁻¹
+    dkinv: Secret  #: (n, 2k, 2k) D·K⁻¹, D = diag(σ_k·I_k, I_k)
 
 
 def local_dots(backend: Backend, y: Secret, rows: Sequence[Public]) -> Secret:
@@ -97,25 +98,25 @@ def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inver
     n, k, m = s.shape
     a = local_dots(backend, y, [s[c].reshape(k, 1, m) for c in range(n)])  # a[i, j] = ŝ_iᵀŷ_j
     kmat, sigma = middle_matrix(backend, torch.matmul(s, s.transpose(1, 2)), a)
-    return CompactForm(a=a, yy=yy, sigma=sigma, kinv=refined_inverse(backend, kmat, inverse))
+    kinv = refined_inverse(backend, kmat, inverse)
+    # the rows of q₁ scaled by σ_k once per buffer state: −D·K⁻¹·p is then c's tail in one product
+    scale = backend.cat([backend.reshape(sigma, (n, 1)), backend.add(backend.zeros((n, 1)), 1.0)], dim=1)
+    scale = backend.reshape(backend.index(scale, (slice(None), [0] * k + [1] * k)), (n, 2 * k, 1))
+    return CompactForm(a=a, yy=yy, sigma=sigma, dkinv=backend.mul(scale, kinv))
 
 
 def coefficients(
     backend: Backend, form: CompactForm, s: torch.Tensor, y: Secret, v_hat: torch.Tensor
 ) -> tuple[Secret, Secret]:
-    """c = [σ_k, −σ_k q₁, −q₂] (n, 1 + 2k) with q = K⁻¹ [σ_k Sᵀv̂ ; Yᵀv̂], and Yᵀv̂ (n, k)."""
+    """c = [σ_k, −σ_k q₁, −q₂] = [σ_k, −D·K⁻¹·p] (n, 1 + 2k), p = [σ_k Sᵀv̂ ; Yᵀv̂]; and Yᵀv̂ (n, k)."""
     n, k, m = y.shape
     sv = torch.matmul(s, v_hat)  # (n, k) public Sᵀv̂
     v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
     yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
     sigma_col = backend.reshape(form.sigma, (n, 1))
     p = backend.reshape(backend.cat([backend.mul(sigma_col, sv), yv], dim=1), (n, 2 * k, 1))
-    q = backend.reshape(backend.matmul(form.kinv, p), (n, 2 * k))
-    sigma_q1 = backend.mul(sigma_col, backend.index(q, (slice(None), slice(0, k))))
-    c = backend.cat(
-        [sigma_col, backend.neg(sigma_q1), backend.neg(backend.index(q, (slice(None), slice(k, 2 * k))))], 1
-    )
-    return c, yv
+    tail = backend.neg(backend.reshape(backend.matmul(form.dkinv, p), (n, 2 * k)))
+    return backend.cat([sigma_col, tail], dim=1), yv
 
 
 def product_square(

@@ -242,14 +242,14 @@ def cached_forms(
                 a=backend.index(fresh.a, row),
                 yy=backend.index(fresh.yy, row),
                 sigma=backend.index(fresh.sigma, slice(row, row + 1)),
-                kinv=backend.index(fresh.kinv, row),
+                dkinv=backend.index(fresh.dkinv, row),
             )
     forms = [state.forms[c] for c in names]
     return CompactForm(
         a=backend.stack([f.a for f in forms]),
         yy=backend.stack([f.yy for f in forms]),
         sigma=backend.cat([f.sigma for f in forms]),
-        kinv=backend.stack([f.kinv for f in forms]),
+        dkinv=backend.stack([f.dkinv for f in forms]),
     )
 
 

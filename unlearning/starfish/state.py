@@ -56,13 +56,13 @@ class PairCache:
     a: Secret  #: (k, k) SᵀY
     yy: Secret  #: (k, k) YᵀY
     sigma: Secret  #: (1,) σ_k
-    kinv: Secret  #: (2k, 2k) K⁻¹
+    dkinv: Secret  #: (2k, 2k) diag(σ_k·I, I)·K⁻¹
     #: the public ŝ rows (k, m) as the backend prepared them for products (not persisted:
     #: a deterministic local encoding, redone after a resume)
     s_rows: Prepared | None = field(default=None, compare=False)
 
 
-FORM_PARTS = ("a", "yy", "sigma", "kinv")
+FORM_PARTS = ("a", "yy", "sigma", "dkinv")
 
 
 @dataclass
