@@ -10,6 +10,7 @@ import torch
 
 from bench.histories import SyntheticHistory, seeded_share
 from bench.report import _ratio, _verdict
+from bench.report_ue import target_line
 from bench.sweeps import job_cost
 from bench.switching import batched_model, comparator_stages, fit, paper_rule_threshold
 from mpc.cluster import ClusterConfig, TwoPartyCluster
@@ -104,3 +105,11 @@ def test_report_cells() -> None:
     assert _verdict(0.5) == "yes"
     assert _verdict(1.5).startswith("no, 1.50×")
     assert np.isfinite(float(_ratio(3.0, 2.0).rstrip("×")))
+
+
+def test_ue_round_target_line() -> None:
+    fast = {"wall_s": 0.5, "online_bytes": 30e6, "offline_bytes": 10e6}
+    assert target_line(fast, {"party0": 2**30}).endswith("40.0 MB: met. Peak RSS: party0 1.00 GiB.")
+    heavy = dict(fast, online_bytes=45e6)
+    assert "55.0 MB: not met" in target_line(heavy, {})
+    assert "not met" in target_line(dict(fast, wall_s=1.5), {})
