@@ -63,6 +63,14 @@ def section_ue_round(lines: list[str]) -> None:
     if baseline is not None and not quick:
         lines.extend(_rows("before", baseline))
     lines.extend(_rows("now", res))
+    if baseline is not None and not quick:
+        bm = baseline["meta"]
+        lines.append(
+            f'\nThe "before" rows are this benchmark run on the code before the restructured round, measured '
+            f"{bm['date_utc']} UTC at load average {bm['load_average_start']} → {bm['load_average_end']}. At such "
+            "loads (far above the 2 cores) wall times are inflated and noisy (the old code's two identical UE "
+            "rounds differ by 30 %); bytes and rounds do not depend on the load."
+        )
     lines.append("\n" + target_line(f["ue_round"], f.get("peak_rss_bytes", {})) + "\n")
     lines.append(
         "What remains of size m per client and round is the Beaver opening of Y (k·m elements) for Y·c_y; "
