@@ -633,12 +633,14 @@ ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binar
 def build() -> str:
     from bench.report_multihost import section_multihost
     from bench.report_stage1 import section_stage1
+    from bench.report_ue import section_ue_round
 
     lines = [HEADER]
     for section in (
         section_primitives,
         section_plane,
         section_steps,
+        section_ue_round,
         section_whole_job,
         section_multihost,
         section_switching,

@@ -51,6 +51,7 @@ from mpc.crypten_loader import load_crypten
 from mpc.dp_noise import csprng_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.provider import DealerProvider
+from mpc.primitives import Prepared
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -100,7 +101,9 @@ class CrypTenSecret(Secret):
         return f"CrypTenSecret(shape={tuple(self.share.shape)}, bits={self.bits})"
 
 
-def _to_tensor(x: Public) -> torch.Tensor:
+def _to_tensor(x: Public | Prepared) -> torch.Tensor:
+    if isinstance(x, Prepared):
+        return x.value
     return torch.as_tensor(x, dtype=torch.float64)
 
 
@@ -378,9 +381,12 @@ class CrypTenBackend(Backend):
             else:
                 raw = fn(self._ast(a), self._ast(b)).share
             return CrypTenSecret(raw, a.bits + b.bits)
-        bt = _to_tensor(b)
-        bits = 0 if _is_integral(bt) else self.f
-        enc = self._encode(bt, bits)
+        if isinstance(b, Prepared):
+            enc, bits = b.payload
+        else:
+            bt = _to_tensor(b)
+            bits = 0 if _is_integral(bt) else self.f
+            enc = self._encode(bt, bits)
         if op == "mul":
             raw = a.share * enc
         elif left_public:
@@ -388,6 +394,12 @@ class CrypTenBackend(Backend):
         else:
             raw = torch.matmul(a.share, enc)
         return CrypTenSecret(raw, a.bits + bits)
+
+    def prepare(self, x: torch.Tensor) -> Prepared:
+        """Encode a public operand once (integral values at scale 0, others at f bits)."""
+        value = _to_tensor(x)
+        bits = 0 if _is_integral(value) else self.f
+        return Prepared(value, (self._encode(value, bits), bits))
 
     def _to_precision(self, x: CrypTenSecret) -> CrypTenSecret:
         if x.bits <= self.f:

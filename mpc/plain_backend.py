@@ -22,6 +22,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.dp_noise import csprng_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+from mpc.primitives import Prepared
 
 
 class PlainSecret(Secret):
@@ -45,6 +46,8 @@ def _val(x: Secret | Public) -> torch.Tensor | float | int:
         return x.value
     if isinstance(x, Secret):
         raise TypeError(f"PlainBackend cannot operate on {type(x).__name__}")
+    if isinstance(x, Prepared):
+        return x.value
     if isinstance(x, torch.Tensor):
         return x.to(torch.float64)
     return x

@@ -36,6 +36,25 @@ Public = torch.Tensor | float | int
 """A value both parties know (a model, a model difference, a constant)."""
 
 
+class Prepared:
+    """A public tensor prepared once for many products with secrets (`Primitives.prepare`).
+
+    `value` is the float64 tensor; `payload` is what the backend derived from it (the CrypTen
+    backend: its fixed-point encoding and scale), so repeated `mul`/`matmul`/`dot` calls with
+    it skip re-encoding m-sized operands. Accepted wherever those take a public operand.
+    """
+
+    __slots__ = ("value", "payload")
+
+    def __init__(self, value: torch.Tensor, payload: Any = None) -> None:
+        self.value = value
+        self.payload = payload
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.value.shape
+
+
 class Secret(ABC):
     """Opaque handle to a secret-shared tensor. Use backend methods to operate on it."""
 
@@ -139,6 +158,10 @@ class Primitives(ABC):
     def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> Secret:
         """Matrix product; at least one operand is secret. Local when the other operand is
         public (e.g. u_i = ⟨[g_i], M_{i−1} − M_i⟩)."""
+
+    def prepare(self, x: torch.Tensor) -> Prepared:
+        """A public operand reused in many products (`Prepared`); the plain form keeps the float64 tensor."""
+        return Prepared(torch.as_tensor(x, dtype=torch.float64))
 
     @abstractmethod
     def sum(self, a: Secret, dim: int | None = None) -> Secret:

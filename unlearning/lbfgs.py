@@ -2,17 +2,26 @@
 
 The paper's Equation 3 keeps an m×m inverse-Hessian approximation, infeasible for a model
 of m parameters. We use the compact representation of Byrd, Nocedal and Schnabel (1994,
-Theorem 2.3), as FedRecover's implementation does: with k curvature pairs
-S = [s_1 … s_k] (model differences, PUBLIC) and Y = [y_1 … y_k] (gradient differences,
+Theorem 2.3), as FedRecover's implementation does: with k curvature pairs, rows of
+S = [s_1 … s_k]ᵀ (model differences, PUBLIC) and Y = [y_1 … y_k]ᵀ (gradient differences,
 SECRET), the BFGS matrix started from B_0 = σ_k·I is
 
     B_k = σ_k I − [σ_k S, Y] · K⁻¹ · [σ_k Sᵀ ; Yᵀ],
     K   = [[σ_k SᵀS, L], [Lᵀ, −D]]   (2k × 2k),
     A   = SᵀY,  D = diag(A),  L = strictly-lower(A),  σ_k = (y_kᵀ s_k)/(s_kᵀ s_k),
 
-so B_k·v = σ_k v − [σ_k S, Y]·q with p = [σ_k Sᵀv ; Yᵀv] and q = K⁻¹·p. Nothing of size
-m×m is formed; the only secret×secret products are K⁻¹ (SecMI or Newton–Schulz), K⁻¹·p,
-σ_k·(v − S q₁) and Y·q₂. Every function is batched over a leading client dimension n.
+so for a unit direction v̂, with p = [σ_k Sᵀv̂ ; Yᵀv̂] and q = K⁻¹·p = [q₁ ; q₂],
+
+    B_k·v̂ = [v̂, S, Y] · c,    c = [σ_k, −σ_k q₁, −q₂]   (1 + 2k coefficients).
+
+Per buffer state (the pairs change only when a pair enters) a client's `CompactForm` holds
+A, the secret k×k Gram matrix YᵀY, σ_k and D·K⁻¹ with D = diag(σ_k·I, I) (one SecMI per
+buffer state), so the coefficients' tail −D·K⁻¹·p is one small product per round. Per round the
+only m-sized work is local (Yᵀv̂, a public-operand product) plus one secret product Y·c_y
+that expands the coefficients; ‖B_k v̂‖² = cᵀGc with G = [v̂, S, Y]ᵀ[v̂, S, Y] built from
+public blocks, Yᵀv̂, A and YᵀY (no m-sized secure square). Products of a secret with a long
+public vector use `Backend.dot` (elementwise, one truncation of the sum) per client, not
+batched matmuls with long inner dimensions.
 
 The curvature safeguards (docs/ALGORITHM.md §3, "safeguards") are here too so both backends apply the
 same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
@@ -21,21 +30,40 @@ and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 
-from mpc.backend import Backend, Secret
+from mpc.backend import Backend, Public, Secret
 
 
-def middle_matrix(backend: Backend, s: torch.Tensor, y: Secret) -> tuple[Secret, Secret]:
-    """K = [[σ_k SᵀS, L], [Lᵀ, −D]] and σ_k for a batch: s (n, m, k) public, y (n, m, k) secret.
+@dataclass(frozen=True)
+class CompactForm:
+    """The per-buffer-state quantities of n clients with k pairs each (secret, small)."""
 
-    A = SᵀY is local (public left operand); σ_k = A[k,k] / (s_kᵀ s_k) is local (public
-    denominator). Returns (K of shape (n, 2k, 2k), σ of shape (n,)).
+    a: Secret  #: (n, k, k) A = SᵀY, a[i, j] = ŝ_iᵀŷ_j
+    yy: Secret  #: (n, k, k) YᵀY
+    sigma: Secret  #: (n,) σ_k
+    dkinv: Secret  #: (n, 2k, 2k) D·K⁻¹, D = diag(σ_k·I_k, I_k)
+
+
+def local_dots(backend: Backend, y: Secret, rows: Sequence[Public]) -> Secret:
+    """[rows_c · y_c,j] per client c: y (n, k, m) secret, rows[c] (r, 1, m) public → (n, r, k).
+
+    Local (public operand); one client at a time so the untruncated products stay r·k·m.
     """
-    n, _, k = s.shape
-    st = s.transpose(1, 2)
-    a = backend.matmul(st, y)  # (n, k, k) = SᵀY
-    ss = torch.matmul(st, s)  # (n, k, k) public
+    n, k, m = y.shape
+    out = [backend.dot(backend.reshape(backend.index(y, c), (1, k, m)), rows[c]) for c in range(n)]
+    return backend.stack(out, dim=0)
+
+
+def middle_matrix(backend: Backend, ss: torch.Tensor, a: Secret) -> tuple[Secret, Secret]:
+    """K = [[σ_k SᵀS, L], [Lᵀ, −D]] and σ_k from SᵀS (n, k, k) public and A = SᵀY (n, k, k) secret.
+
+    σ_k = A[k,k] / (s_kᵀ s_k) is local (public denominator). Returns (K (n, 2k, 2k), σ (n,)).
+    """
+    n, _, k = ss.shape
     sigma = backend.mul(backend.index(a, (slice(None), k - 1, k - 1)), 1.0 / ss[:, k - 1, k - 1])
     lower = backend.mul(a, torch.tril(torch.ones(k, k, dtype=torch.float64), diagonal=-1))
     diag = backend.mul(a, torch.eye(k, dtype=torch.float64))
@@ -59,74 +87,119 @@ def refined_inverse(backend: Backend, kmat: Secret, inverse: str, steps: int = 1
     return x
 
 
+def gram(backend: Backend, y: Secret) -> Secret:
+    """[YᵀY] (n, k, k) from scratch: k² secure dot products of length m per client."""
+    n, k, m = y.shape
+    return backend.dot(backend.reshape(y, (n, k, 1, m)), backend.reshape(y, (n, 1, k, m)))
+
+
+def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inverse: str = "secmi") -> CompactForm:
+    """The `CompactForm` of pairs s (n, k, m) public and y (n, k, m) secret with YᵀY given."""
+    n, k, m = s.shape
+    a = local_dots(backend, y, [s[c].reshape(k, 1, m) for c in range(n)])  # a[i, j] = ŝ_iᵀŷ_j
+    kmat, sigma = middle_matrix(backend, torch.matmul(s, s.transpose(1, 2)), a)
+    kinv = refined_inverse(backend, kmat, inverse)
+    # the rows of q₁ scaled by σ_k once per buffer state: −D·K⁻¹·p is then c's tail in one product
+    scale = backend.cat([backend.reshape(sigma, (n, 1)), backend.add(backend.zeros((n, 1)), 1.0)], dim=1)
+    scale = backend.reshape(backend.index(scale, (slice(None), [0] * k + [1] * k)), (n, 2 * k, 1))
+    return CompactForm(a=a, yy=yy, sigma=sigma, dkinv=backend.mul(scale, kinv))
+
+
+def coefficients(
+    backend: Backend, form: CompactForm, s: torch.Tensor, y: Secret, v_hat: torch.Tensor
+) -> tuple[Secret, Secret]:
+    """c = [σ_k, −σ_k q₁, −q₂] = [σ_k, −D·K⁻¹·p] (n, 1 + 2k), p = [σ_k Sᵀv̂ ; Yᵀv̂]; and Yᵀv̂ (n, k)."""
+    n, k, m = y.shape
+    sv = torch.matmul(s, v_hat)  # (n, k) public Sᵀv̂
+    v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
+    yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
+    sigma_col = backend.reshape(form.sigma, (n, 1))
+    p = backend.reshape(backend.cat([backend.mul(sigma_col, sv), yv], dim=1), (n, 2 * k, 1))
+    tail = backend.neg(backend.reshape(backend.matmul(form.dkinv, p), (n, 2 * k)))
+    return backend.cat([sigma_col, tail], dim=1), yv
+
+
+def product_square(
+    backend: Backend, form: CompactForm, s: torch.Tensor, v_hat: torch.Tensor, yv: Secret, c: Secret
+) -> Secret:
+    """‖[v̂, S, Y]·c‖² = cᵀGc (n,), G = [[1, v̂ᵀS, v̂ᵀY], [Sᵀv̂, SᵀS, SᵀY], [Yᵀv̂, YᵀS, YᵀY]].
+
+    The public blocks enter G as constants; the secret ones are Yᵀv̂, A and YᵀY. Two small
+    secret products (G·c, then cᵀ(G·c)); nothing of size m.
+    """
+    n, k, _ = s.shape
+    basis = torch.cat([v_hat.reshape(1, 1, -1).expand(n, 1, -1), s], dim=1)  # (n, 1+k, m) public
+    public = backend.add(backend.zeros((n, 1 + k, 1 + k)), torch.matmul(basis, basis.transpose(1, 2)))
+    cross = backend.cat([backend.reshape(yv, (n, 1, k)), form.a], dim=1)  # (n, 1+k, k) [v̂ᵀY ; SᵀY]
+    top = backend.cat([public, cross], dim=2)
+    bottom = backend.cat([backend.transpose(cross, 1, 2), form.yy], dim=2)
+    g = backend.cat([top, bottom], dim=1)  # (n, 1+2k, 1+2k)
+    gc = backend.reshape(backend.matmul(g, backend.reshape(c, (n, 1 + 2 * k, 1))), (n, 1 + 2 * k))
+    return backend.dot(c, gc)
+
+
+def expand(backend: Backend, s_rows: Sequence[Public], y: Secret, v_hat: torch.Tensor, c: Secret) -> Secret:
+    """[v̂, S, Y]·c (n, m): c₀·v̂ and S_c·c_s are local (S_c = s_rows[c], (k, m), e.g. prepared once
+    per buffer state), Y·c_y is one secret product for the batch."""
+    n, k, m = y.shape
+    first = backend.mul(backend.index(c, (slice(None), slice(0, 1))), backend.prepare(v_hat))  # (n, m)
+    c_s = backend.index(c, (slice(None), slice(1, 1 + k)))
+    s_part = [backend.matmul(backend.index(c_s, slice(i, i + 1)), s_rows[i]) for i in range(n)]  # (1, m) each
+    c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
+    secret_part = backend.reshape(backend.matmul(c_y, y), (n, m))
+    return backend.add(backend.add(first, backend.cat(s_part, dim=0)), secret_part)
+
+
 def hessian_vector_product(
     backend: Backend, s: torch.Tensor, y: Secret, v: torch.Tensor, inverse: str = "secmi"
 ) -> Secret:
     """B_k·v by the compact form (module docstring) for every client of the batch.
 
-    s: (n, m, k) public pairs; y: (n, m, k) secret pairs; v: (m,) public direction.
+    s: (n, k, m) public pairs; y: (n, k, m) secret pairs; v: (m,) public direction.
     Returns a secret (n, m). `inverse` selects SecMI ("secmi") or Newton–Schulz ("newton").
     """
-    n, m, k = s.shape
     v = v.to(torch.float64)
-    kmat, sigma = middle_matrix(backend, s, y)
-    sigma_col = backend.reshape(sigma, (n, 1))
-    sv = torch.matmul(s.transpose(1, 2), v)  # (n, k) public Sᵀv
-    p_top = backend.mul(sigma_col, sv)  # σ_k Sᵀv (local)
-    p_bottom = backend.matmul(backend.transpose(y, 1, 2), v)  # Yᵀv (local)
-    p = backend.reshape(backend.cat([p_top, p_bottom], dim=1), (n, 2 * k, 1))
-    q = backend.matmul(refined_inverse(backend, kmat, inverse), p)  # q = K⁻¹ p
-    q1 = backend.index(q, (slice(None), slice(0, k)))
-    q2 = backend.index(q, (slice(None), slice(k, 2 * k)))
-    # σ_k (v − S q₁) = σ_k v − S (σ_k q₁): the only secret product is the small σ_k·q₁, the
-    # two m-sized terms are products with the public v and S (local)
-    sigma_q1 = backend.mul(backend.reshape(sigma, (n, 1, 1)), q1)  # (n, k, 1)
-    s_sigma_q1 = backend.reshape(backend.matmul(s, sigma_q1), (n, m))  # S (σ_k q₁) (local)
-    first = backend.sub(backend.mul(sigma_col, v), s_sigma_q1)  # σ_k v − S (σ_k q₁)
-    y_q2 = backend.reshape(backend.matmul(y, q2), (n, m))  # Y q₂
-    return backend.sub(first, y_q2)
+    v_norm = float(torch.linalg.vector_norm(v))
+    form = compact_form(backend, s, y, gram(backend, y), inverse)
+    c, _ = coefficients(backend, form, s, y, v / v_norm)
+    return backend.mul(expand(backend, list(s), y, v / v_norm, c), v_norm)
 
 
 def squared_norms(backend: Backend, x: Secret) -> Secret:
-    """‖x_j‖² per row of a secret (n, m), as batched dot products (one truncation each)."""
-    n, m = x.shape
-    return backend.reshape(backend.matmul(backend.reshape(x, (n, 1, m)), backend.reshape(x, (n, m, 1))), (n,))
+    """‖x_j‖² per row of a secret (n, m), as elementwise dot products (one truncation each)."""
+    return backend.dot(x, x)
 
 
-def curvature_accepted(backend: Backend, s: torch.Tensor, y: Secret, eps: float, kappa: float) -> torch.Tensor:
+def curvature_accepted(
+    backend: Backend, s: torch.Tensor, y: Secret, eps: float, kappa: float
+) -> tuple[torch.Tensor, Secret]:
     """Safeguard 1: reveal, per client, whether the new pair (s, y) may enter its buffer.
 
     Accepted iff yᵀs ≥ ε·sᵀs (positive curvature) AND ‖y‖² ≤ κ·yᵀs (the "cautious" bound
     of Li and Fukushima: every rank-one term y yᵀ/(yᵀs) of the BFGS update has norm ≤ κ, so
     σ_k ≤ κ, ‖B_k‖ ≤ (k+1)·κ and ‖ŷ‖ = ‖y‖/‖s‖ ≤ κ — bounded fixed-point magnitudes).
     s: (m,) public (the same model difference for every client), y: (n, m) secret, raw
-    (not normalised, so ‖y‖² stays at gradient scale). yᵀs is local; ‖y‖² is one batched
-    dot product. Returns a public bool tensor (n,); only the combined bit is revealed.
+    (not normalised, so ‖y‖² stays at gradient scale). yᵀs is local; ‖y‖² is one secure
+    square per client. Returns the public bools (n,) (only the combined bit is revealed)
+    and [‖y‖²] (n,), which the caller reuses for the new Gram entry ‖ŷ‖².
     """
     s = s.to(torch.float64)
-    curvature = backend.matmul(y, s)  # (n,) yᵀs, local
+    curvature = backend.dot(y, s)  # (n,) yᵀs, local
+    y2 = squared_norms(backend, y)
     positive = backend.ge(curvature, float(eps) * float(torch.dot(s, s)))
-    cautious = backend.ge(backend.mul(curvature, float(kappa)), squared_norms(backend, y))
-    return backend.reveal(backend.mul(positive, cautious)) > 0.5
+    cautious = backend.ge(backend.mul(curvature, float(kappa)), y2)
+    return backend.reveal(backend.mul(positive, cautious)) > 0.5, y2
 
 
-def bounded_correction(
-    backend: Backend, hv_unit: Secret, g: Secret, bound: float, v_norm: float, g_norms: Secret | None = None
-) -> Secret:
-    """Safeguard 2: H v̂ where ‖H v‖ = ‖v‖·‖H v̂‖ ≤ c·‖g‖, else 0 — an oblivious drop (nothing revealed).
+def correction_kept(backend: Backend, hv2: Secret, g2: Secret, bound: float, v_norm: float) -> Secret:
+    """Safeguard 2: the shared bit [‖H v‖ ≤ c·‖g‖] with ‖H v‖ = ‖v‖·‖H v̂‖ — nothing revealed.
 
-    `hv_unit` is H·v̂ for the unit direction v̂ = v/‖v‖. Squared norms are compared
-    ([(c/‖v‖)²‖g‖² ≥ ‖H v̂‖²], no square root); the public factor is applied to whichever
-    side it shrinks, so no fixed-point magnitude grows. Returns the kept H v̂ (n, m).
+    `hv2` is ‖H v̂‖² for the unit direction v̂ = v/‖v‖, `g2` is ‖g‖². Squared norms are
+    compared ([(c/‖v‖)²‖g‖² ≥ ‖H v̂‖²], no square root); the public factor is applied to
+    whichever side it shrinks, so no fixed-point magnitude grows. The caller multiplies the
+    bit into the coefficients c (an exact product with a bit), dropping the correction.
     """
-    n = hv_unit.shape[0]
     factor = (float(bound) / float(v_norm)) ** 2
-    # ‖g‖² from the client-reported norms when given (one scalar product per client instead
-    # of two m-sized openings), else as a batched dot product
-    g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
-    hv2 = squared_norms(backend, hv_unit)
     if factor <= 1.0:
-        ok = backend.ge(backend.mul(g2, factor), hv2)
-    else:
-        ok = backend.ge(g2, backend.mul(hv2, 1.0 / factor))
-    return backend.mul(hv_unit, backend.reshape(ok, (n, 1)))  # the bit broadcast over the row
+        return backend.ge(backend.mul(g2, factor), hv2)
+    return backend.ge(g2, backend.mul(hv2, 1.0 / factor))

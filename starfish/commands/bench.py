@@ -22,6 +22,7 @@ BENCHMARKS = (
     "quality_mnist",
     "privacy",
     "unlearning_cost",
+    "ue_round",
     "switching",
     "precision",
     "whole_job",

@@ -10,6 +10,7 @@ import torch
 
 from bench.histories import SyntheticHistory, seeded_share
 from bench.report import _ratio, _verdict
+from bench.report_ue import target_line
 from bench.sweeps import job_cost
 from bench.switching import batched_model, comparator_stages, fit, paper_rule_threshold
 from mpc.cluster import ClusterConfig, TwoPartyCluster
@@ -148,3 +149,11 @@ def test_stage1_section_shows_the_ratios_and_the_run_before(monkeypatch) -> None
     lines = []
     section.section_stage1(lines)
     assert "before" not in "\n".join(lines)
+
+
+def test_ue_round_target_line() -> None:
+    fast = {"wall_s": 0.5, "online_bytes": 30e6, "offline_bytes": 10e6}
+    assert target_line(fast, {"party0": 2**30}).endswith("40.0 MB: met. Peak RSS: party0 1.00 GiB.")
+    heavy = dict(fast, online_bytes=45e6)
+    assert "55.0 MB: not met" in target_line(heavy, {})
+    assert "not met" in target_line(dict(fast, wall_s=1.5), {})

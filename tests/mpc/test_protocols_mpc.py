@@ -92,6 +92,14 @@ def test_arithmetic_within_tolerance(cluster, xyw):
             bound = 2 * ULP
         err = float((got[key] - expected).abs().max())
         assert err <= bound if bound == 0.0 else err < bound, (key, err / ULP)
+    # a prepared public operand gives bit-for-bit the product of the unprepared one
+    for prepared, plain in (
+        ("mul_prepared", "mul_public"),
+        ("matmul_prepared", "matmul_public"),
+        ("prepared_matmul", "public_matmul"),
+        ("dot_prepared", "dot_public"),
+    ):
+        assert torch.equal(got[prepared], got[plain]), prepared
 
 
 @MPC_SETTINGS

@@ -36,6 +36,12 @@ def arithmetic(
         "sum": backend.reveal(backend.sum(a)),
         "dot": backend.reveal(backend.dot(a, b)),
         "mul3": backend.reveal(backend.mul3(a, b, w[:, 2])),
+        # the same local products with the public operand prepared (encoded) once
+        "mul_prepared": backend.reveal(backend.mul(a, backend.prepare(w[:, 0]))),
+        "matmul_prepared": backend.reveal(backend.matmul(a, backend.prepare(w))),
+        "prepared_matmul": backend.reveal(backend.matmul(backend.prepare(w.T), b)),
+        "dot_prepared": backend.reveal(backend.dot(a, backend.prepare(w[:, 0]))),
+        "dot_public": backend.reveal(backend.dot(a, w[:, 0])),
     }
 
 

@@ -104,16 +104,40 @@ def test_resume_from_checkpoint_gives_same_model(stop_after: int) -> None:
     assert [s.round for s in later] == list(range(stop_after + 1, 9))
 
 
+def test_resume_without_cached_forms_rebuilds_them() -> None:
+    """A checkpoint without YᵀY rows and compact forms (older layout): they are rebuilt, same run."""
+    params = {"eta_u": ETA_U, "beta": 0.2}
+    full, states = run_with_checkpoints(make_logreg_setup(rounds=12, lr=LR), params)
+    state = states[4]
+    assert state.forms
+    public = json.loads(json.dumps(state.public_json()))
+    public.pop("forms")
+    secrets = {k: v for k, v in state.secrets().items() if not k.startswith("form/") and not k.endswith("/yy")}
+    old = StarfishState.from_parts(public, state.public_tensors(), secrets)
+    assert not old.forms and all(p.yy is None for pairs in old.buffers.values() for p in pairs)
+    resumed, _ = run_with_checkpoints(make_logreg_setup(rounds=12, lr=LR), params, resume_from=old)
+    assert resumed.report["flags"] == full.report["flags"]
+    torch.testing.assert_close(resumed.model, full.model, rtol=1e-6, atol=1e-7)
+
+
 def test_state_lists_its_secrets_and_rejects_incomplete_parts() -> None:
     _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {"eta_u": ETA_U})
     state = states[-1]
     secrets = state.secrets()
     assert "deltas" in secrets and all(isinstance(s, Secret) for s in secrets.values())
-    pairs = [k for k in secrets if k.startswith("buffer/")]
+    pairs = [k for k in secrets if k.startswith("buffer/") and k.endswith("/y")]
     assert pairs and all(k.replace("/y", "/s") in state.public_tensors() for k in pairs)
+    assert all(k + "y" in secrets for k in pairs)  # each pair's row of YᵀY
+    forms = [k for k in secrets if k.startswith("form/")]
+    assert {k.split("/")[1] for k in forms} == set(state.forms)  # the cached compact forms
+    assert set(state.public_json()["forms"]) == set(state.forms)
     assert json.loads(json.dumps(state.public_json()))["round"] == state.round
     partial = dict(secrets)
     partial.pop(pairs[0])
+    with pytest.raises(ValueError, match="missing"):
+        StarfishState.from_parts(state.public_json(), state.public_tensors(), partial)
+    partial = dict(secrets)
+    partial.pop(forms[0])
     with pytest.raises(ValueError, match="missing"):
         StarfishState.from_parts(state.public_json(), state.public_tensors(), partial)
 

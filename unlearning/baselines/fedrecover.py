@@ -19,9 +19,9 @@ interface, so it runs on the plaintext backend and under 2PC alike. The estimate
 Starfish's SecUE (`unlearning.starfish.secue`: compact L-BFGS, both safeguards of
 `unlearning.lbfgs` — a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs, a correction
 with ‖Hv‖ > c·‖g‖ is dropped obliviously; docs/ALGORITHM.md §3). Every exact answer
-(warm-up, correction, abnormality fixing, final tuning) offers a pair; pairs are
-normalised by ‖s‖. A round with M̂ = M (the first one) gives no pair, so the default
-warm-up is s + 1 rounds. A client that does not answer keeps its estimate.
+(warm-up, correction, abnormality fixing, final tuning) offers a pair, except in the last
+round (no later round would use it); pairs are normalised by ‖s‖. A round with M̂ = M
+(the first one) gives no pair, so the default warm-up is s + 1 rounds. A client that does not answer keeps its estimate.
 
 Under 2PC (`abnormality_threshold`, `abnormal_clients`): each stored peak ‖g‖_∞ is a SecMax
 over [g, −g]; τ is the order statistic of the secret peaks sorted by SecSrt, and stays
@@ -54,7 +54,7 @@ from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.starfish.correction import replace_rows
 from unlearning.starfish.run_log import CurvatureEntry
 from unlearning.starfish.secue import add_pairs, estimate_gradients
-from unlearning.starfish.state import CurvaturePair
+from unlearning.starfish.state import CurvaturePair, PairCache
 from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
 NAME = "fedrecover"
@@ -163,6 +163,7 @@ class PairState:
 
     buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
     log: PairLog = field(default_factory=PairLog)
+    forms: dict[str, PairCache] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         offered = len(self.log.curvature)
@@ -269,9 +270,10 @@ class _Run:
             return grads
         with self.log.step("estimate"):
             answered = [c for c in members if c in answers]
-            exact = backend.stack([answers[c] for c in answered], dim=0)
-            rows = torch.tensor([members.index(c) for c in answered], dtype=torch.long)
-            add_pairs(backend, self.pairs, answered, t, v, exact, backend.index(stored, rows), self.params)
+            if t < self.total:  # the last round's pair would never be used
+                exact = backend.stack([answers[c] for c in answered], dim=0)
+                rows = torch.tensor([members.index(c) for c in answered], dtype=torch.long)
+                add_pairs(backend, self.pairs, answered, t, v, exact, backend.index(stored, rows), self.params)
             return replace_rows(backend, grads, members, answers)
 
     def _estimate(self, t: int, members: list[str], stored: Secret, v: torch.Tensor) -> Secret:

@@ -12,23 +12,41 @@ v by the public ‖v‖ (the product is linear in v), and the safeguards of `unl
 apply. The FedAvg aggregate Ĝ_t = Σ_j n_j ĝ_t^j / Σ_j n_j is the only value revealed
 (`unlearning.fedavg.reveal_aggregate`), and M̂_{t+1} = M̂_t − η_u·Ĝ_t (Equation 2).
 
-The two functions read and write only a `PairStore` (the clients' pair buffers and a log
-of inverses and curvature bits) and the `SecUESettings` below, so FedRecover
-(`unlearning.baselines.fedrecover`) runs the same estimation with its own state.
+Per buffer state each client's compact form (A = SᵀY, YᵀY, σ_k, K⁻¹; `PairCache`) is
+cached in the store and rebuilt — one SecMI for all stale clients together — only when a
+pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal
+‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's square). Per round the bound of safeguard 2
+uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
+(exact, a bit), and one secret product Y·c_y per client expands them to length m.
+
+The two functions read and write only a `PairStore` (the clients' pair buffers, their
+cached forms and a log of inverses and curvature bits) and the `SecUESettings` below, so
+FedRecover (`unlearning.baselines.fedrecover`) runs the same estimation with its own state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 import torch
 
-from mpc.backend import Backend, Secret
-from unlearning.lbfgs import bounded_correction, curvature_accepted, hessian_vector_product
+from mpc.backend import Backend, Prepared, Secret
+from unlearning.lbfgs import (
+    CompactForm,
+    coefficients,
+    compact_form,
+    correction_kept,
+    curvature_accepted,
+    expand,
+    gram,
+    product_square,
+    squared_norms,
+)
 from unlearning.starfish.run_log import CurvatureEntry
-from unlearning.starfish.state import CurvaturePair
+from unlearning.starfish.state import CurvaturePair, PairCache
 
 
 class PairLog(Protocol):
@@ -39,10 +57,13 @@ class PairLog(Protocol):
 
 
 class PairStore(Protocol):
-    """The L-BFGS pairs of every client (latest last) and the log (`StarfishState` is one)."""
+    """The L-BFGS pairs of every client (latest last), their cached forms and the log (`StarfishState` is one)."""
 
     @property
     def buffers(self) -> dict[str, list[CurvaturePair]]: ...
+
+    @property
+    def forms(self) -> dict[str, PairCache]: ...
 
     @property
     def log(self) -> PairLog: ...
@@ -84,24 +105,51 @@ def add_pairs(
 
     A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
     is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
-    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted).
+    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted) with its row of
+    YᵀY against the B − 1 pairs it joins.
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
         return
     s = s.to(torch.float64)
     y = backend.sub(exact, stored)
-    accepted = curvature_accepted(backend, s, y, params.curvature_eps, params.curvature_max)
+    accepted, y2 = curvature_accepted(backend, s, y, params.curvature_eps, params.curvature_max)
     for idx, client in enumerate(clients):
         state.log.curvature.append(CurvatureEntry(t, client, bool(accepted[idx])))
     keep = [idx for idx in range(len(clients)) if accepted[idx]]
     if not keep:
         return
-    s_hat = s / norm
-    y_hat = backend.mul(backend.index(y, torch.tensor(keep, dtype=torch.long)), 1.0 / norm)  # accepted rows only
-    for row, idx in enumerate(keep):
-        pair = CurvaturePair(round=t, s=s_hat, y=backend.index(y_hat, row))
+    rows = torch.tensor(keep, dtype=torch.long)
+    y_hat = backend.mul(backend.index(y, rows), 1.0 / norm)  # accepted rows only
+    diag = backend.mul(backend.index(y2, rows), 1.0 / norm**2)  # ‖ŷ‖² = ‖y‖²/‖s‖²
+    stays = max(params.buffer_size - 1, 0)
+    joined = {
+        pos: state.buffers.get(clients[idx], [])[len(state.buffers.get(clients[idx], [])) - stays :]
+        for pos, idx in enumerate(keep)
+    }
+    cross = _cross_products(backend, y_hat, joined)
+    for pos, idx in enumerate(keep):
+        own = backend.index(diag, slice(pos, pos + 1))
+        yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
+        pair = CurvaturePair(round=t, s=s / norm, y=backend.index(y_hat, pos), yy=yy)
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
+
+
+def _cross_products(backend: Backend, y_hat: Secret, joined: dict[int, list[CurvaturePair]]) -> dict[int, Secret]:
+    """[ŷ_iᵀŷ] of each new pair (row `pos` of y_hat) with the pairs it joins, batched by their count."""
+    by_count: dict[int, list[int]] = defaultdict(list)
+    for pos, pairs in joined.items():
+        if pairs:
+            by_count[len(pairs)].append(pos)
+    out: dict[int, Secret] = {}
+    m = y_hat.shape[1]
+    for members in by_count.values():
+        new = backend.reshape(backend.index(y_hat, torch.tensor(members, dtype=torch.long)), (len(members), 1, m))
+        old = backend.stack([backend.stack([p.y for p in joined[pos]], dim=0) for pos in members], dim=0)
+        dots = backend.dot(new, old)  # (n_g, count)
+        for row, pos in enumerate(members):
+            out[pos] = backend.index(dots, row)
+    return out
 
 
 def estimate_gradients(
@@ -126,20 +174,100 @@ def estimate_gradients(
         groups[len(state.buffers.get(client, []))].append(idx)
     rows: dict[int, Secret] = {}
     for k, members in groups.items():
-        g_group = backend.cat([backend.index(stored, slice(i, i + 1)) for i in members], dim=0)
+        whole = len(members) == n  # one group: no copies of the (n, m) rows
+        pick = torch.tensor(members, dtype=torch.long)
+        g_group = stored if whole else backend.index(stored, pick)
         if k == 0 or v_norm <= params.min_step:
             estimate = g_group
         else:
-            pairs = [state.buffers[clients[i]] for i in members]
-            s = torch.stack([torch.stack([p.s for p in ps], dim=1) for ps in pairs])  # (n_g, m, k)
-            y = backend.stack([backend.stack([p.y for p in ps], dim=1) for ps in pairs])
-            state.log.inverses += len(members)
-            hv_unit = hessian_vector_product(backend, s, y, v / v_norm, params.inverse)
-            g_norms = (
-                None if norms is None else backend.cat([backend.index(norms, slice(i, i + 1)) for i in members], dim=0)
-            )
-            kept = bounded_correction(backend, hv_unit, g_group, params.hv_bound, v_norm, g_norms)
-            estimate = backend.add(g_group, backend.mul(kept, v_norm))
+            names = [clients[i] for i in members]
+            g_norms = norms if norms is None or whole else backend.index(norms, pick)
+            estimate = _estimate_group(backend, state, names, g_group, g_norms, v, v_norm, params)
+        if whole:
+            return estimate
         for pos, i in enumerate(members):
             rows[i] = backend.index(estimate, slice(pos, pos + 1))
     return backend.cat([rows[i] for i in range(n)], dim=0)
+
+
+def _estimate_group(
+    backend: Backend,
+    state: PairStore,
+    names: list[str],
+    g: Secret,
+    g_norms: Secret | None,
+    v: torch.Tensor,
+    v_norm: float,
+    params: SecUESettings,
+) -> Secret:
+    """ĝ = g + ‖v‖·[v̂, S, Y]·(bit·c) for clients holding k pairs each (Algorithm 2, compact form)."""
+    n = len(names)
+    v_hat = v / v_norm
+    s = torch.stack([torch.stack([p.s for p in state.buffers[c]]) for c in names])  # (n, k, m) public
+    y = backend.stack([backend.stack([p.y for p in state.buffers[c]]) for c in names])  # (n, k, m) secret
+    form = cached_forms(backend, state, names, s, y, params.inverse)
+    c, yv = coefficients(backend, form, s, y, v_hat)
+    hv2 = product_square(backend, form, s, v_hat, yv, c)
+    # ‖g‖² from the client-reported norms when given (one scalar product per client)
+    g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
+    kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
+    s_rows = [prepared_rows(backend, state, name) for name in names]
+    return backend.add(g, backend.mul(expand(backend, s_rows, y, v_hat, kept), v_norm))
+
+
+def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
+    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache)."""
+    form = state.forms[name]
+    if form.s_rows is None:
+        rows = backend.prepare(torch.stack([p.s for p in state.buffers[name]]))
+        form = state.forms[name] = dataclasses.replace(form, s_rows=rows)
+    return form.s_rows
+
+
+def cached_forms(
+    backend: Backend, state: PairStore, names: list[str], s: torch.Tensor, y: Secret, inverse: str
+) -> CompactForm:
+    """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch)."""
+    rounds = {c: tuple(p.round for p in state.buffers[c]) for c in names}
+    stale = [i for i, c in enumerate(names) if c not in state.forms or state.forms[c].rounds != rounds[c]]
+    if stale:
+        index = torch.tensor(stale, dtype=torch.long)
+        s_stale, y_stale = s[index], backend.index(y, index)
+        yy = stored_gram(backend, [state.buffers[names[i]] for i in stale])
+        fresh = compact_form(backend, s_stale, y_stale, gram(backend, y_stale) if yy is None else yy, inverse)
+        state.log.inverses += len(stale)
+        for row, i in enumerate(stale):
+            state.forms[names[i]] = PairCache(
+                rounds=rounds[names[i]],
+                a=backend.index(fresh.a, row),
+                yy=backend.index(fresh.yy, row),
+                sigma=backend.index(fresh.sigma, slice(row, row + 1)),
+                dkinv=backend.index(fresh.dkinv, row),
+            )
+    forms = [state.forms[c] for c in names]
+    return CompactForm(
+        a=backend.stack([f.a for f in forms]),
+        yy=backend.stack([f.yy for f in forms]),
+        sigma=backend.cat([f.sigma for f in forms]),
+        dkinv=backend.stack([f.dkinv for f in forms]),
+    )
+
+
+def stored_gram(backend: Backend, buffers: list[list[CurvaturePair]]) -> Secret | None:
+    """YᵀY (n, k, k) assembled from the pairs' stored rows; None if a pair has none (old checkpoint).
+
+    Entry (i, j), i ≤ j, is pair j's row at position len − 1 − (j − i) (its rows end with
+    its own ‖ŷ‖², preceded by the pairs it joined, newest last).
+    """
+    if any(p.yy is None for pairs in buffers for p in pairs):
+        return None
+    mats = []
+    for pairs in buffers:
+        k = len(pairs)
+        entries = [[None] * k for _ in range(k)]
+        for j, pj in enumerate(pairs):
+            for i in range(j + 1):
+                entry = backend.index(pj.yy, slice(pj.yy.shape[0] - 1 - (j - i), pj.yy.shape[0] - (j - i)))
+                entries[i][j] = entries[j][i] = entry
+        mats.append(backend.reshape(backend.cat([e for row in entries for e in row]), (k, k)))
+    return backend.stack(mats)

@@ -7,7 +7,9 @@ persist without pickle,
   of the release rule, the run log);
 * `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
 * `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y],
-  the held update [U] while the release rule keeps one secret).
+  the held update [U] while the release rule keeps one secret, the L-BFGS Gram entries and
+  each client's cached compact form, so a resumed run reuses the very K⁻¹ of the
+  interrupted one).
 
 `StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it. Version 2
 stores the selected rounds as a set sorted by index (`selected`) and the held update;
@@ -23,7 +25,7 @@ from typing import Any
 
 import torch
 
-from mpc.backend import Secret
+from mpc.backend import Prepared, Secret
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import StarfishLog
 from unlearning.strategy import ResumableState
@@ -45,6 +47,29 @@ class CurvaturePair:
     round: int
     s: torch.Tensor
     y: Secret
+    #: [ŷ_iᵀŷ] for the (up to B−1) pairs before it in the buffer when it entered, oldest
+    #: first, then ‖ŷ‖²: the new row of YᵀY (None in a checkpoint that predates it)
+    yy: Secret | None = None
+
+
+@dataclass(frozen=True)
+class PairCache:
+    """A client's compact L-BFGS form for one buffer state (`unlearning.lbfgs.CompactForm`, unbatched).
+
+    Valid while the buffer holds the pairs of `rounds`; rebuilt (one SecMI) when a pair enters.
+    """
+
+    rounds: tuple[int, ...]
+    a: Secret  #: (k, k) SᵀY
+    yy: Secret  #: (k, k) YᵀY
+    sigma: Secret  #: (1,) σ_k
+    dkinv: Secret  #: (2k, 2k) diag(σ_k·I, I)·K⁻¹
+    #: the public ŝ rows (k, m) as the backend prepared them for products (not persisted:
+    #: a deterministic local encoding, redone after a resume)
+    s_rows: Prepared | None = field(default=None, compare=False)
+
+
+FORM_PARTS = ("a", "yy", "sigma", "dkinv")
 
 
 @dataclass
@@ -63,6 +88,7 @@ class StarfishState(ResumableState):
     log: StarfishLog = field(default_factory=StarfishLog)
     pending: PendingRelease = field(default_factory=PendingRelease)  #: what the held update holds
     held: Secret | None = None  #: [U], the held update (None when nothing is held)
+    forms: dict[str, PairCache] = field(default_factory=dict)
 
     def snapshot(self) -> StarfishState:
         """An independent copy (secrets are immutable handles and are shared)."""
@@ -79,6 +105,7 @@ class StarfishState(ResumableState):
             log=copy.deepcopy(self.log),
             pending=copy.deepcopy(self.pending),
             held=self.held,
+            forms=dict(self.forms),
         )
 
     # ------------------------------------------------------------------ persistence parts
@@ -94,6 +121,7 @@ class StarfishState(ResumableState):
             "buffers": {c: [p.round for p in pairs] for c, pairs in self.buffers.items()},
             "log": self.log.to_json(),
             "pending": self.pending.to_json(),
+            "forms": {c: list(form.rounds) for c, form in self.forms.items()},
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
@@ -110,6 +138,11 @@ class StarfishState(ResumableState):
         for c, pairs in self.buffers.items():
             for k, pair in enumerate(pairs):
                 out[f"buffer/{c}/{k}/y"] = pair.y
+                if pair.yy is not None:
+                    out[f"buffer/{c}/{k}/yy"] = pair.yy
+        for c, form in self.forms.items():
+            for part in FORM_PARTS:
+                out[f"form/{c}/{part}"] = getattr(form, part)
         return out
 
     @classmethod
@@ -123,10 +156,19 @@ class StarfishState(ResumableState):
         try:
             buffers = {
                 c: [
-                    CurvaturePair(round=int(r), s=tensors[f"buffer/{c}/{k}/s"], y=secrets[f"buffer/{c}/{k}/y"])
+                    CurvaturePair(
+                        round=int(r),
+                        s=tensors[f"buffer/{c}/{k}/s"],
+                        y=secrets[f"buffer/{c}/{k}/y"],
+                        yy=secrets.get(f"buffer/{c}/{k}/yy"),
+                    )
                     for k, r in enumerate(rounds)
                 ]
                 for c, rounds in public["buffers"].items()
+            }
+            forms = {
+                c: PairCache(tuple(int(r) for r in rounds), *(secrets[f"form/{c}/{part}"] for part in FORM_PARTS))
+                for c, rounds in public.get("forms", {}).items()
             }
             return cls(
                 clients=tuple(public["clients"]),
@@ -141,6 +183,7 @@ class StarfishState(ResumableState):
                 log=StarfishLog.from_json(public["log"]),
                 pending=PendingRelease.from_json(public.get("pending", {})),
                 held=_held(public, secrets),
+                forms=forms,
             )
         except KeyError as exc:
             raise ValueError(f"incomplete Starfish state: missing {exc}") from None

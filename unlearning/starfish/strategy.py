@@ -332,14 +332,15 @@ class StarfishStrategy(Strategy[StarfishParams]):
         answers: Mapping[str, Secret],
     ) -> Secret:
         """Exact answers become L-BFGS pairs (s = v, y = exact − stored) and replace the estimates
-        (except for `step.keep_estimates`)."""
+        (except for `step.keep_estimates`). The last unlearning round offers no pair: no later
+        round would use it."""
         if not answers:
             return gradients
-        answered = [c for c in step.participants if c in answers]
-        rows = [step.participants.index(c) for c in answered]
-        exact = backend.stack([answers[c] for c in answered], dim=0)
-        stored_rows = backend.cat([backend.index(step.stored, slice(i, i + 1)) for i in rows], dim=0)
-        add_pairs(backend, state, answered, step.t, step.v, exact, stored_rows, params)
+        if step.t < len(state.selected):
+            answered = [c for c in step.participants if c in answers]
+            rows = torch.tensor([step.participants.index(c) for c in answered], dtype=torch.long)
+            exact = backend.stack([answers[c] for c in answered], dim=0)
+            add_pairs(backend, state, answered, step.t, step.v, exact, backend.index(step.stored, rows), params)
         published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
         return replace_rows(backend, gradients, step.participants, published) if published else gradients
 
