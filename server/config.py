@@ -205,6 +205,16 @@ def _check_rounds(rounds: RoundConfig) -> RoundConfig:
     return rounds
 
 
+def _privacy(table: dict) -> tuple[PrivacyConfig, DPConfig]:
+    """`[privacy]`: the minimum cohort (here) and the DP keys (`server.dp_config`)."""
+    cohort_keys = {k: v for k, v in table.items() if k not in DP_KEYS}
+    privacy = _check_privacy(_sub(PrivacyConfig, cohort_keys, "privacy"))
+    try:
+        return privacy, parse_dp_config(table)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
 def _check_privacy(privacy: PrivacyConfig) -> PrivacyConfig:
     k = privacy.min_cohort
     if isinstance(k, bool) or not isinstance(k, int) or k < MIN_COHORT_FLOOR:
@@ -280,18 +290,13 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
-    cohort_keys = {k: v for k, v in data.get("privacy", {}).items() if k not in DP_KEYS}
-    privacy = _check_privacy(_sub(PrivacyConfig, cohort_keys, "privacy"))
+    privacy, dp = _privacy(data.get("privacy", {}))
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:
         raise ConfigError(str(exc)) from exc
     try:
         observability = _sub(ObservabilityConfig, data.get("observability", {}), "observability")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    try:
-        dp = parse_dp_config(data.get("privacy", {}))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return PartyConfig(
