@@ -46,6 +46,7 @@ def run_case(backend: Backend, settings: DPSettings | None) -> dict[str, Any]:
         "model": result.model,
         "selection": result.report["selection"],
         "flags": result.report["flags"],
+        "decisions": result.report["release"]["events"],
         "releases": [] if privacy is None else [r.as_dict() | {"members": r.members} for r in privacy.releases],
     }
 
@@ -85,7 +86,11 @@ def test_noise_changes_the_model_and_every_release_is_logged() -> None:
     noisy = run_case(PlainBackend(), settings)
     assert gap(noisy["model"], quiet["model"]) > 1e-3
     releases = noisy["releases"]
-    assert len(releases) == len(noisy["selection"]["selected_rounds"])
+    revealed = [d for d in noisy["decisions"] if d["action"] == "revealed"]
+    assert revealed and len(releases) == len(revealed)  # one noised release per reveal of the rule
+    merged = [t for d in revealed for t in d["steps"]]
+    assert [f"stage2 steps {','.join(str(t) for t in d['steps'])}" for d in revealed] == [r["label"] for r in releases]
+    assert len(merged) == len(set(merged))
     for release in releases:
         assert "c0" not in release["members"]  # the target is in no Stage II aggregate
         assert release["cohort"] == len(release["members"]) and release["noise_multiplier"] == 1.0
