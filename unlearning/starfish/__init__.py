@@ -5,6 +5,7 @@
 * `secrs`      — round selection SecRS (Algorithm 1) and SecRS(alt) (Algorithm 6);
 * `secue`      — update estimation SecUE (Algorithm 2) with compact L-BFGS (`unlearning.lbfgs`);
 * `correction` — threshold checking with SecTC (Algorithm 3) and correction;
+* `recovery`   — optional FedAvg recovery rounds with the remaining clients after the replay;
 * `state`      — the resumable state (public parts and secrets);
 * `run_log`    — the typed log of a run (rounds, flags, asks, curvature bits);
 * `run_report` — ARP, Theorem 1 inputs, revealed values;

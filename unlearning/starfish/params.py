@@ -49,6 +49,8 @@ class StarfishParams(StrategyParams):
     #: SecTC sample-first pass (docs/ALGORITHM.md §4): check this many public pseudo-random coordinates
     #: first (0 = off). Same flags; reveals one extra bit per client and check round.
     check_sample: int = 0
+    #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
+    recovery_rounds: int = 0
 
     def unlearning_rate(self, stored_lr: float) -> float:
         """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
@@ -80,6 +82,7 @@ class StarfishParams(StrategyParams):
             ("buffer_size", self.buffer_size, 1),
             ("switch_threshold", self.switch_threshold, 1),
             ("check_sample", self.check_sample, 0),
+            ("recovery_rounds", self.recovery_rounds, 0),
         ):
             if count < low:
                 raise UnlearningError(f"{name} must be ≥ {low}, got {count}")

@@ -10,6 +10,8 @@
      every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
      (correction.py);
    * Ĝ_t = FedAvg(ĝ) is revealed and M̂_{t+1} = M̂_t − η_u·Ĝ_t.
+4. Optional recovery rounds t = T′+1..T′+R: exact FedAvg rounds with the remaining
+   clients (recovery.py).
    After each round the state is checkpointed through `ctx.on_checkpoint`; the report is
    built from the run's typed log (run_log.py, run_report.py).
 """
@@ -28,6 +30,7 @@ from unlearning.fedavg import fedavg_weights, reveal_aggregate
 from unlearning.history import GradientRequest
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.recovery import recovery_round, recovery_schedule
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
@@ -109,13 +112,18 @@ class StarfishStrategy(Strategy[StarfishParams]):
         else:
             state = self._start(ctx, params)
         selected = len(state.ranked)
+        last = selected + params.recovery_rounds
         interval = params.check_interval(total)
-        for t in range(state.round + 1, selected + 1):
-            self._unlearning_round(ctx, params, state, t, interval)
+        recovery = recovery_schedule(state.selected, total, params.recovery_rounds)
+        for t in range(state.round + 1, last + 1):
+            if t <= selected:
+                self._unlearning_round(ctx, params, state, t, interval)
+            else:
+                recovery_round(ctx, params, state, t, recovery[t - selected - 1], self._ask)
             state.round = t
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
-        ctx.progress("done", selected, selected)
+        ctx.progress("done", last, last)
         return state
 
     # ------------------------------------------------------------------ stages
@@ -271,8 +279,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
             raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
         if tuple(ctx.remaining_clients()) != state.clients:
             raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-        if not 0 <= state.round <= len(state.ranked):
-            raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.ranked)}")
+        last = len(state.ranked) + params.recovery_rounds
+        if not 0 <= state.round <= last:
+            raise UnlearningError(f"checkpoint round {state.round} outside 0..{last}")
         if state.model.numel() != ctx.history.model(0).numel():
             raise UnlearningError("the checkpoint's model does not match the history's model size")
         if state.log.request != _request(ctx, params):
