@@ -13,18 +13,20 @@ ARP (measured from the oracle's requests) and their differences to retrain.
     .venv/bin/python -m bench.starfish_defaults                       # every case, seeds 0 and 1
     .venv/bin/python -m bench.starfish_defaults --cases demo --seeds 0 --variants paper,chosen
 
-Writes bench/results/starfish_defaults.json after every run (partial results survive).
+Adds every row to bench/results/starfish_defaults.json as soon as it is measured (rows of other
+cases and seeds already there are kept, so cases can run in separate processes).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from bench.env import single_thread, stamp, write_result
+from bench.env import read_result, single_thread, stamp, write_result
 from bench.histories import _cache_paths, cached_simulation
 
 NAME = "starfish_defaults"
@@ -32,10 +34,9 @@ NAME = "starfish_defaults"
 VARIANTS: dict[str, dict[str, Any]] = {
     "paper": {"sigma": 0.6, "beta": 0.1},
     "sigma1-beta0.4": {"sigma": 1.0, "beta": 0.4},
-    "sigma0.6-R2": {"sigma": 0.6, "beta": 0.1, "recovery_rounds": 2},
-    "sigma0.6-beta0.4-R2": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 2},
-    "sigma0.8-beta0.4-R1": {"sigma": 0.8, "beta": 0.4, "recovery_rounds": 1},
-    "sigma1-beta0.4-R1": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 1},
+    "sigma0.6-beta1-R2": {"sigma": 0.6, "beta": 1.0, "recovery_rounds": 2},
+    "sigma1-beta0.5-R1": {"sigma": 1.0, "beta": 0.5, "recovery_rounds": 1},
+    "sigma0.8-beta0.5-R1": {"sigma": 0.8, "beta": 0.5, "recovery_rounds": 1},
 }
 CASES: dict[str, dict[str, Any]] = {
     "demo": {"num_clients": 10, "rounds": 15, "lr": 0.1, "local_epochs": 1},
@@ -62,8 +63,10 @@ def _percent(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: 100.0 * float(metrics[k]) for k in ("ter", "ba_asr", "mia_asr")}
 
 
-def run_case(case: str, seed: int, variants: list[str], figures: dict[str, Any]) -> None:
-    """Every variant on the history of (case, seed); results go into `figures[case][seed]`."""
+def run_case(
+    case: str, seed: int, variants: list[str], save: Callable[[str, str, str, dict[str, float]], None]
+) -> None:
+    """Every variant on the history of (case, seed); `save(case, seed, row name, row)` keeps each row."""
     from evaluation.experiment import Experiment
     from mpc.plain_backend import PlainBackend
 
@@ -71,23 +74,22 @@ def run_case(case: str, seed: int, variants: list[str], figures: dict[str, Any])
     result = cached_simulation(config)
     exp = Experiment(result, reference(config, result))  # type: ignore[arg-type]
     backend = PlainBackend()
-    rows = figures.setdefault(case, {}).setdefault(str(seed), {})
-    rows["retrain"] = _percent(exp.evaluator.evaluate(exp.reference()))
-    rows["before"] = _percent(exp.evaluator.evaluate(result.models[-1]))  # type: ignore[attr-defined]
+    retrain = _percent(exp.evaluator.evaluate(exp.reference()))
+    save(case, str(seed), "retrain", retrain)
+    save(case, str(seed), "before", _percent(exp.evaluator.evaluate(result.models[-1])))  # type: ignore[attr-defined]
     for name in variants:
         out = exp.run("starfish", backend, {"alpha": 0.4, "buffer_size": 2, **VARIANTS[name]})
         row = {**_percent(out["metrics"]), "arp": out["arp_percent"], "seconds": out["seconds"]}
-        row.update({f"{k}_gap": row[k] - rows["retrain"][k] for k in ("ter", "ba_asr")})
-        rows[name] = row
+        row.update({f"{k}_gap": row[k] - retrain[k] for k in ("ter", "ba_asr")})
         print(f"{case} seed {seed} {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
-        yield
+        save(case, str(seed), name, row)
 
 
-def summary(figures: dict[str, Any], variants: list[str]) -> dict[str, Any]:
+def summary(figures: dict[str, Any]) -> dict[str, Any]:
     """Mean and standard deviation over seeds of each variant's gaps and ARP, per case."""
     out: dict[str, Any] = {}
     for case, seeds in figures.items():
-        for name in variants:
+        for name in VARIANTS:
             rows = [s[name] for s in seeds.values() if name in s]
             if not rows:
                 continue
@@ -108,15 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     cases = args.cases.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     variants = args.variants.split(",")
-    meta = stamp(
-        {"cases": {c: CASES[c] for c in cases}, "seeds": seeds, "variants": {v: VARIANTS[v] for v in variants}}
-    )
-    figures: dict[str, Any] = {}
+    meta = stamp({"cases": CASES, "variants": VARIANTS})
+
+    def save(case: str, seed: str, name: str, row: dict[str, float]) -> None:
+        """Add one row to the results file (rows of other cases and seeds, from other runs, are kept)."""
+        previous = read_result(NAME)
+        figures = previous["figures"]["runs"] if previous else {}
+        figures.setdefault(case, {}).setdefault(seed, {})[name] = row
+        write_result(NAME, meta, {"runs": figures, "summary": summary(figures)})
+
     with single_thread():
         for case in cases:
             for seed in seeds:
-                for _ in run_case(case, seed, variants, figures):
-                    write_result(NAME, meta, {"runs": figures, "summary": summary(figures, variants)})
+                run_case(case, seed, variants, save)
     return 0
 
 

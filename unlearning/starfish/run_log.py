@@ -16,7 +16,8 @@ from typing import Any
 class RoundEntry:
     """Unlearning round t replayed stored round `round` with `participants` remaining clients.
 
-    kind: "skipped" (no participant or no answer), "warmup" (exact gradients), "estimate"
+    kind: "skipped" (no participant or no answer), "stored" (s = 0: the stored uploads are
+    exact at M̂_t), "warmup" (exact gradients), "estimate"
     (SecUE), "check" (SecUE and SecTC) or "recovery" (a FedAvg round after the replay, with
     the data order of stored round `round`; recovery.py); eta_u is the unlearning rate applied (absent when skipped).
     """

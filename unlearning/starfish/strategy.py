@@ -4,8 +4,10 @@
 2. Round selection: SecRS / SecRS(alt), top T′ = ⌈σT⌉ rounds revealed (secrs.py; a
    `RoundSelector` the strategy is given).
 3. For t = 1..T′, replaying stored round r = t-th selected round in training order:
-   * warm-up (the first B rounds whose step s = M̂_t − M_{r−1} is non-zero, plus any
-     degenerate s = 0 round before them): remaining clients compute exact gradients at M̂_t;
+   * a degenerate round (s = M̂_t − M_{r−1} = 0, e.g. t = 1 replaying round 1) uses the
+     stored uploads, which are the exact gradients at M̂_t: no client is asked;
+   * warm-up (the first B rounds whose step s is non-zero): remaining clients compute
+     exact gradients at M̂_t;
    * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (secue.py);
      every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
      (correction.py);
@@ -167,7 +169,10 @@ class StarfishStrategy(Strategy[StarfishParams]):
             norms=history.norms(ctx.backend, r, participants),
             v=state.model - history.model(r - 1).to(torch.float64),
         )
-        if not state.warmup_over:
+        if float(torch.linalg.vector_norm(step.v)) <= params.min_step:
+            # M̂_t = M_{r−1}: the stored uploads are the exact gradients at M̂_t; no client is asked
+            kind, gradients = "stored", step.stored
+        elif not state.warmup_over:
             kind = "warmup"
             gradients = self._warmup(ctx, params, state, step)
         else:
@@ -183,7 +188,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
     def _warmup(self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> Secret:
         """Exact round: every participant computes its gradient at M̂_t (pairs fill the buffers).
 
-        Warm-up ends after B rounds with a non-degenerate step s = M̂_t − M_{r−1}.
+        Warm-up ends after B such rounds (a degenerate step s = M̂_t − M_{r−1} = 0 is no
+        warm-up round: it uses the stored uploads and gives no pair).
         """
         backend = ctx.backend
         ctx.progress("warmup", step.t, len(state.ranked), f"round {step.r}")
@@ -197,9 +203,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
             else:
                 gradients = step.stored
             gradients = self._apply_answers(backend, state, params, step, gradients, answers)
-        if float(torch.linalg.vector_norm(step.v)) > params.min_step:
-            state.warmup_pairs += 1
-            state.warmup_over = state.warmup_pairs >= params.buffer_size
+        state.warmup_pairs += 1
+        state.warmup_over = state.warmup_pairs >= params.buffer_size
         return gradients
 
     def _estimate(
