@@ -11,7 +11,8 @@ and runs every variant of `VARIANTS` on it; the figures are TER, BA-ASR, MIA-ASR
 ARP (measured from the oracle's requests) and their differences to retrain.
 
     .venv/bin/python -m bench.starfish_defaults                       # every case, seeds 0 and 1
-    .venv/bin/python -m bench.starfish_defaults --cases demo --seeds 0 --variants paper,chosen
+    .venv/bin/python -m bench.starfish_defaults --cases demo --seeds 0 --variants paper,sigma1-beta0.4
+    starfish bench --only starfish_defaults [--quick]
 
 Adds every row to bench/results/starfish_defaults.json as soon as it is measured (rows of other
 cases and seeds already there are kept, so cases can run in separate processes).
@@ -99,6 +100,17 @@ def summary(figures: dict[str, Any]) -> dict[str, Any]:
                 stats[key] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
             out.setdefault(case, {})[name] = {"seeds": len(rows), **stats}
     return out
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """`starfish bench` entry: every case, seeds 0 and 1, every variant (quick: the demo
+    case, seed 0, the paper's setting and the demo's); returns the figures written."""
+    if quick:
+        main(["--cases", "demo", "--seeds", "0", "--variants", "paper,sigma1-beta0.4"])
+    else:
+        main([])
+    result = read_result(NAME)
+    return result["figures"] if result else {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ BENCHMARKS = (
     "soak",
     "flower_scale",
     "quality_mnist",
+    "starfish_defaults",
     "unlearning_cost",
     "switching",
     "precision",
