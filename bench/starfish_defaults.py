@@ -1,10 +1,12 @@
 """Starfish's defaults against retraining: which (σ, β, recovery rounds) close the TER gap.
 
-Cases (plaintext backend, the paper's 582,026-parameter CNN, 5k MNIST, IID, one backdoored
-target with two triggered copies of its data):
+Cases (plaintext backend, IID, one backdoored target with two triggered copies of its data;
+the MNIST cases use the paper's 582,026-parameter CNN on the 5k subset):
 
 * `demo` — the `make demo` federation: 10 clients, T = 15 rounds, η_l = 0.1, 1 local epoch;
-* `iid`  — 20 clients, T = 20 rounds, η_l = 0.1, 1 local epoch.
+* `iid`  — 20 clients, T = 20 rounds, η_l = 0.1, 1 local epoch;
+* `digits` — sklearn digits, the 2,410-parameter MLP, 8 clients, T = 20, η_l = 0.5, batch 32
+  (the federation of tests/evaluation/test_starfish_forgetting.py).
 
 Each (case, seed) trains one history (cached in bench/.cache/ with its retrain reference)
 and runs every variant of `VARIANTS` on it; the figures are TER, BA-ASR, MIA-ASR (percent),
@@ -38,17 +40,34 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "sigma0.6-beta1-R2": {"sigma": 0.6, "beta": 1.0, "recovery_rounds": 2},
     "sigma1-beta0.5-R1": {"sigma": 1.0, "beta": 0.5, "recovery_rounds": 1},
     "sigma0.8-beta0.5-R1": {"sigma": 0.8, "beta": 0.5, "recovery_rounds": 1},
+    "sigma1-beta0.4-R2": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 2},
+    "sigma0.6-beta0.4-R3": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 3},
 }
 CASES: dict[str, dict[str, Any]] = {
-    "demo": {"num_clients": 10, "rounds": 15, "lr": 0.1, "local_epochs": 1},
-    "iid": {"num_clients": 20, "rounds": 20, "lr": 0.1, "local_epochs": 1},
+    "demo": {
+        "dataset": "mnist5k",
+        "architecture": "mnist_cnn",
+        "num_clients": 10,
+        "rounds": 15,
+        "lr": 0.1,
+        "local_epochs": 1,
+    },
+    "iid": {
+        "dataset": "mnist5k",
+        "architecture": "mnist_cnn",
+        "num_clients": 20,
+        "rounds": 20,
+        "lr": 0.1,
+        "local_epochs": 1,
+    },
+    "digits": {"dataset": "digits", "num_clients": 8, "rounds": 20, "lr": 0.5, "local_epochs": 1, "batch_size": 32},
 }
 
 
 def case_config(case: str, seed: int) -> Any:
     from evaluation.simulator import SimulationConfig
 
-    return SimulationConfig(dataset="mnist5k", architecture="mnist_cnn", seed=seed, **CASES[case]).resolved()
+    return SimulationConfig(seed=seed, **CASES[case]).resolved()
 
 
 def reference(config: Any, result: Any) -> torch.Tensor:
