@@ -1,4 +1,4 @@
-"""`ServiceOracle`: warm-up and correction gradients from real clients (docs/JOBS.md §4).
+"""`ServiceOracle`: warm-up, correction and recovery gradients from real clients (docs/JOBS.md §4).
 
 For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clients):
 
@@ -33,7 +33,11 @@ from unlearning.history import GradientOracle, GradientRequest
 from unlearning.strategy import UnlearningError
 
 log = logging.getLogger(__name__)
-TASK_KINDS = {"warmup": client_pb2.TASK_KIND_WARMUP, "correction": client_pb2.TASK_KIND_CORRECTION}
+TASK_KINDS = {
+    "warmup": client_pb2.TASK_KIND_WARMUP,
+    "correction": client_pb2.TASK_KIND_CORRECTION,
+    "recovery": client_pb2.TASK_KIND_RECOVERY,
+}
 
 
 def task_id(job_id: str, t: int, reason: str, digest: str, deadline_ms: int, client: str) -> str:
@@ -59,7 +63,7 @@ class ServiceOracle(GradientOracle):
     def exact_gradients(self, backend: Backend, request: GradientRequest) -> Mapping[str, Secret | None]:
         if request.reason not in TASK_KINDS or request.local_epochs is not None or request.fresh_order:
             raise UnlearningError(
-                f"the client task protocol carries warm-up and correction tasks with the data order of a "
+                f"the client task protocol carries warm-up, correction and recovery tasks with the data order of a "
                 f"stored round only; cannot ask for {request.reason!r} (local_epochs={request.local_epochs}, "
                 f"fresh_order={request.fresh_order})"
             )

@@ -21,6 +21,7 @@ BENCHMARKS = (
     "flower_scale",
     "quality_mnist",
     "privacy",
+    "starfish_defaults",
     "unlearning_cost",
     "ue_round",
     "switching",

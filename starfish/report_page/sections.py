@@ -23,6 +23,7 @@ STEPS = {
     "UE": "update estimation (SecUE)",
     "TC": "threshold checking (SecTC)",
     "correction": "correction (exact gradients)",
+    "recovery": "recovery rounds (exact gradients)",
 }
 QUALITY = (("ter", "test error rate (TER)"), ("ba_asr", "backdoor attack success (BA-ASR)"), ("mia_asr", "MIA-ASR"))
 MODELS = (("before", "before unlearning"), ("starfish", "after unlearning"), ("retrain", "retrained without target"))

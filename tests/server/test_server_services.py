@@ -209,16 +209,17 @@ def test_peer_port_needs_the_other_partys_certificate(parties):
         )
 
 
-def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
+@pytest.mark.parametrize("kind", [client_pb2.TASK_KIND_CORRECTION, client_pb2.TASK_KIND_RECOVERY])
+def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties, kind):
     """A task stored on both parties (as each party's job runner posts it) is answered through serve_tasks."""
     from mpc.fixedpoint import reconstruct
 
     state = round_view(parties)
     task = TaskRecord(
-        task_id="t-1",
+        task_id=f"t-{kind}",
         client="c3",
         job_id="job-1",
-        kind=client_pb2.TASK_KIND_CORRECTION,
+        kind=kind,
         unlearning_round=4,
         original_round=1,
         model_hash=state.model_hash,
@@ -237,9 +238,9 @@ def test_tasks_reach_the_sdk_and_answers_are_stored_as_shares(parties):
 
     with parties.client("c3") as client:
         assert client.serve_tasks(grad_fn, max_tasks=1) == 1
-    assert seen == [("t-1", client_pb2.TASK_KIND_CORRECTION, 1, M)]
-    b0 = Store(parties.data_dir(0), 0, readonly=True).load_task_share("t-1")
-    b1 = Store(parties.data_dir(1), 1, readonly=True).load_task_share("t-1")
+    assert seen == [(f"t-{kind}", kind, 1, M)]
+    b0 = Store(parties.data_dir(0), 0, readonly=True).load_task_share(f"t-{kind}")
+    b1 = Store(parties.data_dir(1), 1, readonly=True).load_task_share(f"t-{kind}")
     assert b0.n_samples == b1.n_samples == 17
     assert np.allclose(reconstruct(b0.gradient, b1.gradient), expected, atol=2.0**-16)
     assert not np.allclose(b0.gradient.astype(np.float64) / 2**16, expected, atol=1e-3)

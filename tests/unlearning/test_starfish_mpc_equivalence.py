@@ -24,6 +24,7 @@ CASES = {
     "method1-secmi": (("c0",), {"beta": 0.2, "method": "method1", "inverse": "secmi"}),
     "alt-newton": (("c0",), {"beta": 0.2, "method": "alt", "inverse": "newton"}),
     "two-targets-method2": (("c0", "c1"), {"beta": 0.2, "method": "method2", "check_sample": 2}),
+    "recovery-rounds": (("c0",), {"sigma": 0.6, "beta": 0.2, "recovery_rounds": 2}),
 }
 
 

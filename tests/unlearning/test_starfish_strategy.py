@@ -143,14 +143,15 @@ def test_state_lists_its_secrets_and_rejects_incomplete_parts() -> None:
 
 
 @pytest.mark.parametrize("buffer_size", [1, 2, 3])
-def test_warmup_extends_past_degenerate_first_round(buffer_size: int) -> None:
+def test_degenerate_first_round_uses_the_stored_uploads_and_warmup_follows(buffer_size: int) -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
     result = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U, "buffer_size": buffer_size}))
     report = result.report
     assert report["selection"]["selected_rounds"][0] == 1  # M̂_1 = M_0: the first step s is 0
-    assert report["warmup"] == {"rounds": buffer_size + 1, "nondegenerate": buffer_size}
+    assert report["rounds"][0]["kind"] == "stored"  # g_1^j is exact at M_0: nobody is asked
+    assert report["warmup"] == {"rounds": buffer_size, "nondegenerate": buffer_size}
     warm = [r for r in setup.oracle.requests if r.reason == "warmup"]
-    assert [r.unlearning_round for r in warm] == list(range(1, buffer_size + 2))
+    assert [r.unlearning_round for r in warm] == list(range(2, buffer_size + 2))
     assert all(set(r.clients) == {"c1", "c2", "c3", "c4"} for r in warm)
     assert report["curvature"]["offered"] >= 4 * buffer_size  # no pair from the s = 0 round
 
@@ -202,9 +203,9 @@ def test_checks_flags_corrections_and_arp() -> None:
     report = result.report
     interval = report["check_interval"]
     assert interval == 3
-    warm_rounds = report["warmup"]["rounds"]
+    warm_end = max(e["t"] for e in report["rounds"] if e["kind"] in ("stored", "warmup"))
     checked = [f["t"] for f in report["flags"]]
-    assert checked == [t for t in range(1, report["selected_count"] + 1) if t % interval == 0 and t > warm_rounds]
+    assert checked == [t for t in range(1, report["selected_count"] + 1) if t % interval == 0 and t > warm_end]
     for entry in report["flags"]:
         assert set(entry["flags"]) == {"c1", "c2", "c3", "c4"}
     corrections = [e for e in report["corrections"]["events"] if e["reason"] == "correction"]

@@ -55,6 +55,8 @@ class StarfishParams(StrategyParams):
     #: minimum cohort k ≥ 2: a Stage II update is revealed only when every combination of it with the
     #: public Stage I aggregates involves at least k clients (release.py, docs/PRIVACY.md)
     min_cohort: int = 3
+    #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
+    recovery_rounds: int = 0
 
     def unlearning_rate(self, stored_lr: float) -> float:
         """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
@@ -87,6 +89,7 @@ class StarfishParams(StrategyParams):
             ("switch_threshold", self.switch_threshold, 1),
             ("check_sample", self.check_sample, 0),
             ("min_cohort", self.min_cohort, MIN_COHORT_FLOOR),
+            ("recovery_rounds", self.recovery_rounds, 0),
         ):
             if count < low:
                 raise UnlearningError(f"{name} must be ≥ {low}, got {count}")

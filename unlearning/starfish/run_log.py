@@ -16,8 +16,10 @@ from typing import Any
 class RoundEntry:
     """Unlearning round t replayed stored round `round` with `participants` remaining clients.
 
-    kind: "skipped" (no participant), "warmup" (exact gradients), "estimate" (SecUE) or
-    "check" (SecUE and SecTC); eta_u is the unlearning rate applied (absent when skipped).
+    kind: "skipped" (no participant or no answer), "stored" (s = 0: the stored uploads are
+    exact at M̂_t), "warmup" (exact gradients), "estimate"
+    (SecUE), "check" (SecUE and SecTC) or "recovery" (a FedAvg round after the replay, with
+    the data order of stored round `round`; recovery.py); eta_u is the unlearning rate applied (absent when skipped).
     """
 
     t: int
@@ -44,7 +46,7 @@ class FlagEntry:
 
 @dataclass
 class AskEntry:
-    """Clients asked for exact gradients in round t ("warmup" or "correction") and who answered."""
+    """Clients asked for exact gradients in round t ("warmup", "correction" or "recovery") and who answered."""
 
     t: int
     round: int

@@ -1,7 +1,7 @@
 """The report of a Starfish run: ARP, Theorem 1 inputs and the list of revealed values.
 
 ARP (§VI-A): with T_r^j the number of unlearning rounds in which client j was asked to
-compute an exact gradient (warm-up or correction), ARP = mean_j (T − T_r^j)/T × 100 %, T the
+compute an exact gradient (warm-up, correction or recovery round), ARP = mean_j (T − T_r^j)/T × 100 %, T the
 number of stored rounds (what retraining from scratch would cost the client).
 
 Theorem 1 (§V-C, Equation 5): ‖M̂_{t_i} − M_t‖ ≤ 2·sqrt(η_u·[1/μ + 1/(σ(μ − 2))]·
@@ -117,6 +117,10 @@ def build_report(
         "rounds": [e.to_json() for e in log.rounds],
         "flags": [asdict(e) for e in log.flags],
         "warmup": {"rounds": sum(1 for e in log.rounds if e.kind == "warmup"), "nondegenerate": state.warmup_pairs},
+        "recovery": {
+            "rounds": params.recovery_rounds,
+            "data_orders": [e.round for e in log.rounds if e.kind == "recovery"],
+        },
         "corrections": {"answered": answered, "missing": missing, "events": [asdict(e) for e in log.corrections]},
         "curvature": {"offered": len(log.curvature), "rejected": sum(1 for c in log.curvature if not c.accepted)},
         "asked_rounds": dict(log.asked),

@@ -4,8 +4,10 @@
 2. Round selection: SecRS / SecRS(alt), top T′ = ⌈σT⌉ rounds revealed (secrs.py; a
    `RoundSelector` the strategy is given).
 3. For t = 1..T′, replaying stored round r = t-th selected round in training order:
-   * warm-up (the first B rounds whose step s = M̂_t − M_{r−1} is non-zero, plus any
-     degenerate s = 0 round before them): remaining clients compute exact gradients at M̂_t;
+   * a degenerate round (s = M̂_t − M_{r−1} = 0, e.g. t = 1 replaying round 1) uses the
+     stored uploads, which are the exact gradients at M̂_t: no client is asked;
+   * warm-up (the first B rounds whose step s is non-zero): remaining clients compute
+     exact gradients at M̂_t;
    * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (secue.py);
      every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
      (correction.py);
@@ -13,6 +15,8 @@
      it — together with any held updates — only when no combination with public Stage I
      aggregates involves fewer than k = `min_cohort` clients, then M̂ ← M̂ − U; otherwise U_t
      is held secret and M̂ stays (Algorithm 4 line 20 reveals every Ĝ_t; see docs/PRIVACY.md).
+4. Optional recovery rounds t = T′+1..T′+R: exact FedAvg rounds with the remaining
+   clients (recovery.py), each revealed only under the release rule's cohort condition.
    After each round the state is checkpointed through `ctx.on_checkpoint`; the report is
    built from the run's typed log (run_log.py, run_report.py).
 """
@@ -31,6 +35,7 @@ from unlearning.fedavg import fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.recovery import recovery_round, recovery_schedule
 from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable
 from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
@@ -115,16 +120,21 @@ class StarfishStrategy(Strategy[StarfishParams]):
         else:
             state = self._start(ctx, params)
         selected = len(state.selected)
+        last = selected + params.recovery_rounds
         interval = params.check_interval(total)
-        for t in range(state.round + 1, selected + 1):
-            self._unlearning_round(ctx, params, state, t, interval)
+        recovery = recovery_schedule(state.selected, total, params.recovery_rounds)
+        for t in range(state.round + 1, last + 1):
+            if t <= selected:
+                self._unlearning_round(ctx, params, state, t, interval)
+            else:
+                recovery_round(ctx, params, state, t, recovery[t - selected - 1], self._ask)
             if t == selected and not state.pending.empty:  # never revealable: dropped, not applied
                 state.log.releases.append(ReleaseEntry(t, "dropped", list(state.pending.steps), 0))
                 state.pending, state.held = PendingRelease(), None
             state.round = t
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
-        ctx.progress("done", selected, selected)
+        ctx.progress("done", last, last)
         return state
 
     # ------------------------------------------------------------------ stages
@@ -170,7 +180,10 @@ class StarfishStrategy(Strategy[StarfishParams]):
             keep_estimates=_keep_estimates(ctx, params, state, participants),
         )
         without_pairs = {c for c in participants if not state.buffers.get(c)}  # their estimate is g_r^j
-        if not state.warmup_over:
+        if float(torch.linalg.vector_norm(step.v)) <= params.min_step:
+            # M̂_t = M_{r−1}: the stored uploads are the exact gradients at M̂_t; no client is asked
+            kind, gradients, answered = "stored", step.stored, set()
+        elif not state.warmup_over:
             kind = "warmup"
             gradients, answered = self._warmup(ctx, params, state, step)
         else:
@@ -245,8 +258,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
     ) -> tuple[Secret, set[str]]:
         """Exact round: every participant computes its gradient at M̂_t (pairs fill the buffers).
 
-        Warm-up ends after B rounds with a non-degenerate step s = M̂_t − M_{r−1}. Returns the
-        gradients and the clients whose row is an exact answer.
+        Warm-up ends after B such rounds (a degenerate step s = M̂_t − M_{r−1} = 0 is no
+        warm-up round: it uses the stored uploads and gives no pair). Returns the gradients
+        and the clients whose row is an exact answer.
         """
         backend = ctx.backend
         ctx.progress("warmup", step.t, len(state.selected), f"round {step.r}")
@@ -260,9 +274,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
             else:
                 gradients = step.stored
             gradients = self._apply_answers(backend, state, params, step, gradients, answers)
-        if float(torch.linalg.vector_norm(step.v)) > params.min_step:
-            state.warmup_pairs += 1
-            state.warmup_over = state.warmup_pairs >= params.buffer_size
+        state.warmup_pairs += 1
+        state.warmup_over = state.warmup_pairs >= params.buffer_size
         return gradients, set(answers) - step.keep_estimates
 
     def _estimate(
@@ -349,8 +362,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
             raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
         if tuple(ctx.remaining_clients()) != state.clients:
             raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-        if not 0 <= state.round <= len(state.selected):
-            raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.selected)}")
+        last = len(state.selected) + params.recovery_rounds
+        if not 0 <= state.round <= last:
+            raise UnlearningError(f"checkpoint round {state.round} outside 0..{last}")
         if state.model.numel() != ctx.history.model(0).numel():
             raise UnlearningError("the checkpoint's model does not match the history's model size")
         if state.log.request != _request(ctx, params):
