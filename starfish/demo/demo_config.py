@@ -45,7 +45,14 @@ class DemoConfig:
     #: estimated coordinates exceed δ, so the sample fires and the full 582,026-coordinate
     #: comparison (≈ 6 GB of traffic per check with 19 clients) is skipped.
     starfish: dict[str, Any] = field(
-        default_factory=lambda: {"sigma": 1.0, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "check_sample": 1024}
+        default_factory=lambda: {
+            "sigma": 1.0,
+            "alpha": 0.4,
+            "beta": 0.4,
+            "buffer_size": 2,
+            "check_sample": 1024,
+            "recovery_rounds": 1,
+        }
     )
     round_deadline_s: float = 600.0  #: a Stage I round waits this long for slow clients
     job_timeout_s: float = 3600.0  #: give up on the unlearning job after this long

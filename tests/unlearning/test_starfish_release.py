@@ -94,9 +94,9 @@ def test_min_cohort_below_two_is_refused(value: object, match: str) -> None:
     assert setup.oracle.requests == []
 
 
-def test_default_run_holds_the_first_replay_and_reports_it() -> None:
+def test_full_batch_run_holds_the_first_replay_and_reports_it() -> None:
     setup = make_logreg_setup(rounds=8)
-    report = StarfishStrategy().run(setup.context(params={"sigma": 1.0})).report
+    report = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "full_batch_gradients": True})).report
     release = report["release"]
     assert release["min_cohort"] == 3
     assert release["events"][0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
@@ -139,3 +139,15 @@ def test_version1_checkpoints_are_read_as_a_sorted_set() -> None:
     secrets = {k: v for k, v in state.secrets().items() if k != "held"}
     old = StarfishState.from_parts(public, state.public_tensors(), secrets)
     assert old.selected == state.selected and old.pending.empty and old.held is None
+
+
+def test_answers_in_another_rounds_data_order_release_the_first_replay() -> None:
+    """By default an exact answer at M_0 with round 2's data order is not the vector Stage I
+    aggregated in round 1 (that used round 1's order): it is opaque, so the held first replay
+    is revealed merged with step 2 instead of waiting for estimates."""
+    setup = make_logreg_setup(rounds=8)
+    report = StarfishStrategy().run(setup.context(params={"sigma": 1.0})).report
+    events = report["release"]["events"]
+    assert events[0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
+    assert events[1]["action"] == "revealed" and events[1]["steps"] == [1, 2] and events[1]["support"] >= 3
+    assert report["release"]["dropped_steps"] == []
