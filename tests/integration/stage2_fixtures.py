@@ -242,4 +242,6 @@ def plaintext_reference(
 def relative_gap(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> float:
     x = torch.as_tensor(np.asarray(a, dtype=np.float64))
     y = torch.as_tensor(np.asarray(b, dtype=np.float64))
+    if torch.equal(x, y):  # identical models, also when both are zero (a run that revealed no update)
+        return 0.0
     return float((x - y).norm() / y.norm())
