@@ -182,7 +182,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         without_pairs = {c for c in participants if not state.buffers.get(c)}  # their estimate is g_r^j
         if float(torch.linalg.vector_norm(step.v)) <= params.min_step:
             # M̂_t = M_{r−1}: the stored uploads are the exact gradients at M̂_t; no client is asked
-            kind, gradients, answered = "stored", step.stored, set()
+            kind, gradients, answered = "stored", step.stored, set(participants)
         elif not state.warmup_over:
             kind = "warmup"
             gradients, answered = self._warmup(ctx, params, state, step)
@@ -198,9 +198,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
             else:  # clipped inside 2PC; the noise is added when the (merged) sum is revealed
                 update, sensitivity = ctx.privacy.clipped_sum(ctx.backend, gradients, coefficients)
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
-        null_step = float(torch.linalg.vector_norm(step.v)) <= params.min_step
-        exact_here = set(answered) | (set(participants) if null_step else set())
-        contributions = classify(participants, weights, eta, exact_here, without_pairs)
+        contributions = classify(participants, weights, eta, answered, without_pairs)
         self._release(ctx, params, state, step, (update, sensitivity), contributions)
 
     def _release(
