@@ -133,6 +133,7 @@ def test_limit_over_all_clients_releases_and_busy_calls_are_retried(tmp_path):
     ch_a, ch_b = client_channel(dep, 1), client_channel(dep, 1)
     try:
         mine = _streams(dep, ch_a, "k0", 4)
+        assert len(_settle(mine)[0]) == 4  # k0's four are admitted before k1 asks (separate channels race)
         theirs = _streams(dep, ch_b, "k1", 3)
         held, refused = _settle(theirs)
         assert len(held) == 2 and len(refused) == 1
