@@ -153,6 +153,21 @@ def privacy_section(dp: dict[str, Any] | None, stage1: list[Release]) -> dict[st
     }
 
 
+def release_notice(report: dict[str, Any]) -> str | None:
+    """What an operator must know when the release rule revealed no update (docs/PRIVACY.md,
+    "Stage II release rule"): the unlearned model is then the initial model M_0 of the history,
+    which forgets every target but has lost all training. None when an update was revealed or
+    the strategy does not follow the release rule."""
+    release = report.get("release")
+    if not release or release.get("revealed_updates", 1) > 0:
+        return None
+    return (
+        f"no update was revealed under the release rule (min_cohort {release['min_cohort']}; "
+        f"excluded steps {release['excluded_steps']}, dropped steps {release['dropped_steps']}): "
+        "the unlearned model is the history's initial model M_0"
+    )
+
+
 def _mb(n: float) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -178,6 +193,9 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append(
             f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
         )
+    notice = release_notice(report)
+    if notice:
+        lines.append(f"NOTICE: {notice}")
     privacy = report.get("privacy") or {}
     if privacy.get("dp"):
         lines.append(

@@ -38,7 +38,7 @@ from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.checkpoints import CheckpointDir
 from server.jobs.failures import Failure, blame, observe_exit, observe_party1
-from server.jobs.job_report import build_report, dealer_record, render_summary
+from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
@@ -193,7 +193,10 @@ class JobManager(JobRunnerBase):
         (folder / "summary.txt").write_text(render_summary(report))
         CheckpointDir(folder / "checkpoints").remove_all()
         self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id))  # party1 drops its checkpoints
-        self.jobs.update(job.job_id, step="done")
+        notice = release_notice(report)
+        if notice:
+            log.warning("job %s: %s", job.job_id, notice)
+        self.jobs.update(job.job_id, step=f"done: {notice}" if notice else "done")
         self.jobs.finish(job.job_id, "succeeded", model_hash=digest)
         metrics.job_finished("succeeded", report["job"]["seconds"])
         self.state.training_paused.clear()

@@ -90,3 +90,13 @@ def test_revealed_section_keeps_values_the_strategy_states_and_unknown_kinds():
     assert out["novel"]["cohort"] is None and out["novel"]["epsilon"] == 0.5
     listed = revealed_section({"revealed": ["the rollback index j*"]}, {}, remaining=3, targets=1)
     assert listed["value_0"] == {"why": "the rollback index j*", "cohort": None, "epsilon": None}
+
+
+def test_a_job_that_revealed_no_update_carries_a_notice() -> None:
+    from server.jobs.job_report import release_notice
+
+    held = {"min_cohort": 3, "revealed_updates": 0, "excluded_steps": [4], "dropped_steps": [1, 2, 3]}
+    notice = release_notice({"release": held})
+    assert notice is not None and "initial model M_0" in notice and "dropped steps [1, 2, 3]" in notice
+    assert release_notice({"release": {**held, "revealed_updates": 2}}) is None
+    assert release_notice({"strategy": "retrain"}) is None  # no release rule: nothing to say

@@ -151,3 +151,15 @@ def test_answers_in_another_rounds_data_order_release_the_first_replay() -> None
     assert events[0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
     assert events[1]["action"] == "revealed" and events[1]["steps"] == [1, 2] and events[1]["support"] >= 3
     assert report["release"]["dropped_steps"] == []
+
+
+def test_a_run_that_can_reveal_nothing_returns_m0_and_says_so() -> None:
+    """min_cohort above the remaining clients: every step is excluded, the public model never
+    moves, and the report says no update was revealed (the job's notice reads this)."""
+    setup = make_logreg_setup(rounds=6, n_clients=5)
+    result = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "min_cohort": 5}))
+    release = result.report["release"]
+    assert release["revealed_updates"] == 0
+    assert release["excluded_steps"] == list(range(1, 7))
+    assert torch.equal(result.model, setup.history.model(0))
+    assert result.report["revealed"]["aggregate_gradients"]["count"] == 0

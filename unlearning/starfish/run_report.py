@@ -86,11 +86,14 @@ def revealed_section(log: StarfishLog, selected: Sequence[int], inverse: str, sa
 
 
 def release_section(log: StarfishLog, min_cohort: int) -> dict[str, Any]:
-    """The release rule's decisions (release.py): which steps were excluded, held, merged or dropped."""
+    """The release rule's decisions (release.py): which steps were excluded, held, merged or dropped.
+
+    `revealed_updates` = 0 means the public model never moved: the unlearned model is M_0."""
     revealed = [e for e in log.releases if e.action == "revealed"]
     dropped = [t for e in log.releases if e.action == "dropped" for t in e.steps]
     return {
         "min_cohort": min_cohort,
+        "revealed_updates": len(revealed),
         "excluded_steps": [e.t for e in log.releases if e.action == "excluded"],
         "held_steps": sorted({t for e in revealed if len(e.steps) > 1 for t in e.steps[:-1]} | set(dropped)),
         "merged": [e.steps for e in revealed if len(e.steps) > 1],
