@@ -76,6 +76,8 @@ class Stage1Clipper:
         self.workers = Standby(spawn_worker, self.root / "logs", "clip", cfg.jobs.standby != "off")
         self._lock = threading.Lock()
         self._running: dict[int, tuple[str, WorkerProcess]] = {}  #: party1: round → its session's worker
+        if cfg.jobs.standby == "always":  # "on_demand": from the first session on
+            self.workers.fill()
 
     def close(self) -> None:
         with self._lock:
