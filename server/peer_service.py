@@ -223,6 +223,8 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         rec = self._record(request.round, context)
         if rec.membership_sha256 is None or rec.membership_sha256 != request.membership_sha256:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: clip over another membership")
+        if rec.state == "committed":  # a repeated call after the commit: nothing to open again
+            return self._ack(rec.model_out_hash)
         self._require_cohort(request.round, len(self.state.store.round_members(request.round)), context)
         try:
             host, port = clip_rendezvous(self.cfg, request)

@@ -17,8 +17,9 @@ Durability and retries: each party logs the round as released (`Stage1Privacy.re
 fsynced) before its worker starts; its noise is keyed by the round and membership, so a
 repeated session opens the same noise. A session that fails (a worker crash, the dealer,
 the peer) leaves no candidate model: M_i is stored only from a worker that exited 0 with a
-result whose hash matches the file it wrote, and party0 commits only when party1's
-candidate has the same hash. The coordinator then retries the round with a new session.
+result whose hash matches the file it wrote, and party0 stores its candidate only once
+party1 answered with the same hash — so a party0 restarted with a stored candidate commits
+it without another session. The coordinator retries a failed round with a new session.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from proto.starfish.v1 import peer_pb2
+from proto.wire import model_hash
 from server.aggregation import apply_update
 from server.config import PartyConfig
 from server.jobs.failures import exit_description, last_error_line
@@ -142,7 +144,8 @@ class Stage1Clipper:
                 current = (session_id, self.start(round_index, digest, session_id, host, port))
                 self._running[round_index] = current
         try:
-            return self.candidate(round_index, self.collect(current[1], session_id))
+            arch, params = self.next_model(round_index, self.collect(current[1], session_id))
+            return self.store.set_round_output(round_index, arch, params, peer_bytes=0)
         finally:
             with self._lock:
                 if self._running.get(round_index) is current and current[1].poll() is not None:
@@ -151,6 +154,9 @@ class Stage1Clipper:
     def lead(self, round_index: int, digest: str, peer: PeerClient) -> str:
         """party0: run round i's session with party1; returns the hash of the candidate M_i,
         which party1 holds too (else `ClipFailed`)."""
+        rec = self.store.round_record(round_index)
+        if rec is not None and rec.state == "aggregated" and rec.model_out_hash:  # party1 confirmed it before
+            return rec.model_out_hash
         jc = self.cfg.jobs
         session_id = new_session_id(round_index)
         worker = self.start(round_index, digest, session_id, jc.mpc_host, jc.mpc_port)
@@ -169,15 +175,16 @@ class Stage1Clipper:
                 if exc.code is not None and exc.code.name == "ABORTED":  # party1's session failed: retry
                     raise ClipFailed(str(exc)) from None
                 raise
-            mine = self.candidate(round_index, self.collect(worker, session_id))
+            arch, params = self.next_model(round_index, self.collect(worker, session_id))
         except OSError as exc:
             raise ClipFailed(f"party0 could not start the clip session: {exc}") from None
         finally:
             if worker.poll() is None:
                 worker.kill()
-        if mine != theirs:
+        mine = model_hash(arch, params)
+        if mine != theirs:  # stored only when both hold it: a stored candidate is one party1 confirmed
             raise ClipFailed(f"round {round_index}: party1's candidate model {theirs[:12]} differs from {mine[:12]}")
-        return mine
+        return self.store.set_round_output(round_index, arch, params, peer_bytes=0)
 
     def collect(self, worker: WorkerProcess, session_id: str) -> np.ndarray:
         """Wait for the worker; G_i from its file, checked against the hash it reported."""
@@ -207,12 +214,11 @@ class Stage1Clipper:
         )
         return aggregate
 
-    def candidate(self, round_index: int, aggregate: np.ndarray) -> str:
-        """Store M_i = M_{i−1} − η_l·G_i as round i's candidate; its hash."""
+    def next_model(self, round_index: int, aggregate: np.ndarray) -> tuple[str, np.ndarray]:
+        """(arch, M_i = M_{i−1} − η_l·G_i) of round i."""
         rec = self.store.round_record(round_index)
         assert rec is not None
         previous = self.store.model_by_hash(rec.model_in_hash)
         if aggregate.shape != previous.params.shape:
             raise ClipFailed(f"round {round_index}: the clipped aggregate has {aggregate.size} entries")
-        params = apply_update(previous.params, aggregate, rec.lr)
-        return self.store.set_round_output(round_index, previous.arch, params, peer_bytes=0)
+        return previous.arch, apply_update(previous.params, aggregate, rec.lr)
