@@ -228,10 +228,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         self._require_cohort(request.round, len(self.state.store.round_members(request.round)), context)
         try:
             host, port = clip_rendezvous(self.cfg, request)
-            digest = clipper.follow(request.round, request.membership_sha256, request.session_id, host, port)
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except (ClipFailed, OSError) as exc:
+        try:
+            digest = clipper.follow(request.round, request.membership_sha256, request.session_id, host, port)
+        except (ClipFailed, OSError, ValueError) as exc:
             log.warning("round %d: clip session %s failed: %s", request.round, request.session_id, exc)
             context.abort(grpc.StatusCode.ABORTED, str(exc))
         log.info("round %d: clipped aggregate opened, candidate model %s", request.round, digest[:12])

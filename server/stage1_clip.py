@@ -124,8 +124,12 @@ class Stage1Clipper:
         )
 
     def start(self, round_index: int, digest: str, session_id: str, host: str, port: int) -> WorkerProcess:
-        """Log round i as released (durably), then hand a worker the session."""
+        """Log round i as released (durably), then hand a worker the session. Earlier
+        sessions' aggregates are removed (public once their M_i is stored; a repeated call
+        of a running session may still read its own); their costs and logs stay."""
         self.privacy.record(round_index, list(self.store.round_members(round_index)))
+        for old in self.root.glob(f"*/{AGGREGATE_FILE}"):
+            old.unlink(missing_ok=True)
         folder = self.root / session_id
         folder.mkdir(parents=True, exist_ok=True)
         path = self._spec(round_index, digest, session_id, host, port).write(folder / "spec.json")
@@ -144,8 +148,9 @@ class Stage1Clipper:
                 current = (session_id, self.start(round_index, digest, session_id, host, port))
                 self._running[round_index] = current
         try:
-            arch, params = self.next_model(round_index, self.collect(current[1], session_id))
-            return self.store.set_round_output(round_index, arch, params, peer_bytes=0)
+            aggregate, online_bytes = self.collect(current[1], session_id)
+            arch, params = self.next_model(round_index, aggregate)
+            return self.store.set_round_output(round_index, arch, params, peer_bytes=online_bytes)
         finally:
             with self._lock:
                 if self._running.get(round_index) is current and current[1].poll() is not None:
@@ -175,7 +180,8 @@ class Stage1Clipper:
                 if exc.code is not None and exc.code.name == "ABORTED":  # party1's session failed: retry
                     raise ClipFailed(str(exc)) from None
                 raise
-            arch, params = self.next_model(round_index, self.collect(worker, session_id))
+            aggregate, online_bytes = self.collect(worker, session_id)
+            arch, params = self.next_model(round_index, aggregate)
         except OSError as exc:
             raise ClipFailed(f"party0 could not start the clip session: {exc}") from None
         finally:
@@ -184,10 +190,11 @@ class Stage1Clipper:
         mine = model_hash(arch, params)
         if mine != theirs:  # stored only when both hold it: a stored candidate is one party1 confirmed
             raise ClipFailed(f"round {round_index}: party1's candidate model {theirs[:12]} differs from {mine[:12]}")
-        return self.store.set_round_output(round_index, arch, params, peer_bytes=0)
+        return self.store.set_round_output(round_index, arch, params, peer_bytes=online_bytes)
 
-    def collect(self, worker: WorkerProcess, session_id: str) -> np.ndarray:
-        """Wait for the worker; G_i from its file, checked against the hash it reported."""
+    def collect(self, worker: WorkerProcess, session_id: str) -> tuple[np.ndarray, int]:
+        """Wait for the worker; G_i from its file, checked against the hash it reported, and
+        the session's online bytes between the parties."""
         limit = time.monotonic() + WORKER_START_S + 4 * self.cfg.jobs.session_timeout_s
         while (code := worker.poll()) is None:
             if time.monotonic() > limit:
@@ -202,7 +209,6 @@ class Stage1Clipper:
         aggregate = np.load(folder / AGGREGATE_FILE, allow_pickle=False)
         if aggregate_digest(aggregate) != worker.result.get("model_hash"):
             raise ClipFailed(f"party{self.cfg.role}: the clipped aggregate file does not match its reported hash")
-        (folder / AGGREGATE_FILE).unlink()  # the candidate M_i is stored next; the session's costs stay
         costs = json.loads((folder / COSTS_FILE).read_text()).get("stage1 clip", {})
         log.info(
             "clip session %s: %.2f s, online %d bytes in %d rounds, offline %d bytes",
@@ -212,7 +218,7 @@ class Stage1Clipper:
             int(costs.get("online_rounds", 0)),
             int(costs.get("offline_bytes", 0)),
         )
-        return aggregate
+        return aggregate, int(costs.get("online_bytes", 0))
 
     def next_model(self, round_index: int, aggregate: np.ndarray) -> tuple[str, np.ndarray]:
         """(arch, M_i = M_{i−1} − η_l·G_i) of round i."""
