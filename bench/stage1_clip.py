@@ -46,9 +46,11 @@ def _round(root: Path, params: int, clients: list[str], dp: bool) -> dict[str, A
         rng = np.random.default_rng(11)  # benchmark data, not a secret
         with dep.admin() as admin:
             admin.start_training("bench", np.zeros(params, dtype=np.float32), LR)
-        for c in clients:
+        for c in clients:  # all registered first: the round closes once every registered client uploaded
             with dep.client(c) as sdk:
                 sdk.register()
+        for c in clients:
+            with dep.client(c) as sdk:
                 view = sdk.wait_for_round(0, timeout_s=300)
                 sdk.submit(view.round, rng.normal(scale=0.01, size=params) * (1 + 99 * (c == clients[0])), N)
         start = time.perf_counter()
