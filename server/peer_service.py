@@ -24,6 +24,7 @@ from proto.wire import collect_model, read_share_stream, sha256_hex, share_messa
 from server import cohort, membership, metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
+from server.config import PartyConfig
 from server.stage1_clip import ClipFailed
 from server.state import PartyState
 from server.store import ConflictError, StoreError, membership_digest
@@ -35,7 +36,7 @@ DP_NO_EXCHANGE = (
 )
 
 
-def clip_rendezvous(cfg, request) -> tuple[str, int]:
+def clip_rendezvous(cfg: PartyConfig, request: peer_pb2.ClipRoundRequest) -> tuple[str, int]:
     """Where party0's clip worker listens; the session id and the dealer checked (ValueError)."""
     url = urlsplit(request.rendezvous)
     if url.scheme != "tls" or not url.hostname or not url.port:
