@@ -1,14 +1,15 @@
 """Stage I under the optional distributed DP of the service, simulated (docs/PRIVACY.md).
 
-What the deployment does each round i (server side, `server.aggregation`): every client
-clips its pseudo-gradient to norm C before sharing it (`client_sdk.stats.clip_to_norm`; the stored
-upload is the clipped one), the parties aggregate G_i = Σ_j w_j·g̃_j on shares, and each
-party adds its own N(0, σ²) with σ = z·C·max_j w_j to its share of the aggregate before
-the exchange, so the published model M_i = M_(i−1) − η·(G_i + n_0 + n_1) carries noise
-that the honest party alone makes a Gaussian mechanism with multiplier z.
+What the deployment does each round i (`server.stage1_clip`): the parties clip every
+member's gradient to norm C inside 2PC (g̃_j = g_j·min(1, C/‖g_j‖)), form G_i = Σ_j w_j·g̃_j
+in shares, and each party adds its own N(0, σ²) with σ = z·C·max_j w_j to its share before
+the opening, so the published model M_i = M_(i−1) − η·(G_i + n_0 + n_1) carries noise that
+the honest party alone makes a Gaussian mechanism with multiplier z.
 
-`simulate_private` records that history: the stored uploads are the clipped ones (what
-Stage II reads), the models carry both parties' noise (variance 2σ²), drawn from a
+`simulate_private` records that history with clients that also clip before sharing
+(`client_sdk.stats.clip_to_norm`, the SDK's `clip_norm`; clipping again changes nothing), so
+the stored uploads are the clipped ones (what Stage II reads); the models carry both
+parties' noise (variance 2σ²), drawn from a
 generator seeded by (seed, round) so the simulation is reproducible. It returns the
 rounds as `Release`s for the accountant.
 """

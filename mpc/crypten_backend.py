@@ -48,7 +48,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.costs import CostLedger
 from mpc.crypten_loader import load_crypten
-from mpc.dp_noise import csprng_gaussian
+from mpc.dp_noise import csprng_gaussian, keyed_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.provider import DealerProvider
 from mpc.primitives import Prepared
@@ -308,11 +308,14 @@ class CrypTenBackend(Backend):
             )
         return value
 
-    def reveal_noised(self, x: Secret, sigma: float) -> torch.Tensor:
-        """Open x + n_0 + n_1: this party adds its own n_p ~ N(0, σ²) (OS CSPRNG, never sent
-        alone) to its share at x's scale, then the usual reveal. Lift integer sharings first."""
+    def reveal_noised(self, x: Secret, sigma: float, noise_key: bytes | None = None) -> torch.Tensor:
+        """Open x + n_0 + n_1: this party adds its own n_p ~ N(0, σ²) (OS CSPRNG, or keyed by
+        `noise_key`; never sent alone) to its share at x's scale, then the usual reveal. Lift
+        integer sharings first."""
         x = self._lift(self._check(x), self.f)
-        noise = self._encode(csprng_gaussian(tuple(x.shape), sigma), x.bits)
+        shape = tuple(x.shape)
+        draw = csprng_gaussian(shape, sigma) if noise_key is None else keyed_gaussian(noise_key, shape, sigma)
+        noise = self._encode(draw, x.bits)
         return self.reveal(CrypTenSecret(x.share + noise, x.bits))
 
     def zeros(self, shape: Sequence[int]) -> CrypTenSecret:

@@ -107,13 +107,16 @@ class Primitives(ABC):
         """Open `x` to both parties; returns float64 (exact fixed-point decode)."""
 
     @abstractmethod
-    def reveal_noised(self, x: Secret, sigma: float) -> torch.Tensor:
+    def reveal_noised(self, x: Secret, sigma: float, noise_key: bytes | None = None) -> torch.Tensor:
         """Open x + noise, the distributed Gaussian mechanism (docs/PRIVACY.md, "Differential privacy").
 
-        Every party that holds a share adds its own N(0, σ²) noise from the OS CSPRNG
-        (`mpc.dp_noise`) before opening, so the noise of the one honest party alone has
-        standard deviation σ (a party that subtracts its own noise still faces σ). The
-        plaintext backend, standing for both parties, adds one N(0, σ²) draw. σ = 0 is `reveal`.
+        Every party that holds a share adds its own N(0, σ²) noise before opening, so the
+        noise of the one honest party alone has standard deviation σ (a party that subtracts
+        its own noise still faces σ). The noise comes from the OS CSPRNG, or, given this
+        party's `noise_key`, from its keyed AES-CTR stream (`mpc.dp_noise.keyed_gaussian`):
+        a repeated opening under the same key then carries the same draw, not a second one
+        (Stage I's retry safety). The plaintext backend, standing for both parties, adds one
+        N(0, σ²) draw. σ = 0 is `reveal`.
         """
 
     @abstractmethod

@@ -97,5 +97,10 @@ def fedavg_update(
     if total_samples <= 0:
         raise ValueError("the agreed membership has no samples")
     weighted_sum = decode(reconstruct_encoded(share0, share1), precision_bits)
-    update = previous.astype(np.float64) - float(lr) * (weighted_sum / float(total_samples))
+    return apply_update(previous, weighted_sum / float(total_samples), lr)
+
+
+def apply_update(previous: np.ndarray, aggregate: np.ndarray, lr: float) -> np.ndarray:
+    """M_i = M_{i−1} − η_l · G in float64, as float32 (both parties compute it identically)."""
+    update = previous.astype(np.float64) - float(lr) * aggregate.astype(np.float64)
     return update.astype(np.float32)

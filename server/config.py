@@ -205,14 +205,21 @@ def _check_rounds(rounds: RoundConfig) -> RoundConfig:
     return rounds
 
 
-def _privacy(table: dict) -> tuple[PrivacyConfig, DPConfig]:
-    """`[privacy]`: the minimum cohort (here) and the DP keys (`server.dp_config`)."""
+def _privacy(table: dict, jobs: JobConfig) -> tuple[PrivacyConfig, DPConfig]:
+    """`[privacy]`: the minimum cohort (here) and the DP keys (`server.dp_config`); DP needs
+    a dealer service, as every Stage I aggregate is then clipped in a 2PC session."""
     cohort_keys = {k: v for k, v in table.items() if k not in DP_KEYS}
     privacy = _check_privacy(_sub(PrivacyConfig, cohort_keys, "privacy"))
     try:
-        return privacy, parse_dp_config(table)
+        dp = parse_dp_config(table)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    if dp.settings is not None and not jobs.dealer:
+        raise ConfigError(
+            "[privacy] dp = true needs [jobs] dealer: every Stage I aggregate is clipped and noised "
+            "in a 2PC session (docs/PRIVACY.md)"
+        )
+    return privacy, dp
 
 
 def _check_privacy(privacy: PrivacyConfig) -> PrivacyConfig:
@@ -290,7 +297,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
-    privacy, dp = _privacy(data.get("privacy", {}))
+    privacy, dp = _privacy(data.get("privacy", {}), jobs)
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:

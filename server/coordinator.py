@@ -18,6 +18,10 @@ each round). Per round i, every step idempotent on both parties so a restart of 
 5. A_0 = Σ_{j∈S} n_j·[g_j]_0 here; exchange with party1's A_1 over the peer channel;
 6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
    equals ours; a mismatch fails the round with a clear error and training halts.
+
+With `[privacy] dp = true`, steps 5–6 are a clip session instead (server.stage1_clip): the
+aggregate is clipped per client and noised inside 2PC, M_i = M_{i−1} − η_l·G_i from the
+opened G_i; a failed session stores no candidate and the round is retried.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from server import cohort, membership, metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
 from server.headroom import round_sample_budget
 from server.peer_client import PeerClient, PeerRefused, Stopped
+from server.stage1_clip import ClipFailed
 from server.state import PartyState
 from server.store import RoundRecord, membership_digest
 
@@ -63,6 +68,9 @@ class RoundCoordinator:
                     stop.wait(self.cfg.rounds.poll_s)
             except Stopped:
                 return
+            except ClipFailed as exc:  # no candidate model was stored: the next step retries the round
+                log.warning("clip session failed: %s; retrying", exc)
+                stop.wait(self.cfg.rounds.peer_retry_s)
             except PeerRefused as exc:
                 rec = self.store.current_round()
                 if rec is not None and rec.state != "committed":
@@ -244,8 +252,18 @@ class RoundCoordinator:
             ),
         )
         previous = self.store.model_by_hash(rec.model_in_hash)
+        if self.state.stage1_clip is not None:  # DP: clipped and noised inside 2PC (server.stage1_clip)
+            new_hash = self.state.stage1_clip.lead(i, digest, self.peer)
+        else:
+            new_hash = self._exchange(i, digest, members, previous)
+        self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
+        self.store.commit_round(i)
+        metrics.round_committed(i, len(members))
+        log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])
+
+    def _exchange(self, i: int, digest: str, members: dict[str, int], previous) -> str:
+        """Step 5–6 without DP: exchange the aggregate shares; store the candidate M_i, its hash."""
         mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
-        mine = self.state.aggregate_share(i, digest, members, mine)
         data = to_wire(mine)
         header = common_pb2.ShareHeader(
             round=i, shape=[mine.size], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)
@@ -256,11 +274,9 @@ class RoundCoordinator:
         their_header, theirs = read_share_stream(iter(reply), self.cfg.limits.max_model_params)
         if their_header.membership_sha256 != digest or theirs.size != mine.size:
             raise PeerRefused(None, f"round {i}: party1's aggregate share is over another membership")
+        rec = self.store.round_record(i)
+        assert rec is not None
         new_params = fedavg_update(
             previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits
         )
-        new_hash = self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))
-        self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
-        self.store.commit_round(i)
-        metrics.round_committed(i, len(members))
-        log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])
+        return self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))

@@ -13,19 +13,40 @@ from __future__ import annotations
 
 import logging
 import math
+from urllib.parse import urlsplit
 
 import grpc
 
 from mpc.fixedpoint import to_wire
+from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
 from proto.wire import collect_model, read_share_stream, sha256_hex, share_messages
 from server import cohort, membership, metrics
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
+from server.config import PartyConfig
+from server.stage1_clip import ClipFailed
 from server.state import PartyState
 from server.store import ConflictError, StoreError, membership_digest
 
 log = logging.getLogger(__name__)
+DP_NO_EXCHANGE = (
+    "[privacy] dp = true: this party opens Stage I aggregates only clipped and noised in 2PC (ClipRound), "
+    "never its share of the unclipped sum"
+)
+
+
+def clip_rendezvous(cfg: PartyConfig, request: peer_pb2.ClipRoundRequest) -> tuple[str, int]:
+    """Where party0's clip worker listens; the session id and the dealer checked (ValueError)."""
+    url = urlsplit(request.rendezvous)
+    if url.scheme != "tls" or not url.hostname or not url.port:
+        raise ValueError(f"rendezvous must be tls://host:port, got {request.rendezvous!r}")
+    check_session_id(request.session_id)
+    if request.dealer_identity != cfg.jobs.dealer_identity:
+        raise ValueError(
+            f"party0 uses dealer {request.dealer_identity!r}, this party trusts {cfg.jobs.dealer_identity!r}"
+        )
+    return url.hostname, url.port
 
 
 def member_list(state: PartyState, round_index: int) -> peer_pb2.MemberList:
@@ -159,6 +180,8 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def ExchangeAggregate(self, request_iterator, context):
         require_peer(self.cfg, context)
+        if self.state.stage1_clip is not None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, DP_NO_EXCHANGE)
         store = self.state.store
         try:
             header, leader_share = read_share_stream(request_iterator, self.cfg.limits.max_model_params)
@@ -175,7 +198,6 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         members = store.round_members(header.round)
         self._require_cohort(header.round, len(members), context)
         mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
-        mine = self.state.aggregate_share(header.round, rec.membership_sha256, members, mine)
         new_params = fedavg_update(
             previous.params, leader_share, mine, sum(members.values()), rec.lr, self.cfg.precision_bits
         )
@@ -190,6 +212,32 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             content_sha256=sha256_hex(data),
         )
         yield from share_messages(out, data, self.cfg.limits.chunk_bytes)
+
+    def ClipRound(self, request, context):
+        """With DP: join party0's clip session of the round (server.stage1_clip); the candidate
+        M_i's hash once this party's worker opened G_i. A failed session aborts with ABORTED
+        (party0 retries with a new session)."""
+        require_peer(self.cfg, context)
+        clipper = self.state.stage1_clip
+        if clipper is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"party{self.cfg.role} has [privacy] dp = false")
+        rec = self._record(request.round, context)
+        if rec.membership_sha256 is None or rec.membership_sha256 != request.membership_sha256:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: clip over another membership")
+        if rec.state == "committed":  # a repeated call after the commit: nothing to open again
+            return self._ack(rec.model_out_hash)
+        self._require_cohort(request.round, len(self.state.store.round_members(request.round)), context)
+        try:
+            host, port = clip_rendezvous(self.cfg, request)
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        try:
+            digest = clipper.follow(request.round, request.membership_sha256, request.session_id, host, port)
+        except (ClipFailed, OSError, ValueError) as exc:
+            log.warning("round %d: clip session %s failed: %s", request.round, request.session_id, exc)
+            context.abort(grpc.StatusCode.ABORTED, str(exc))
+        log.info("round %d: clipped aggregate opened, candidate model %s", request.round, digest[:12])
+        return self._ack(digest)
 
     def CommitRound(self, request, context):
         require_peer(self.cfg, context)

@@ -104,6 +104,8 @@ class PartyServer:
             self.job_manager.close()
         if self.job_follower is not None:
             self.job_follower.stop()
+        if self.state.stage1_clip is not None:
+            self.state.stage1_clip.close()
         done = [self.server.stop(STOP_GRACE_S), self.peer_server.stop(STOP_GRACE_S)]
         for event in done:
             event.wait()

@@ -1,22 +1,19 @@
-"""Distributed DP on Stage I aggregates (docs/PRIVACY.md, "Differential privacy", Stage I).
+"""Distributed DP on Stage I aggregates: the party's noise key and release log
+(docs/PRIVACY.md, "Differential privacy", Stage I).
 
-With `[privacy] dp = true`, each party adds its own Gaussian noise to its share of the
-round aggregate A = Σ_{j∈S} n_j·[g_j] (`server.aggregation.local_aggregate`) before the
-exchange: A_p ← A_p + encode(N(0, σ_A²)) with σ_A = z·C·max_{j∈S} n_j, i.e. σ = z·C·max_j w_j
-on the published G = decode(A)/Σ n_j. Neither party can remove the other's noise, so the
-honest party's draw alone makes the round a Gaussian mechanism with multiplier z on each
-member's clipped upload.
+With `[privacy] dp = true` a round's aggregate is clipped and opened inside 2PC
+(`server.stage1_clip`): G = reveal_noised(Σ_{j∈S} w_j·SecClip(g_j, C)) with w_j = n_j/Σ n_k,
+each party adding its own N(0, σ²), σ = z·C·max_j w_j, to its share before the opening.
+Neither party can remove the other's noise, so the honest party's draw alone makes the
+round a Gaussian mechanism with multiplier z on each member's clipped upload, whatever the
+client sent.
 
-What is and is not enforced: the clipping of Stage I happens on the client
-(`client_sdk.stats.clip_to_norm` with the operator's C) — the parties only see shares, so a
-client that skips it is not bounded in Stage I; Stage II clips inside 2PC (SecClip).
-
-Retry safety: the noise of round i is `mpc.dp_noise.keyed_gaussian` under
-HMAC-SHA256(party noise key, "stage1|i|membership digest"), so a retried exchange sends the
-same noised share, never a second independent draw. The party noise key is 32 bytes from
-the OS CSPRNG in `<data_dir>/dp/noise.key` (mode 0600, never sent or logged). Every
-noised round is appended to `<data_dir>/dp/releases.jsonl` (fsynced) BEFORE its share leaves
-the party: round, z, and the member ids, which the accountant reads.
+Retry safety: this party's noise of round i is `mpc.dp_noise.keyed_gaussian` under
+`round_key` = HMAC-SHA256(party noise key, "stage1|i|membership digest"), so a repeated
+clip session of the round opens the same noise, never a second independent draw. The party
+noise key is 32 bytes from the OS CSPRNG in `<data_dir>/dp/noise.key` (mode 0600, never sent
+or logged). Every noised round is appended to `<data_dir>/dp/releases.jsonl` (fsynced) BEFORE
+this party joins its clip session: round, z, and the member ids, which the accountant reads.
 """
 
 from __future__ import annotations
@@ -28,9 +25,6 @@ import os
 import threading
 from pathlib import Path
 
-import numpy as np
-
-from mpc.dp_noise import keyed_gaussian
 from server import blobs
 from unlearning.distributed_dp import DPSettings, Release
 
@@ -38,11 +32,10 @@ KEY_BYTES = 32
 
 
 class Stage1Privacy:
-    """Noise for this party's aggregate shares and the log of noised rounds (module docstring)."""
+    """This party's Stage I noise keys and the log of noised rounds (module docstring)."""
 
-    def __init__(self, data_dir: Path, settings: DPSettings, precision_bits: int) -> None:
+    def __init__(self, data_dir: Path, settings: DPSettings) -> None:
         self.settings = settings
-        self.precision_bits = precision_bits
         self._dir = Path(data_dir) / "dp"
         self._dir.mkdir(parents=True, exist_ok=True)
         self._key = self._load_key()
@@ -58,20 +51,15 @@ class Stage1Privacy:
             raise ValueError(f"{path}: a DP noise key has {KEY_BYTES} bytes, found {len(key)}")
         return key
 
-    def noised_share(self, round_index: int, digest: str, members: dict[str, int], share: np.ndarray) -> np.ndarray:
-        """share + encode(N(0, σ_A²)) (wrapping int64), the round logged durably first."""
-        z, clip = self.settings.noise_multiplier, self.settings.clip
-        sigma_a = z * clip * max(members.values())
+    def round_key(self, round_index: int, digest: str) -> bytes:
+        """This party's noise key of round i over the membership `digest` (module docstring)."""
         label = f"stage1|{round_index}|{digest}".encode()
-        key = hmac.new(self._key, label, hashlib.sha256).digest()
-        noise = keyed_gaussian(key, (share.size,), sigma_a).numpy()
-        encoded = np.round(noise * float(2**self.precision_bits)).astype(np.int64)
-        self._record(round_index, z, sorted(members))
-        with np.errstate(over="ignore"):
-            return share + encoded
+        return hmac.new(self._key, label, hashlib.sha256).digest()
 
-    def _record(self, round_index: int, z: float, members: list[str]) -> None:
-        line = json.dumps({"round": round_index, "noise_multiplier": z, "members": members}) + "\n"
+    def record(self, round_index: int, members: list[str]) -> None:
+        """Log round i as released with this party's z, durably, before its noise is used."""
+        entry = {"round": round_index, "noise_multiplier": self.settings.noise_multiplier, "members": sorted(members)}
+        line = json.dumps(entry) + "\n"
         path = self._dir / "releases.jsonl"
         with self._lock, path.open("a", encoding="utf-8") as fh:
             fh.write(line)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from server.aggregation import RunningSums
 from server.config import PartyConfig
+from server.stage1_clip import Stage1Clipper
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, TaskRecord
 
@@ -30,19 +29,17 @@ class PartyState:
     #: rounds party1 confirmed open since this process started; notified on `rounds_changed`
     open_on_both: set[int] = field(default_factory=set)
     rounds_changed: threading.Condition = field(default_factory=threading.Condition)
-    #: distributed DP noise of Stage I aggregate shares (None: `[privacy] dp = false`)
+    #: distributed DP of Stage I: noise keys and release log (None: `[privacy] dp = false`)
     stage1_dp: Stage1Privacy | None = None
+    #: with DP, each round's aggregate is clipped and noised in a 2PC session (server.stage1_clip)
+    stage1_clip: Stage1Clipper | None = None
 
     def __post_init__(self) -> None:
         settings = self.config.dp.settings
         if settings is not None and self.stage1_dp is None:
-            self.stage1_dp = Stage1Privacy(self.config.data_dir, settings, self.config.precision_bits)
-
-    def aggregate_share(self, round_index: int, digest: str, members: dict[str, int], share: np.ndarray) -> np.ndarray:
-        """This party's aggregate share as sent to the peer: noised when DP is on (server.stage1_dp)."""
-        if self.stage1_dp is None:
-            return share
-        return self.stage1_dp.noised_share(round_index, digest, members, share)
+            self.stage1_dp = Stage1Privacy(self.config.data_dir, settings)
+        if self.stage1_dp is not None and self.stage1_clip is None:
+            self.stage1_clip = Stage1Clipper(self.config, self.store, self.stage1_dp)
 
     @property
     def role(self) -> int:

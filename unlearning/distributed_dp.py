@@ -113,12 +113,20 @@ class PrivateAggregator:
         return backend.matmul(w, clipped), self.settings.clip * float(w.abs().max())
 
     def reveal_sum(
-        self, backend: Backend, total: Secret, sensitivity: float, members: Sequence[str], label: str
+        self,
+        backend: Backend,
+        total: Secret,
+        sensitivity: float,
+        members: Sequence[str],
+        label: str,
+        noise_key: bytes | None = None,
     ) -> torch.Tensor:
         """Step 3 for a secret sum of clipped aggregates whose sensitivities add up to
         `sensitivity` (a client in several merged steps moves each by its own bound):
-        σ = z·sensitivity."""
-        released = backend.reveal_noised(total, self._multiplier * sensitivity).to(torch.float64)
+        σ = z·sensitivity. With `noise_key` this party's draw is keyed (a repeated release
+        under the key repeats the draw; Stage I, `server.stage1_dp`)."""
+        sigma = self._multiplier * sensitivity
+        released = backend.reveal_noised(total, sigma, noise_key).to(torch.float64)
         self.releases.append(Release(label, self._multiplier, tuple(members)))
         self._advance(float(torch.linalg.vector_norm(released)))
         return released

@@ -70,7 +70,7 @@ class JobAttempt:
     def run(self) -> int:
         """Steps 1–4; the session is closed in every case (forcibly after a failure)."""
         spec = self.spec
-        session = self._open_session()
+        session = open_session(spec, self.link)
         try:
             self.backend = CrypTenBackend(precision_bits=spec.precision_bits, step_check=spec.step_check)
             result = self.strategy().run(self._context(self._resume(self.backend)))
@@ -82,39 +82,6 @@ class JobAttempt:
         self.store.close()
         log.info("job %s: session closed", spec.job_id)
         return 0
-
-    def _open_session(self) -> Session:
-        """Join the attempt's session: party0 announces its port first (see the module doc)."""
-        spec, link = self.spec, self.link
-        session = Session(
-            SessionConfig(
-                rank=spec.role,
-                session_id=spec.session_id,
-                peer=Endpoint(spec.peer_host, spec.peer_port),
-                dealer=Endpoint(spec.dealer_host, spec.dealer_port),
-                tls=TlsFiles(Path(spec.tls_ca), Path(spec.tls_cert), Path(spec.tls_key)),
-                peer_identity=spec.peer_identity,
-                dealer_identity=spec.dealer_identity,
-                precision_bits=spec.precision_bits,
-                timeout_s=spec.session_timeout_s,
-            )
-        )
-        if spec.role == 0:
-            port = session.listen()
-            log.info("job %s: session %s listening on %s:%d", spec.job_id, spec.session_id, spec.peer_host, port)
-            link.send({"kind": "listening", "port": port})
-        else:
-            log.info(
-                "job %s: joining session %s at %s:%d", spec.job_id, spec.session_id, spec.peer_host, spec.peer_port
-            )
-        session.open()
-        dealer = session.dealer
-        assert dealer is not None  # set once the session is open
-        link.send({"kind": "session", "session_id": spec.session_id, "dealer": asdict(dealer)})
-        log.info(
-            "job %s: session %s open; dealer %s (%s)", spec.job_id, spec.session_id, dealer.identity, dealer.address
-        )
-        return session
 
     def _resume(self, backend: CrypTenBackend) -> ResumableState | None:
         """Step 2: the state after the newest checkpoint both parties hold (None: start afresh)."""
@@ -195,6 +162,35 @@ class JobAttempt:
         (self.job_dir / "worker-report.json").write_text(report)
         self.link.send({"kind": "result", "model_hash": digest})
         log.info("job %s: result written (model %s); leaving the session", self.spec.job_id, digest[:12])
+
+
+def open_session(spec: WorkerSpec, link: ParentLink) -> Session:
+    """Join the attempt's session: party0 announces its port first (see the module doc)."""
+    session = Session(
+        SessionConfig(
+            rank=spec.role,
+            session_id=spec.session_id,
+            peer=Endpoint(spec.peer_host, spec.peer_port),
+            dealer=Endpoint(spec.dealer_host, spec.dealer_port),
+            tls=TlsFiles(Path(spec.tls_ca), Path(spec.tls_cert), Path(spec.tls_key)),
+            peer_identity=spec.peer_identity,
+            dealer_identity=spec.dealer_identity,
+            precision_bits=spec.precision_bits,
+            timeout_s=spec.session_timeout_s,
+        )
+    )
+    if spec.role == 0:
+        port = session.listen()
+        log.info("job %s: session %s listening on %s:%d", spec.job_id, spec.session_id, spec.peer_host, port)
+        link.send({"kind": "listening", "port": port})
+    else:
+        log.info("job %s: joining session %s at %s:%d", spec.job_id, spec.session_id, spec.peer_host, spec.peer_port)
+    session.open()
+    dealer = session.dealer
+    assert dealer is not None  # set once the session is open
+    link.send({"kind": "session", "session_id": spec.session_id, "dealer": asdict(dealer)})
+    log.info("job %s: session %s open; dealer %s (%s)", spec.job_id, spec.session_id, dealer.identity, dealer.address)
+    return session
 
 
 def releases_json(privacy: PrivateAggregator) -> list[dict[str, Any]]:

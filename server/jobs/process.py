@@ -66,6 +66,9 @@ class WorkerSpec:
     task_poll_s: float
     #: `[privacy]` DP settings (DPSettings fields); empty when DP is off
     dp: dict[str, Any]
+    #: what the session computes: "unlearn" (a job's attempt) or "stage1_clip" (a Stage I
+    #: round's clipped, noised aggregate; `server.jobs.clip_attempt`)
+    task: str = "unlearn"
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=1, sort_keys=True))

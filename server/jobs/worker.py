@@ -1,10 +1,11 @@
 """A party's job worker: `python -m server.jobs.worker`.
 
 One process per session attempt (CrypTen's communicator is process-global; a crash only
-loses this attempt). It sets up its pipe to the party (`parent_link`), imports torch and
-CrypTen, then waits for its first message from the party, {"kind": "spec", "path":
-attempt-K.json}; so a party can keep one worker started in advance (the import takes
-seconds) and hand it the next attempt, which `attempt.run_attempt` runs.
+loses this attempt): a job's attempt (`attempt.run_attempt`) or, with Stage I DP, a
+round's clip session (`clip_attempt.run_clip`; the spec's `task` says which). It sets up
+its pipe to the party (`parent_link`), imports torch and CrypTen, then waits for its first
+message from the party, {"kind": "spec", "path": attempt-K.json}; so a party can keep one
+worker started in advance (the import takes seconds) and hand it the next attempt.
 
 Exit codes: 0 done, 1 failed (traceback in the job log), 3 the party process went away,
 4 the dealer service failed the session (`server.jobs.failures` blames the dealer).
@@ -20,6 +21,7 @@ import traceback
 
 from server.jobs.failures import EXIT_DEALER
 from server.jobs.parent_link import ParentLink
+from server.jobs.process import WorkerSpec
 
 EXIT_FAILED = 1
 log = logging.getLogger("server.jobs.worker")
@@ -28,6 +30,7 @@ log = logging.getLogger("server.jobs.worker")
 def _preload() -> None:
     """Import the heavy modules (torch, CrypTen, the algorithms) before the party hands over a session."""
     import server.jobs.attempt  # noqa: F401
+    import server.jobs.clip_attempt  # noqa: F401
     import unlearning.starfish.strategy  # noqa: F401
 
 
@@ -42,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = link.wait_spec()
     try:
         from server.jobs.attempt import run_attempt
+        from server.jobs.clip_attempt import run_clip
+        from server.stage1_clip import STAGE1_CLIP
 
+        if WorkerSpec.read(spec).task == STAGE1_CLIP:
+            return run_clip(spec, link)
         return run_attempt(spec, link)
     except Exception as exc:
         log.error("job attempt failed:\n%s", traceback.format_exc())

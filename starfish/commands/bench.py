@@ -17,6 +17,7 @@ BENCHMARKS = (
     "mpc_primitives",
     "mpc_plane",
     "stage1",
+    "stage1_clip",
     "soak",
     "flower_scale",
     "quality_mnist",

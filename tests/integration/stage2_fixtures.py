@@ -140,7 +140,7 @@ class TrainedService:
             w.join(120)
         if errors:
             raise errors[0]
-        end = time.time() + 30
+        end = time.time() + 120  # with DP, each round closes by a 2PC clip session
         while admin.status().latest_committed < self.rounds:
             if time.time() > end:
                 raise TimeoutError("Stage I training did not finish")

@@ -1,9 +1,10 @@
 """Distributed DP end to end (docs/PRIVACY.md, "Differential privacy"): real parties, `[privacy] dp = true`.
 
 * Stage I: every committed model carries the two parties' noise — (M_(i−1) − M_i)/η minus
-  plaintext FedAvg of the clients' exact gradients has the per-coordinate standard
-  deviation √2·z·C·max_j w_j — and each party logged every noised round, durably, with its
-  members; the party noise key is private to its owner (mode 0600).
+  plaintext FedAvg of the clients' exact gradients, each clipped to C (the parties clip
+  inside 2PC), has the per-coordinate standard deviation √2·z·C·max_j w_j — and each party
+  logged every noised round, durably, with its members; the party noise key is private to
+  its owner (mode 0600).
 * Stage II: a Starfish job succeeds; its report's "privacy" section gives (ε, δ) per
   client and for the job by the RDP accountant over the Stage I rounds and the job's
   releases (the target in none of them), and JobStatus carries the same ε.
@@ -29,6 +30,10 @@ ROUNDS = 4
 Z, CLIP, DELTA = 0.5, 1.0, 1e-5
 
 
+def _clipped(g: np.ndarray) -> np.ndarray:
+    return g * min(1.0, CLIP / float(np.linalg.norm(g)))
+
+
 @pytest.fixture(scope="module")
 def dp_service(tmp_path_factory):
     svc = TrainedService.create(
@@ -52,7 +57,7 @@ def test_stage1_models_carry_both_parties_noise_and_rounds_are_logged(dp_service
     total = sum(n.values())
     residuals = []
     for i in range(1, ROUNDS + 1):
-        expected = sum(n[c] * problem.gradient(c, models[i - 1]) for c in CLIENTS) / total
+        expected = sum(n[c] * _clipped(problem.gradient(c, models[i - 1])) for c in CLIENTS) / total
         residuals.append((models[i - 1] - models[i]) / LR - expected)
     std = float(np.std(np.concatenate(residuals)))
     sigma = math.sqrt(2) * Z * CLIP * max(n.values()) / total

@@ -65,6 +65,16 @@ def test_reveal_noised_zero_sigma_is_reveal():
     assert torch.equal(B.reveal_noised(B.share(x), 0.0), x)
 
 
+def test_keyed_reveal_repeats_its_draw_and_another_key_draws_anew():
+    """Stage I's retry safety: a repeated opening under the same key carries the same noise."""
+    x = B.share(torch.zeros(2000, dtype=torch.float64))
+    first = B.reveal_noised(x, 0.5, noise_key=b"k" * 32)
+    assert torch.equal(B.reveal_noised(x, 0.5, noise_key=b"k" * 32), first)
+    assert torch.equal(first, keyed_gaussian(b"k" * 32, (2000,), 0.5))
+    assert not torch.equal(B.reveal_noised(x, 0.5, noise_key=b"j" * 32), first)
+    assert abs(float(first.std()) / 0.5 - 1) < 0.1
+
+
 @settings(deadline=None, max_examples=10)
 @given(st.floats(0.01, 100.0))
 def test_noise_has_the_stated_law(sigma):

@@ -7,7 +7,6 @@ import math
 import stat
 from pathlib import Path
 
-import numpy as np
 import pytest
 from opacus.accountants import RDPAccountant
 
@@ -30,8 +29,11 @@ def test_dp_is_off_by_default_and_min_cohort_is_left_to_its_owner(tmp_path: Path
     assert parse_config(dict(BASE), tmp_path).dp.settings is None
     cfg = parse_config(dict(BASE, privacy={"min_cohort": 3}), tmp_path)
     assert not cfg.dp.dp and cfg.dp.settings is None
-    on = parse_config(dict(BASE, privacy={"dp": True, "clip": 2.0, "noise_multiplier": 1.5, "min_cohort": 3}), tmp_path)
+    table = {"dp": True, "clip": 2.0, "noise_multiplier": 1.5, "min_cohort": 3}
+    on = parse_config(dict(BASE, privacy=table, jobs={"dealer": "127.0.0.1:4"}), tmp_path)
     assert on.dp.settings == DPSettings(clip=2.0, noise_multiplier=1.5, delta=1e-5, schedule="fixed")
+    with pytest.raises(ConfigError, match=r"dp = true needs \[jobs\] dealer"):  # Stage I clips in 2PC
+        parse_config(dict(BASE, privacy=table), tmp_path)
 
 
 def test_epsilon_target_gives_the_accountants_noise_multiplier():
@@ -66,35 +68,30 @@ def test_bad_privacy_values_are_refused_with_the_key_named(tmp_path: Path, table
         parse_config(dict(BASE, privacy=table), tmp_path)
 
 
-def test_stage1_noise_is_stable_for_a_retry_and_logged_once_per_round(tmp_path: Path):
+def test_stage1_noise_key_is_stable_for_a_retry_and_rounds_are_logged_once(tmp_path: Path):
     settings = DPSettings(clip=1.0, noise_multiplier=2.0, delta=1e-5)
-    party = Stage1Privacy(tmp_path, settings, precision_bits=16)
-    share = np.arange(4000, dtype=np.int64)
-    members = {"a": 10, "b": 30}
-    first = party.noised_share(1, "digest-1", members, share)
-    retry = party.noised_share(1, "digest-1", members, share)
-    assert np.array_equal(first, retry)  # a retried exchange sends the same noised share
-    other = party.noised_share(2, "digest-2", members, share)
-    noise = (first - share).astype(np.float64) / 2**16
-    assert abs(float(noise.std()) / (2.0 * 1.0 * 30) - 1) < 0.05  # σ_A = z·C·max n_j
-    assert not np.array_equal(first - share, other - share)
+    party = Stage1Privacy(tmp_path, settings)
+    first = party.round_key(1, "digest-1")
+    assert party.round_key(1, "digest-1") == first  # a retried clip session opens the same noise
+    assert party.round_key(2, "digest-1") != first and party.round_key(1, "digest-2") != first
+    party.record(1, ["b", "a"])
+    party.record(1, ["a", "b"])  # a retried session is logged again, counted once
+    party.record(2, ["a", "b"])
     assert [(r.label, r.members) for r in party.releases()] == [
         ("stage1 round 1", ("a", "b")),
         ("stage1 round 2", ("a", "b")),
     ]
     assert [r.label for r in party.releases(up_to=1)] == ["stage1 round 1"]
-    assert len((tmp_path / "dp" / "releases.jsonl").read_text().splitlines()) == 3  # every send logged
+    assert len((tmp_path / "dp" / "releases.jsonl").read_text().splitlines()) == 3  # every session logged
     assert json.loads((tmp_path / "dp" / "releases.jsonl").read_text().splitlines()[0])["noise_multiplier"] == 2.0
     assert stat.S_IMODE((tmp_path / "dp" / "noise.key").stat().st_mode) == 0o600
     # a restarted party keeps its key, so its retries still match; another party draws other noise
-    again = Stage1Privacy(tmp_path, settings, precision_bits=16).noised_share(1, "digest-1", members, share)
-    assert np.array_equal(again, first)
-    elsewhere = Stage1Privacy(tmp_path / "other", settings, 16).noised_share(1, "digest-1", members, share)
-    assert not np.array_equal(elsewhere, first)
+    assert Stage1Privacy(tmp_path, settings).round_key(1, "digest-1") == first
+    assert Stage1Privacy(tmp_path / "other", settings).round_key(1, "digest-1") != first
 
 
 def test_a_damaged_noise_key_is_refused(tmp_path: Path):
     (tmp_path / "dp").mkdir()
     (tmp_path / "dp" / "noise.key").write_bytes(b"short")
     with pytest.raises(ValueError, match="DP noise key has 32 bytes"):
-        Stage1Privacy(tmp_path, DPSettings(clip=1.0, noise_multiplier=1.0, delta=1e-5), 16)
+        Stage1Privacy(tmp_path, DPSettings(clip=1.0, noise_multiplier=1.0, delta=1e-5))

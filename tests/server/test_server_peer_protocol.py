@@ -22,7 +22,16 @@ LR = 0.5
 
 @pytest.fixture
 def follower(tmp_path):
-    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"], privacy={"min_cohort": 2})
+    yield from _follower(tmp_path, {"min_cohort": 2})
+
+
+@pytest.fixture
+def dp_follower(tmp_path):
+    yield from _follower(tmp_path, {"min_cohort": 2, "dp": True, "clip": 1.0})
+
+
+def _follower(tmp_path, privacy: dict):
+    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"], privacy=privacy)
     dep.start(1)
     certs = dep.root / "certs"
     creds = grpc.ssl_channel_credentials(
@@ -146,3 +155,25 @@ def test_hash_mismatch_stops_the_round_with_a_clear_error(follower):
     assert "model hash mismatch in round 1" in info.value.details()
     state = client.GetRound(client_pb2.GetRoundRequest(), metadata=_md(dep, "u"))
     assert state.phase == common_pb2.ROUND_PHASE_HALTED and "mismatch" in state.error
+
+
+def test_a_dp_party_never_sends_its_share_of_the_unclipped_sum(dp_follower):
+    """With `[privacy] dp = true` aggregates are opened only clipped and noised in 2PC
+    (server.stage1_clip): the exchange of raw aggregate shares is refused outright."""
+    _, peer, _ = dp_follower
+    data = to_wire(np.zeros(M, dtype=np.int64))
+    hdr = common_pb2.ShareHeader(round=1, shape=[M], dtype="int64", membership_sha256="0" * 64)
+    hdr.content_sha256 = sha256_hex(data)
+    with pytest.raises(grpc.RpcError) as info:
+        list(peer.ExchangeAggregate(share_messages(hdr, data, 64)))
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "only clipped and noised in 2PC" in info.value.details()
+
+
+def test_a_party_without_dp_refuses_a_clip_session(follower):
+    _, peer, _ = follower
+    request = peer_pb2.ClipRoundRequest(round=1, membership_sha256="0" * 64, session_id="stage1-1.0-ab")
+    with pytest.raises(grpc.RpcError) as info:
+        peer.ClipRound(request)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "party1 has [privacy] dp = false" in info.value.details()
