@@ -108,3 +108,11 @@ def single_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The peak resident memory (VmHWM) of a running process, in bytes; 0 if not reported."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0

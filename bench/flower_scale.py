@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.env import load_average, stamp, write_result
+from bench.env import load_average, peak_rss_bytes, stamp, write_result
 from starfish_flower import offline, sandbox
 
 NAME = "flower_scale"
@@ -118,13 +118,6 @@ def _timed(base: type, sampler: CpuSampler) -> type:
     return Timed
 
 
-def _peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
 def _deployment(clients: int):
     """party0 and party1 as real processes, rounds opened on request, N registered clients."""
     from starfish.local import LocalDeployment
@@ -200,7 +193,8 @@ def child(mode: str, clients: int, rounds: int, out: Path) -> None:
         }
         figures.update(_round_figures(strategy, admin, clients))
         if dep is not None:
-            figures["party_peak_rss_mb"] = {f"party{r}": _peak_rss_mb(dep.procs[r].pid) for r in (0, 1)}
+            peaks = {f"party{r}": peak_rss_bytes(dep.procs[r].pid) for r in (0, 1)}
+            figures["party_peak_rss_mb"] = {name: round(b / 2**20, 1) for name, b in peaks.items()}
     finally:
         sampler.stop.set()
         if admin is not None:

@@ -257,6 +257,12 @@ def _whole_job_setting(lines: list[str], res: dict[str, Any], quick: bool, name:
         f"{f['m']:,} parameters; unlearned with σ 0.6, α 0.4, β 0.1, B 2 and the SecTC sample-first pass. "
         f"Path: {res['meta']['params'].get('path')}.\n"
     )
+    before = f.get("before") or {}
+    if "ter" in before:
+        lines.append(
+            f"Before unlearning (M_T): test error {100 * before['ter']:.1f} %, backdoor success "
+            f"{100 * before.get('ba_asr', float('nan')):.1f} %.\n"
+        )
     if name == "whole_job_service":
         lines.append(
             f"Stage I through the service took {f['stage1_seconds']:.0f} s ({f['stage1_client_bytes'] / GB:.2f} GB of "
@@ -305,13 +311,19 @@ def _whole_job_targets(lines: list[str], f: dict[str, Any]) -> None:
     lines.append("| target | measured | met? |")
     lines.append("| --- | --- | --- |")
     wall_verdict = _verdict(s["wall_s"] / tg["wall_s_max"])
-    lines.append(f"| whole job ≤ {tg['wall_s_max']:.0f} s wall | {s['wall_s']:.1f} s | {wall_verdict} |")
+    lines.append(f"| whole job ≤ {tg['wall_s_max']:g} s wall | {s['wall_s']:.1f} s | {wall_verdict} |")
     traffic_verdict = _verdict(total_gb / tg["traffic_gb_max"])
-    lines.append(f"| traffic ≤ {tg['traffic_gb_max']:.0f} GB | {total_gb:.2f} GB | {traffic_verdict} |")
+    lines.append(f"| traffic ≤ {tg['traffic_gb_max']:g} GB | {total_gb:.2f} GB | {traffic_verdict} |")
     extra = f" (without client work {f['ratio']['without_clients']:.2f}×)" if "without_clients" in f["ratio"] else ""
-    lines.append(
-        f"| 2PC ≤ {tg['ratio_max']:.0f}× plaintext | {ratio:.2f}×{extra} | {_verdict(ratio / tg['ratio_max'])} |\n"
-    )
+    ratio_verdict = _verdict(ratio / tg["ratio_max"])
+    lines.append(f"| 2PC ≤ {tg['ratio_max']:g}× plaintext | {ratio:.2f}×{extra} | {ratio_verdict} |")
+    peaks = f.get("peak_rss_bytes") or {}
+    if peaks and "peak_rss_gb_max" in tg:
+        top = max(peaks.values()) / GB
+        each = ", ".join(f"{name} {b / GB:.2f}" for name, b in sorted(peaks.items()))
+        verdict = _verdict(top / tg["peak_rss_gb_max"])
+        lines.append(f"| process memory ≤ {tg['peak_rss_gb_max']:g} GB peak | {each} GB | {verdict} |")
+    lines.append("")
 
 
 def _whole_job_fidelity(lines: list[str], f: dict[str, Any]) -> None:

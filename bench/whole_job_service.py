@@ -20,6 +20,7 @@ the fixed-point rounding of the shared FedAvg), the paper's Table II and the tar
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bench.env import CACHE_DIR, load_average, single_thread, stamp, write_result
+from bench.env import CACHE_DIR, load_average, peak_rss_bytes, single_thread, stamp, write_result
 from bench.histories import cached_simulation
 from bench.paper import WHOLE_JOB_LAN
 from bench.whole_job import JOB_PARAMS, simulation_config, unlearn
@@ -117,6 +118,7 @@ class _ServiceRun:
     load_before_job: list[float]
     load_after_job: list[float]
     tasks_answered: dict[str, int]
+    peak_rss: dict[str, int]
 
 
 def _through_the_service(cfg: Any) -> _ServiceRun:
@@ -148,13 +150,27 @@ def _through_the_service(cfg: Any) -> _ServiceRun:
         outcome = via_admin(services.deployment, fed.targets, cfg.unlearning_params, _say, cfg.job_timeout_s)
         load_after_job = load_average()
         answered = dict(fleet.tasks_answered)
+        peaks = _peak_rss(services.deployment, outcome.job_id)
     finally:
         if fleet is not None:
             fleet.close()
         services.stop()
         shutil.rmtree(root, ignore_errors=True)
         torch.set_num_threads(torch_threads)
-    return _ServiceRun(fed, int(m0.numel()), stage1, outcome, load_before_job, load_after_job, answered)
+    return _ServiceRun(fed, int(m0.numel()), stage1, outcome, load_before_job, load_after_job, answered, peaks)
+
+
+def _peak_rss(deployment: Any, job_id: str) -> dict[str, int]:
+    """Peak resident memory of every service process: the parties and the dealer (VmHWM,
+    read while they run) and each party's job worker (from its own worker report)."""
+    peaks = {f"party{r}": peak_rss_bytes(deployment.procs[r].pid) for r in (0, 1)}
+    if deployment.dealer_proc is not None:
+        peaks["dealer"] = peak_rss_bytes(deployment.dealer_proc.pid)
+    for role in (0, 1):
+        report = deployment.data_dir(role) / "jobs" / job_id / "worker-report.json"
+        if report.exists():
+            peaks[f"party{role}_worker"] = int(json.loads(report.read_text()).get("worker_peak_rss_bytes", 0))
+    return peaks
 
 
 def _figures(cfg: Any, service: _ServiceRun, plain: dict[str, Any], evaluator: Any) -> dict[str, Any]:
@@ -205,5 +221,24 @@ def _figures(cfg: Any, service: _ServiceRun, plain: dict[str, Any], evaluator: A
             "time": outcome.seconds / (paper["offline_s"] + paper["online_s"]),
             "bytes": total_bytes / ((paper["offline_gb"] + paper["online_gb"]) * 1e9),
         },
-        "targets": {"wall_s_max": 300.0, "traffic_gb_max": 50.0, "ratio_max": 20.0},
+        "peak_rss_bytes": service.peak_rss,
+        "targets": _targets(outcome.seconds, total_bytes, outcome.seconds / plain["wall_s"], service.peak_rss),
+    }
+
+
+#: the service's targets on a 2-core machine over loopback (docs/RESULTS.md)
+TARGETS = {"wall_s_max": 60.0, "traffic_gb_max": 3.0, "ratio_max": 2.5, "peak_rss_gb_max": 2.0}
+
+
+def _targets(wall_s: float, total_bytes: float, ratio: float, peaks: dict[str, int]) -> dict[str, Any]:
+    """Each target beside whether this run met it."""
+    peak_gb = max(peaks.values(), default=0) / 1e9
+    return {
+        **TARGETS,
+        "met": {
+            "wall_s": wall_s <= TARGETS["wall_s_max"],
+            "traffic": total_bytes / 1e9 <= TARGETS["traffic_gb_max"],
+            "ratio": ratio <= TARGETS["ratio_max"],
+            "peak_rss": peak_gb <= TARGETS["peak_rss_gb_max"],
+        },
     }

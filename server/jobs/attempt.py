@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import resource
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,8 @@ class JobAttempt:
         result.report["costs"] = merged.to_dict()  # every attempt, each up to its last checkpoint
         if self.privacy is not None:
             result.report["dp"] = {"settings": asdict(self.privacy.settings), "releases": releases_json(self.privacy)}
+        # this party's worker, over the whole attempt (Linux reports ru_maxrss in KiB)
+        result.report["worker_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         model = result.model.detach().to(torch.float32).numpy()
         digest = model_hash(self.spec.arch, model)
         agree.check_same(backend, digest, "unlearned model")
