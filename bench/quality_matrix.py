@@ -17,7 +17,7 @@ the same algorithm on a smaller model.
 
     .venv/bin/python -m bench.quality_matrix                      # every case, seeds 0-2
     .venv/bin/python -m bench.quality_matrix --datasets mnist5k --seeds 0
-    .venv/bin/python -m bench.quality_matrix --plot               # docs/figures/quality_matrix.png only
+    .venv/bin/python -m bench.quality_matrix --plot               # redraw the figure, print the tables
     starfish bench --only quality_matrix [--quick]
 
 Adds every row to bench/results/quality_matrix.json as soon as it is measured (rows of
@@ -156,12 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--quick", action="store_true", help="digits federation, IID, seed 0, two methods")
-    p.add_argument("--plot", action="store_true", help="only redraw the figure from the JSON")
+    p.add_argument("--plot", action="store_true", help="only redraw the figure and print the tables (docs)")
     args = p.parse_args(argv)
     if args.plot:
-        from bench.quality_matrix_plot import plot
+        from bench.quality_matrix_report import plot, secrs_table, table
 
-        plot(read_result(NAME), FIGURE)
+        result, secrs = read_result(NAME), read_result("secrs_random")
+        plot(result, FIGURE)
+        print(table(result) if result else "", secrs_table(secrs) if secrs else "", sep="\n\n")
         return 0
     name = NAME + ("_quick" if args.quick else "")
     datasets = ["digits"] if args.quick else args.datasets.split(",")
