@@ -60,6 +60,7 @@ SIGMA06 = {**STARFISH, "sigma": 0.6}
 #: row name -> (strategy, parameters); baselines run with their defaults (docs/BASELINES.md)
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "starfish": ("starfish", STARFISH),
+    "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
     "starfish-s0.6": ("starfish", SIGMA06),
     "random-s0.6": ("random", SIGMA06),
     "fedrecover": ("fedrecover", {}),
@@ -135,7 +136,7 @@ def summary(runs: dict[str, Any]) -> dict[str, Any]:
             meets = (
                 stats["ter_gap"]["mean"] <= GOAL_POINTS
                 and stats["ba_asr_gap"]["mean"] <= GOAL_POINTS
-                and stats["arp"]["mean"] >= GOAL_ARP
+                and stats["arp"]["mean"] >= GOAL_ARP - 1e-9  # ARP is (T − T_r)/T: 70 % is 14/20 in floats
             )
             failed = sum(1 for s in seeds.values() if "failed" in s.get(method, {}))
             out.setdefault(case, {})[method] = {"seeds": len(rows), "failed": failed, **stats, "goal_met": meets}
@@ -183,14 +184,19 @@ def main(argv: list[str] | None = None) -> int:
 def run_one(name: str, meta: dict[str, Any], case: str, config: Any, methods: list[str]) -> None:
     """Measure one (case, seed) and add its rows to bench/results/<name>.json as they come."""
     seed = str(config.seed)
-    start, load = time.perf_counter(), load_average()
+    start, load, date = time.perf_counter(), load_average(), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
 
     def save(label: str, row: dict[str, Any]) -> None:
         previous = read_result(name)
         runs = previous["figures"]["runs"] if previous else {}
         rows = runs.setdefault(case, {}).setdefault(seed, {})
         rows[label] = row
-        rows["_run"] = {"load_average_start": load, "wall_s": time.perf_counter() - start}
+        runs_of = rows.setdefault("_runs", {})  # wall time and load of each invocation on this history
+        runs_of[",".join(methods)] = {
+            "date_utc": date,
+            "load_average_start": load,
+            "wall_s": time.perf_counter() - start,
+        }
         print(
             f"{case} seed {seed} {label}: "
             + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
