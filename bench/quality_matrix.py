@@ -61,6 +61,7 @@ SIGMA06 = {**STARFISH, "sigma": 0.6}
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "starfish": ("starfish", STARFISH),
     "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
+    "starfish-b0.3": ("starfish", {**STARFISH, "beta": 0.3}),
     "starfish-s0.6": ("starfish", SIGMA06),
     "random-s0.6": ("random", SIGMA06),
     "fedrecover": ("fedrecover", {}),
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.quality_matrix_report import plot, secrs_table, table
 
         result, secrs = read_result(NAME), read_result("secrs_random")
-        plot(result, FIGURE)
+        plot(result, FIGURE, list(METHODS))
         print(table(result) if result else "", secrs_table(secrs) if secrs else "", sep="\n\n")
         return 0
     name = NAME + ("_quick" if args.quick else "")

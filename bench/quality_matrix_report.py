@@ -10,14 +10,15 @@ scale below so a method that keeps the backdoor, +90 points, stays readable besi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 GAPS = (("ter_gap", "TER − retrain (points)"), ("ba_asr_gap", "BA-ASR − retrain (points)"))
 
 
-def plot(result: dict[str, Any] | None, path: Path) -> None:
-    """Draw the figure of `result` (the JSON of bench.quality_matrix) to `path`."""
+def plot(result: dict[str, Any] | None, path: Path, order: Sequence[str]) -> None:
+    """Draw the figure of `result` (the JSON of bench.quality_matrix) to `path`, methods in `order`."""
     if not result:
         raise SystemExit("no bench/results/quality_matrix.json; run `python -m bench.quality_matrix` first")
     import matplotlib
@@ -27,9 +28,7 @@ def plot(result: dict[str, Any] | None, path: Path) -> None:
 
     summary = result["figures"]["summary"]
     cases = sorted(summary)
-    from bench.quality_matrix import METHODS
-
-    methods = [m for m in METHODS if any(m in rows for rows in summary.values())]
+    methods = [m for m in order if any(m in rows for rows in summary.values())]
     fig, axes = plt.subplots(2, len(cases), figsize=(3.6 * len(cases), 6.4), squeeze=False, sharey="row")
     for col, case in enumerate(cases):
         for row, (key, label) in enumerate(GAPS):
@@ -43,6 +42,7 @@ def plot(result: dict[str, Any] | None, path: Path) -> None:
             ax.axhline(0.0, color="black", linewidth=0.6)
             if row == 1:
                 ax.set_yscale("symlog", linthresh=2.0)
+                ax.set_ylim(bottom=-2.0)  # a gap below retraining of more than 2 points does not occur
             ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right", fontsize=8)
             if col == 0:
                 ax.set_ylabel(label)
