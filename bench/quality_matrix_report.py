@@ -77,18 +77,19 @@ def table(result: dict[str, Any]) -> str:
 
 
 def secrs_table(result: dict[str, Any]) -> str:
-    """Markdown rows of the paired SecRS − random differences (points) per (partition, setting)."""
+    """Markdown rows of the paired SecRS − random differences (points) per (dataset/partition, setting)."""
     lines = [
-        "| partition | setting | histories × draws | TER SecRS | TER random | TER diff | SecRS better / worse "
-        "| BA-ASR SecRS | BA-ASR random | BA-ASR diff |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| case | setting | histories × draws | TER SecRS | TER random | TER diff | better / worse "
+        "| BA-ASR SecRS | BA-ASR random | BA-ASR diff | better / worse |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for partition, settings in result["figures"]["summary"].items():
+    for case, settings in result["figures"]["summary"].items():
         for name, s in settings.items():
             ter, ba = s["ter"], s["ba_asr"]
             lines.append(
-                f"| {partition} | {name} | {s['histories']} × {s['draws']} | {_pm(ter['secrs'])} | "
+                f"| {case} | {name} | {s['histories']} × {s['draws']} | {_pm(ter['secrs'])} | "
                 f"{_pm(ter['random'])} | {_pm(ter['diff'], True)} | {ter['secrs_better']} / {ter['secrs_worse']} | "
-                f"{_pm(ba['secrs'])} | {_pm(ba['random'])} | {_pm(ba['diff'], True)} |"
+                f"{_pm(ba['secrs'])} | {_pm(ba['random'])} | {_pm(ba['diff'], True)} | "
+                f"{ba['secrs_better']} / {ba['secrs_worse']} |"
             )
     return "\n".join(lines)
