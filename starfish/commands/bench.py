@@ -32,6 +32,8 @@ BENCHMARKS = (
     "multihost",
     "sweeps",
     "quality_compare",
+    "secrs_random",
+    "quality_matrix",
     "baselines_own_terms",
     "report",
 )

@@ -1,0 +1,213 @@
+"""Forgetting quality of every method per (dataset, partition, seed), against retraining.
+
+Cases: full MNIST (60,000 training / 10,000 test images, the `mnist` package) and the 5k
+MNIST subset (4,000 / 1,000), each split IID and Dirichlet non-IID (β = 0.5), seeds 0, 1, 2.
+Each (case, seed) trains one history (cached in bench/.cache/ with its retrain reference)
+and runs every method of `METHODS` on it (plaintext backend; the 2PC backend runs the same
+algorithm and is checked against it by the equivalence tests). Figures per method: TER,
+BA-ASR, MIA-ASR (percent), ARP (from the oracle's gradient requests), wall time, and the
+TER / BA-ASR differences to the retrain reference (exact FedAvg from M_0 without the
+target, same data orders).
+
+Setting (`SETTING`): the 784-64-10 MLP (50,890 parameters), 20 clients, T = 20 FedAvg
+rounds, η_l = 0.1, 1 local epoch, batch 64, one target with two triggered copies of its
+data. Not the paper's CNN: ten methods × twelve histories of the CNN do not fit two shared
+CPU cores; the quality question (does the unlearned model match retraining) is asked of
+the same algorithm on a smaller model.
+
+    .venv/bin/python -m bench.quality_matrix                      # every case, seeds 0-2
+    .venv/bin/python -m bench.quality_matrix --datasets mnist5k --seeds 0
+    .venv/bin/python -m bench.quality_matrix --plot               # redraw the figure, print the tables
+    starfish bench --only quality_matrix [--quick]
+
+Adds every row to bench/results/quality_matrix.json as soon as it is measured (rows of
+other cases and seeds already there are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.env import load_average, read_result, single_thread, stamp, write_result
+from bench.histories import cached_simulation
+from bench.starfish_defaults import reference
+
+NAME = "quality_matrix"
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "quality_matrix.png"
+#: the Stage I federation of every case (dataset and partition vary)
+SETTING: dict[str, Any] = {
+    "architecture": "mnist_mlp",
+    "num_clients": 20,
+    "rounds": 20,
+    "lr": 0.1,
+    "local_epochs": 1,
+    "batch_size": 64,
+    "dirichlet_beta": 0.5,
+}
+QUICK_SETTING: dict[str, Any] = {"dataset": "digits", "num_clients": 8, "rounds": 20, "lr": 0.5, "batch_size": 32}
+DATASETS = ("mnist5k", "mnist")
+PARTITIONS = ("iid", "dirichlet")
+SEEDS = (0, 1, 2)
+#: the `make demo` setting (starfish/demo/demo_config.py): σ 1, β 0.4, one recovery round
+STARFISH = {"sigma": 1.0, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery_rounds": 1}
+#: σ 1 selects every round, so SecRS and random selection are compared at σ 0.6
+SIGMA06 = {**STARFISH, "sigma": 0.6}
+#: row name -> (strategy, parameters); baselines run with their defaults (docs/BASELINES.md)
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "starfish": ("starfish", STARFISH),
+    "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
+    "starfish-b0.3": ("starfish", {**STARFISH, "beta": 0.3}),
+    "starfish-s0.6": ("starfish", SIGMA06),
+    "random-s0.6": ("random", SIGMA06),
+    "fedrecover": ("fedrecover", {}),
+    "federaser": ("federaser", {}),
+    "crab": ("crab", {}),
+    "puf": ("puf", {}),
+    "fedadp": ("fedadp", {}),
+}
+QUICK_METHODS = ("starfish", "random-s0.6")
+METRICS = ("ter", "ba_asr", "mia_asr")
+#: the Starfish goal: TER and BA-ASR at most this many points above retraining, ARP at least
+GOAL_POINTS, GOAL_ARP = 1.0, 70.0
+
+
+def case_config(dataset: str, partition: str, seed: int, quick: bool = False) -> Any:
+    from evaluation.simulator import SimulationConfig
+
+    setting = {**SETTING, **QUICK_SETTING} if quick else {**SETTING, "dataset": dataset}
+    if quick:
+        setting.pop("architecture")
+    return SimulationConfig(partition=partition, seed=seed, **setting).resolved()
+
+
+def percent(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: 100.0 * float(metrics[k]) for k in METRICS}
+
+
+def with_gaps(row: dict[str, float], retrain: dict[str, float]) -> dict[str, float]:
+    """The row with its TER / BA-ASR / MIA-ASR differences to retraining (points)."""
+    return {**row, **{f"{k}_gap": row[k] - retrain[k] for k in METRICS}}
+
+
+def run_case(config: Any, methods: list[str], save: Callable[[str, dict[str, Any]], None]) -> None:
+    """Train (or load) the history of `config`, then measure every method on it; `save(row name, row)`."""
+    from evaluation.experiment import Experiment
+    from mpc.plain_backend import PlainBackend
+
+    result = cached_simulation(config)
+    exp = Experiment(result, reference(config, result))  # type: ignore[arg-type]
+    retrain = percent(exp.evaluator.evaluate(exp.reference()))
+    save("retrain", with_gaps({**retrain, "arp": 0.0}, retrain))
+    save("before", with_gaps({**percent(exp.evaluator.evaluate(result.models[-1])), "arp": 0.0}, retrain))  # type: ignore[attr-defined]
+    backend = PlainBackend()
+    for label in methods:
+        strategy, params = METHODS[label]
+        params = {**params, "seed": config.seed} if strategy == "random" else params
+        try:
+            out = exp.run(strategy, backend, params, with_gap=False)
+        except Exception as exc:  # noqa: BLE001 - one failing method must not hide the others
+            save(label, {"failed": f"{type(exc).__name__}: {exc}"})
+            continue
+        if out["metrics"].get("diverged"):
+            save(label, {"failed": "diverged (non-finite model)"})
+            continue
+        row = {**percent(out["metrics"]), "arp": float(out["arp_percent"]), "seconds": float(out["seconds"])}
+        save(label, with_gaps(row, retrain))
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def summary(runs: dict[str, Any]) -> dict[str, Any]:
+    """Mean ± std over seeds per (case, method), and whether the mean meets the Starfish goal."""
+    out: dict[str, Any] = {}
+    for case, seeds in runs.items():
+        names = {m for rows in seeds.values() for m in rows}
+        for method in sorted(names):
+            rows = [s[method] for s in seeds.values() if "ter" in s.get(method, {})]
+            if not rows:
+                continue
+            stats = {k: _stats([r[k] for r in rows]) for k in (*METRICS, "arp", "ter_gap", "ba_asr_gap")}
+            meets = (
+                stats["ter_gap"]["mean"] <= GOAL_POINTS
+                and stats["ba_asr_gap"]["mean"] <= GOAL_POINTS
+                and stats["arp"]["mean"] >= GOAL_ARP - 1e-9  # ARP is (T − T_r)/T: 70 % is 14/20 in floats
+            )
+            failed = sum(1 for s in seeds.values() if "failed" in s.get(method, {}))
+            out.setdefault(case, {})[method] = {"seeds": len(rows), "failed": failed, **stats, "goal_met": meets}
+    return out
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """`starfish bench` entry (quick: digits, IID, seed 0, Starfish and random selection)."""
+    main(["--quick"] if quick else [])
+    result = read_result(NAME + ("_quick" if quick else ""))
+    return result["figures"] if result else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default=",".join(DATASETS))
+    p.add_argument("--partitions", default=",".join(PARTITIONS))
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--quick", action="store_true", help="digits federation, IID, seed 0, two methods")
+    p.add_argument("--plot", action="store_true", help="only redraw the figure and print the tables (docs)")
+    args = p.parse_args(argv)
+    if args.plot:
+        from bench.quality_matrix_report import plot, secrs_table, table
+
+        result, secrs = read_result(NAME), read_result("secrs_random")
+        plot(result, FIGURE, list(METHODS))
+        print(table(result) if result else "", secrs_table(secrs) if secrs else "", sep="\n\n")
+        return 0
+    name = NAME + ("_quick" if args.quick else "")
+    datasets = ["digits"] if args.quick else args.datasets.split(",")
+    partitions = ["iid"] if args.quick else args.partitions.split(",")
+    seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
+    methods = list(QUICK_METHODS) if args.quick else args.methods.split(",")
+    meta = stamp({"setting": QUICK_SETTING if args.quick else SETTING, "methods": METHODS, "seeds": SEEDS})
+    for dataset in datasets:
+        for partition in partitions:
+            for seed in seeds:
+                run_one(
+                    name, meta, f"{dataset}/{partition}", case_config(dataset, partition, seed, args.quick), methods
+                )
+    return 0
+
+
+def run_one(name: str, meta: dict[str, Any], case: str, config: Any, methods: list[str]) -> None:
+    """Measure one (case, seed) and add its rows to bench/results/<name>.json as they come."""
+    seed = str(config.seed)
+    start, load, date = time.perf_counter(), load_average(), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+
+    def save(label: str, row: dict[str, Any]) -> None:
+        previous = read_result(name)
+        runs = previous["figures"]["runs"] if previous else {}
+        rows = runs.setdefault(case, {}).setdefault(seed, {})
+        rows[label] = row
+        runs_of = rows.setdefault("_runs", {})  # wall time and load of each invocation on this history
+        runs_of[",".join(methods)] = {
+            "date_utc": date,
+            "load_average_start": load,
+            "wall_s": time.perf_counter() - start,
+        }
+        print(
+            f"{case} seed {seed} {label}: "
+            + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
+            flush=True,
+        )
+        write_result(name, meta, {"runs": runs, "summary": summary(runs)})
+
+    with single_thread():
+        run_case(config, methods, save)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
