@@ -62,6 +62,8 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "starfish": ("starfish", STARFISH),
     "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
     "starfish-b0.3": ("starfish", {**STARFISH, "beta": 0.3}),
+    "starfish-R0": ("starfish", {**STARFISH, "recovery_rounds": 0}),
+    "starfish-b0.3-R0": ("starfish", {**STARFISH, "beta": 0.3, "recovery_rounds": 0}),
     "starfish-s0.6": ("starfish", SIGMA06),
     "random-s0.6": ("random", SIGMA06),
     "fedrecover": ("fedrecover", {}),

@@ -43,6 +43,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "sigma1-beta0.4-R2": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 2},
     "sigma0.6-beta0.4": {"sigma": 0.6, "beta": 0.4},
     "sigma0.6-beta0.4-R3": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 3},
+    "sigma1-beta0.4-R1": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 1},
+    "sigma1-beta0.3": {"sigma": 1.0, "beta": 0.3},
+    "sigma1-beta0.3-R1": {"sigma": 1.0, "beta": 0.3, "recovery_rounds": 1},
 }
 CASES: dict[str, dict[str, Any]] = {
     "demo": {
