@@ -122,7 +122,8 @@ def run_case(config: Any, methods: list[str], save: Callable[[str, dict[str, Any
         save(label, with_gaps(row, retrain))
 
 
-def _stats(values: list[float]) -> dict[str, float]:
+def mean_std(values: list[float]) -> dict[str, float]:
+    """{"mean", "std"} of a list (std 0 for one value)."""
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
@@ -135,7 +136,7 @@ def summary(runs: dict[str, Any]) -> dict[str, Any]:
             rows = [s[method] for s in seeds.values() if "ter" in s.get(method, {})]
             if not rows:
                 continue
-            stats = {k: _stats([r[k] for r in rows]) for k in (*METRICS, "arp", "ter_gap", "ba_asr_gap")}
+            stats = {k: mean_std([r[k] for r in rows]) for k in (*METRICS, "arp", "ter_gap", "ba_asr_gap")}
             meets = (
                 stats["ter_gap"]["mean"] <= GOAL_POINTS
                 and stats["ba_asr_gap"]["mean"] <= GOAL_POINTS

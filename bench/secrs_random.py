@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.env import load_average, read_result, single_thread, stamp, write_result
 from bench.histories import cached_simulation
-from bench.quality_matrix import METRICS, QUICK_SETTING, SETTING, case_config, percent
+from bench.quality_matrix import METRICS, QUICK_SETTING, SETTING, case_config, mean_std, percent
 from bench.starfish_defaults import reference
 
 NAME = "secrs_random"
@@ -68,10 +68,6 @@ def one_history(
     return out
 
 
-def _ms(values: list[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
-
-
 def summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Per (dataset/partition, setting): paired differences SecRS − mean(random) over histories."""
     out: dict[str, Any] = {}
@@ -84,9 +80,9 @@ def summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for key in METRICS:
                 diffs = [p["secrs"][key] - statistics.fmean(r[key] for r in p["random"]) for p in pairs]
                 stats[key] = {
-                    "secrs": _ms([p["secrs"][key] for p in pairs]),
-                    "random": _ms([r[key] for p in pairs for r in p["random"]]),
-                    "diff": _ms(diffs),
+                    "secrs": mean_std([p["secrs"][key] for p in pairs]),
+                    "random": mean_std([r[key] for p in pairs for r in p["random"]]),
+                    "diff": mean_std(diffs),
                     "secrs_better": sum(1 for d in diffs if d < 0),
                     "secrs_worse": sum(1 for d in diffs if d > 0),
                 }

@@ -48,7 +48,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.costs import CostLedger
 from mpc.crypten_loader import load_crypten
-from mpc.dp_noise import csprng_gaussian, keyed_gaussian
+from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.provider import DealerProvider
 from mpc.primitives import Prepared
@@ -313,9 +313,7 @@ class CrypTenBackend(Backend):
         `noise_key`; never sent alone) to its share at x's scale, then the usual reveal. Lift
         integer sharings first."""
         x = self._lift(self._check(x), self.f)
-        shape = tuple(x.shape)
-        draw = csprng_gaussian(shape, sigma) if noise_key is None else keyed_gaussian(noise_key, shape, sigma)
-        noise = self._encode(draw, x.bits)
+        noise = self._encode(party_gaussian(tuple(x.shape), sigma, noise_key), x.bits)
         return self.reveal(CrypTenSecret(x.share + noise, x.bits))
 
     def zeros(self, shape: Sequence[int]) -> CrypTenSecret:

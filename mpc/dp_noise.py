@@ -68,3 +68,9 @@ def keyed_gaussian(key: bytes, shape: Sequence[int], sigma: float) -> torch.Tens
         return torch.zeros(tuple(shape), dtype=torch.float64)
     words = Prg(key).bits((2 * count,), _MANTISSA_BITS).numpy()
     return _box_muller(words, shape, sigma)
+
+
+def party_gaussian(shape: Sequence[int], sigma: float, key: bytes | None = None) -> torch.Tensor:
+    """A party's noise for `Backend.reveal_noised`: keyed by `key` when given (a repeated
+    opening repeats the draw), else from the OS CSPRNG."""
+    return csprng_gaussian(shape, sigma) if key is None else keyed_gaussian(key, shape, sigma)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from mpc.backend import Backend, Public, Secret
-from mpc.dp_noise import csprng_gaussian, keyed_gaussian
+from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.primitives import Prepared
 
@@ -69,9 +69,7 @@ class PlainBackend(Backend):
         """x + N(0, σ²) from the OS CSPRNG or keyed by `noise_key` (one draw: this backend
         stands for both parties)."""
         value = _val(x).clone()  # type: ignore[union-attr]
-        shape = tuple(value.shape)
-        draw = csprng_gaussian(shape, sigma) if noise_key is None else keyed_gaussian(noise_key, shape, sigma)
-        return value + draw
+        return value + party_gaussian(tuple(value.shape), sigma, noise_key)
 
     def load_shares(self, share: np.ndarray | torch.Tensor, precision_bits: int | None = None) -> PlainSecret:
         """The value x̄ / 2^f of a whole encoding x̄ (int64)."""

@@ -251,18 +251,19 @@ class RoundCoordinator:
                 excluded=[common_pb2.Exclusion(client_id=c, reason=r) for c, r in self.store.exclusions(i).items()],
             ),
         )
-        previous = self.store.model_by_hash(rec.model_in_hash)
         if self.state.stage1_clip is not None:  # DP: clipped and noised inside 2PC (server.stage1_clip)
             new_hash = self.state.stage1_clip.lead(i, digest, self.peer)
         else:
-            new_hash = self._exchange(i, digest, members, previous)
+            new_hash = self._exchange(rec, digest, members)
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)
         metrics.round_committed(i, len(members))
         log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])
 
-    def _exchange(self, i: int, digest: str, members: dict[str, int], previous) -> str:
+    def _exchange(self, rec: RoundRecord, digest: str, members: dict[str, int]) -> str:
         """Step 5–6 without DP: exchange the aggregate shares; store the candidate M_i, its hash."""
+        i = rec.round
+        previous = self.store.model_by_hash(rec.model_in_hash)
         mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
         data = to_wire(mine)
         header = common_pb2.ShareHeader(
@@ -274,8 +275,6 @@ class RoundCoordinator:
         their_header, theirs = read_share_stream(iter(reply), self.cfg.limits.max_model_params)
         if their_header.membership_sha256 != digest or theirs.size != mine.size:
             raise PeerRefused(None, f"round {i}: party1's aggregate share is over another membership")
-        rec = self.store.round_record(i)
-        assert rec is not None
         new_params = fedavg_update(
             previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits
         )
