@@ -157,3 +157,10 @@ class CheckpointDir:
     def remove_all(self) -> None:
         """Delete every checkpoint (the job is over; they hold shares of remaining clients)."""
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def held_checkpoint(job_dir: Path, reported: int = 0) -> int:
+    """The newest checkpoint a party holds for a job. Its directory is the durable truth: a
+    worker killed between writing a checkpoint and reporting it leaves `reported` behind."""
+    folder = job_dir / "checkpoints"
+    return max(reported, CheckpointDir(folder).latest() if folder.is_dir() else 0)

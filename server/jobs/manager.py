@@ -36,7 +36,7 @@ from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
 from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
-from server.jobs.checkpoints import CheckpointDir
+from server.jobs.checkpoints import CheckpointDir, held_checkpoint
 from server.jobs.failures import Failure, blame, observe_exit, observe_party1
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import JobRecord, JobStore, new_job_id
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 PEER_CHECK_EVERY_S = 1.0  #: how often a running attempt asks party1 for its job state
 PRUNE_EVERY_S = 60.0  #: how often an idle job manager removes failed jobs' checkpoints that expired
 PEER_PROBE_S = 2.0  #: deadline of one look at party1's job state while diagnosing (no retries)
+PEER_PROBES = 3  #: looks at party1's checkpoints before a failure is counted without progress
 PEER_SETTLE_S = 3.0  #: how long a failed attempt waits for party1 to notice the session ended
 DEALER_WAIT_MAX_S = 5.0  #: longest pause between two checks of an unreachable dealer service
 WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
@@ -327,8 +328,12 @@ class JobManager(JobRunnerBase):
         """Note the failure; a new checkpoint both parties hold resets the attempt budget."""
         job = self.jobs.get(job_id)
         assert job is not None
-        theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job_id), PEER_PROBE_S)
-        mine = CheckpointDir(self.jobs.job_dir(job_id) / "checkpoints").latest()
+        theirs = None
+        for _ in range(PEER_PROBES):  # a loaded party1 may miss one short deadline
+            theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job_id), PEER_PROBE_S)
+            if theirs is not None:
+                break
+        mine = held_checkpoint(self.jobs.job_dir(job_id))
         common = min(mine, theirs.checkpoint_round) if theirs is not None else job.progress_round
         progressed = common > job.progress_round
         failures = 1 if progressed else job.failures + 1

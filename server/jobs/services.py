@@ -23,6 +23,7 @@ from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, req
 from server.evidence.attestation import AttestationRefused
 from server.evidence.certifier import CERTIFICATE_FILE, Attestor, NoSigningKey
 from server.evidence.statement import ViewError
+from server.jobs.checkpoints import held_checkpoint
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
 from server.jobs.manager import JobManager
@@ -249,7 +250,7 @@ class JobPeerService(PeerService):
             unlearning_round=job.unlearning_round,
             checkpoint_hash=job.model_hash,
             error=job.error,
-            checkpoint_round=job.checkpoint_round,
+            checkpoint_round=held_checkpoint(self.follower.jobs.job_dir(job.job_id), job.checkpoint_round),
             worker_exited=job.worker_exit is not None,
             worker_exit_code=job.worker_exit or 0,
         )

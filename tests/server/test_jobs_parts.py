@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from mpc.crypten_backend import CrypTenSecret
 from mpc.fixedpoint import random_ring
 from server.config import ConfigError, parse_config
-from server.jobs.checkpoints import CheckpointDir, CheckpointError
+from server.jobs.checkpoints import CheckpointDir, CheckpointError, held_checkpoint
 from server.jobs.history import StoreHistory
 from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
@@ -107,6 +107,16 @@ def test_public_tampering_and_partial_checkpoints(tmp_path: Path):
     assert again.rounds() == [1] and not (tmp_path / ".tmp-abc").exists()
     with pytest.raises(CheckpointError, match="no checkpoint"):
         again.load(5, StarfishStrategy, _make)
+
+
+def test_held_checkpoint_is_read_from_the_job_directory(tmp_path: Path):
+    """A worker killed after writing checkpoint 2 but before reporting it: the party still
+    reports 2 (the attempt budget resets on it), and never less than what was reported."""
+    assert held_checkpoint(tmp_path / "no-such-job") == 0
+    folder = CheckpointDir(tmp_path / "job" / "checkpoints")
+    folder.save(_state(2, random_ring(2), random_ring(M), random_ring(M)), {}, _export)
+    assert held_checkpoint(tmp_path / "job", reported=1) == 2
+    assert held_checkpoint(tmp_path / "job", reported=3) == 3
 
 
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
