@@ -113,10 +113,12 @@ class CheckpointDir:
         _write(tmp / "public.json", json.dumps(index, sort_keys=True).encode())
         fsync_dir(tmp)
         final = self.root / f"t{state.round:06d}"
-        if final.exists():
-            shutil.rmtree(final)
+        old = self.root / f".tmp-{pysecrets.token_hex(6)}"
+        if final.exists():  # moved aside whole (a kill never leaves a partly deleted checkpoint)
+            os.replace(final, old)
         os.replace(tmp, final)
         fsync_dir(self.root)
+        shutil.rmtree(old, ignore_errors=True)
         return digest
 
     def digest(self, round_index: int) -> str:
@@ -161,6 +163,13 @@ class CheckpointDir:
 
 def held_checkpoint(job_dir: Path, reported: int = 0) -> int:
     """The newest checkpoint a party holds for a job. Its directory is the durable truth: a
-    worker killed between writing a checkpoint and reporting it leaves `reported` behind."""
-    folder = job_dir / "checkpoints"
-    return max(reported, CheckpointDir(folder).latest() if folder.is_dir() else 0)
+    worker killed between writing a checkpoint and reporting it leaves `reported` behind.
+
+    Read only (no `CheckpointDir`, whose constructor removes temporary folders): the job's
+    worker may be writing its next checkpoint meanwhile.
+    """
+    try:
+        found = [int(m.group(1)) for p in (job_dir / "checkpoints").iterdir() if (m := CKPT_RE.match(p.name))]
+    except FileNotFoundError:
+        found = []
+    return max([reported, *found])

@@ -117,6 +117,19 @@ def test_held_checkpoint_is_read_from_the_job_directory(tmp_path: Path):
     folder.save(_state(2, random_ring(2), random_ring(M), random_ring(M)), {}, _export)
     assert held_checkpoint(tmp_path / "job", reported=1) == 2
     assert held_checkpoint(tmp_path / "job", reported=3) == 3
+    writing = tmp_path / "job" / "checkpoints" / ".tmp-writing"  # the worker's next checkpoint
+    writing.mkdir()
+    (writing / "p0.npy").write_bytes(b"x")
+    assert held_checkpoint(tmp_path / "job") == 2 and (writing / "p0.npy").exists()  # left alone
+
+
+def test_rewriting_a_checkpoint_replaces_it_whole(tmp_path: Path):
+    folder = CheckpointDir(tmp_path)
+    first = folder.save(_state(2, random_ring(2), random_ring(M), random_ring(M)), {}, _export)
+    second = folder.save(_state(2, random_ring(2), random_ring(M), random_ring(M)), {"again": {}}, _export)
+    assert first == second and folder.rounds() == [2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t000002"]  # the old copy is gone
+    assert json.loads((tmp_path / "t000002" / "public.json").read_text())["costs"] == {"again": {}}
 
 
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
