@@ -16,10 +16,21 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `binary` | shapes a, b | a_p, b_p (64-bit) | a ∧ b (XOR-shared) |
 | `wraps` | shape | r_p | θ = number of wraps of r_0 + r_1 |
 | `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
+| `matmul_fixed` | shapes a, operand, view; fixed ids | a_p | a @ B, B = the fixed masks |
+
+`matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
+Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
+B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
+(`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.
+The dealer rebuilds B_i from both keys for every request (it keeps no state per
+operand), stacks the masks of the listed ids, reshapes the stack to `view` and returns
+party 0's share of a @ B; the parties draw only a_p from their main streams.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
-{"kind": ..., "shapes": [[...], ...]}; `parse` validates it (known kind, right number of
-shapes, non-negative dimensions, at most `limit` elements) before anything is computed.
+{"kind": ..., "shapes": [[...], ...]} (`matmul_fixed`: also "fixed": [ids]); `parse`
+validates it (known kind, right number of shapes, non-negative dimensions, at most
+`limit` elements per tensor, at most `MAX_FIXED` fixed ids, each a non-negative integer)
+before anything is computed.
 How to add a kind: docs/DEPLOY.md, "Adding a dealer request kind".
 """
 
@@ -35,6 +46,10 @@ from mpc.plane.prg import Prg
 
 Shape = tuple[int, ...]
 MAX_DIMS = 8
+MAX_FIXED = 1 << 16
+"""Fixed operands one `matmul_fixed` request may stack."""
+FIXED_LABEL = b"fixed-operand"
+"""The label of the derived PRG streams that hold the fixed operands' masks."""
 
 
 class RequestError(ValueError):
@@ -45,9 +60,13 @@ class RequestError(ValueError):
 class Request:
     kind: str
     shapes: tuple[Shape, ...]
+    fixed: tuple[int, ...] = ()  #: `matmul_fixed`: the fixed operands' numbers, stacked in this order
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
+        out: dict[str, Any] = {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
+        if self.fixed:
+            out["fixed"] = list(self.fixed)
+        return out
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,7 @@ class DealerOp:
     combine: Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
     xor: bool = False  #: V is XOR-shared (binary), else additively shared
     tail_bits: int = 64
+    takes_fixed: bool = False  #: the request names fixed operands (`FixedMatmulOp`)
 
     def tail(self, prg: Prg, shape: Shape) -> torch.Tensor:
         """Party 1's share of V, drawn from its stream."""
@@ -97,6 +117,25 @@ def count_wraps(r0: torch.Tensor, r1: torch.Tensor) -> torch.Tensor:
     """θ with r_0 + r_1 = (r_0 + r_1 mod 2^64) + θ·2^64 over the signed integers."""
     total = r0 + r1
     return ((r0 > 0) & (r1 > 0) & (total < 0)).long() - ((r0 < 0) & (r1 < 0) & (total >= 0)).long()
+
+
+def fixed_mask(prg: Prg, index: int, shape: Shape) -> torch.Tensor:
+    """B_{p,i}: party p's share of fixed operand i's mask, from its derived stream (module doc)."""
+    return prg.derive(FIXED_LABEL, index).ring(shape)
+
+
+class FixedMatmulOp(DealerOp):
+    """`matmul_fixed`: shapes (a, operand, view); V = a @ reshape(stack_i B_i, view)."""
+
+    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        """Dealer side: both parties' a_p from the main streams, B from the derived ones."""
+        operand, view = request.shapes[1], request.shapes[2]
+        masks = [
+            torch.stack([fixed_mask(prg, i, operand) for i in request.fixed]).reshape(view) for prg in (prg0, prg1)
+        ]
+        l0, l1 = self.local(prg0, request.shapes), self.local(prg1, request.shapes)
+        value = self.combine([l0[0], masks[0]], [l1[0], masks[1]])
+        return value - self.tail(prg1, tuple(value.shape))
 
 
 OPS: dict[str, DealerOp] = {}
@@ -140,6 +179,16 @@ register(
 )
 register(DealerOp("wraps", 1, _ring_each, lambda s: s[0], lambda l0, l1: count_wraps(l0[0], l1[0])))
 register(DealerOp("b2a", 1, _bit, lambda s: s[0], lambda l0, l1: l0[0] ^ l1[0]))
+register(
+    FixedMatmulOp(
+        "matmul_fixed",
+        3,
+        lambda prg, shapes: [prg.ring(shapes[0])],
+        lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
+        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1] + l1[1]),
+        takes_fixed=True,
+    )
+)
 
 
 def _shape(value: Any) -> Shape:
@@ -166,6 +215,7 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
     if not isinstance(raw, list) or len(raw) != op.n_shapes:
         raise RequestError(f"{op.kind} takes {op.n_shapes} shape(s), got {raw!r}")
     shapes = tuple(_shape(s) for s in raw)
+    fixed = _fixed_ids(op, message.get("fixed"))
     try:
         out = op.output_shape(shapes)
     except RuntimeError as exc:
@@ -173,9 +223,27 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
     largest = max(_elements(s) for s in (*shapes, out))
     if largest > limit:
         raise RequestError(f"{op.kind}: {largest} elements exceed this dealer's limit of {limit} per tensor")
-    return op, Request(op.kind, shapes)
+    if op.takes_fixed and len(fixed) * _elements(shapes[1]) != _elements(shapes[2]):
+        raise RequestError(f"{op.kind}: {len(fixed)} operands of shape {list(shapes[1])} do not fill {list(shapes[2])}")
+    return op, Request(op.kind, shapes, fixed)
 
 
-def request(kind: str, shapes: Sequence[Sequence[int]]) -> tuple[DealerOp, Request]:
+def _fixed_ids(op: DealerOp, raw: Any) -> tuple[int, ...]:
+    """The fixed operands' numbers of a request: only for `takes_fixed` kinds, 1..MAX_FIXED of them."""
+    if not op.takes_fixed:
+        if raw is not None:
+            raise RequestError(f"{op.kind} takes no fixed operands")
+        return ()
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_FIXED:
+        raise RequestError(f"{op.kind} takes a list of 1 to {MAX_FIXED} fixed operand numbers, got {raw!r}")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63 for i in raw):
+        raise RequestError(f"fixed operand numbers must be non-negative integers, got {raw!r}")
+    return tuple(int(i) for i in raw)
+
+
+def request(kind: str, shapes: Sequence[Sequence[int]], fixed: Sequence[int] | None = None) -> tuple[DealerOp, Request]:
     """The party side's request object (no size limit: the dealer enforces its own)."""
-    return parse({"kind": kind, "shapes": [list(s) for s in shapes]}, limit=1 << 62)
+    message: dict[str, Any] = {"kind": kind, "shapes": [list(s) for s in shapes]}
+    if fixed is not None:
+        message["fixed"] = [int(i) for i in fixed]
+    return parse(message, limit=1 << 62)

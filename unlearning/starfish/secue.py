@@ -17,7 +17,11 @@ cached in the store and rebuilt — one SecMI for all stale clients together —
 pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal
 ‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's square). Per round the bound of safeguard 2
 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
-(exact, a bit), and one secret product Y·c_y per client expands them to length m.
+(exact, a bit), and one secret product Y·c_y per client expands them to length m. That
+product is a fixed-operand one (`mpc.protocols.fixed_beaver`): each pair's ŷ is opened
+under a mask once per session when first used (`fixed_rows`; the handle lives on the
+`CurvaturePair`, never in a checkpoint), so a round opens only the 2k·n values of c_y
+instead of Y.
 
 The two functions read and write only a `PairStore` (the clients' pair buffers, their
 cached forms and a log of inverses and curvature bits) and the `SecUESettings` below, so
@@ -33,7 +37,7 @@ from typing import Protocol
 
 import torch
 
-from mpc.backend import Backend, Prepared, Secret
+from mpc.backend import Backend, Fixed, Prepared, Secret
 from unlearning.lbfgs import (
     CompactForm,
     coefficients,
@@ -212,7 +216,29 @@ def _estimate_group(
     g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
     s_rows = [prepared_rows(backend, state, name) for name in names]
-    return backend.add(g, backend.mul(expand(backend, s_rows, y, v_hat, kept), v_norm))
+    y_rows = fixed_rows(backend, state, names)
+    return backend.add(g, backend.mul(expand(backend, s_rows, y_rows, v_hat, kept), v_norm))
+
+
+def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
+    """The clients' ŷ rows fixed for the products Y·c_y (`Backend.fix`), client-major.
+
+    A pair is fixed once per session, when first used: the pairs without a handle (new, or
+    loaded from a checkpoint) or with one of an earlier session are fixed together (one
+    opening); both parties hold the same pairs, so they fix the same ones in the same order.
+    """
+    stale = [
+        (name, i)
+        for name in names
+        for i, pair in enumerate(state.buffers[name])
+        if pair.fixed is None or not backend.fixed_current(pair.fixed)
+    ]
+    handles = backend.fix([state.buffers[name][i].y for name, i in stale])
+    for (name, i), handle in zip(stale, handles, strict=True):
+        pairs = list(state.buffers[name])
+        pairs[i] = dataclasses.replace(pairs[i], fixed=handle)
+        state.buffers[name] = pairs
+    return [pair.fixed for name in names for pair in state.buffers[name]]  # type: ignore[misc]
 
 
 def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
