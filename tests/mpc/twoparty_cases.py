@@ -45,6 +45,27 @@ def arithmetic(
     }
 
 
+def fixed_products(
+    backend: CrypTenBackend, rank: int, rows: torch.Tensor, xs: list[torch.Tensor], shape: tuple[int, ...]
+) -> dict[str, Any]:
+    """Fix the rows of `rows` (party 1's) in one call, then multiply the stack (reshaped to
+    `shape`) by each x (party 0's, fresh every product); fix the first row again at the end."""
+    fixed = backend.fix([backend.share(row, src=1) for row in rows])
+    products = [backend.reveal(backend.fixed_matmul(backend.share(x, src=0), fixed, shape)) for x in xs]
+    again = backend.fix([backend.share(rows[0], src=1)])
+    single = backend.reveal(backend.fixed_matmul(backend.share(xs[0][..., :1, :1], src=0), again, (1, *rows[0].shape)))
+    x = backend.share(xs[0], src=0)
+    with backend.step("product"):
+        backend.fixed_matmul(x, fixed, shape)
+    return {
+        "products": products,
+        "single": single,
+        "numbers": [f.number for f in fixed + again],
+        "current": all(backend.fixed_current(f) for f in fixed + again),
+        "cost": backend.ledger.to_dict()["product"],
+    }
+
+
 def compare(
     backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor, uv_i: torch.Tensor, uv_j: torch.Tensor
 ) -> dict[str, torch.Tensor]:
