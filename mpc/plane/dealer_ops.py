@@ -125,16 +125,19 @@ def fixed_mask(prg: Prg, index: int, shape: Shape) -> torch.Tensor:
 
 
 class FixedMatmulOp(DealerOp):
-    """`matmul_fixed`: shapes (a, operand, view); V = a @ reshape(stack_i B_i, view)."""
+    """`matmul_fixed`: shapes (a, operand, view); V = a @ reshape(stack_i B_i, view).
+
+    The parties' local shares are a_p only; the dealer rebuilds B = B_0 + B_1 from the
+    derived streams and hands it to `combine` as party 0's second local tensor.
+    """
 
     def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
-        """Dealer side: both parties' a_p from the main streams, B from the derived ones."""
         operand, view = request.shapes[1], request.shapes[2]
-        masks = [
-            torch.stack([fixed_mask(prg, i, operand) for i in request.fixed]).reshape(view) for prg in (prg0, prg1)
-        ]
+        masks = torch.empty((len(request.fixed), *operand), dtype=torch.long)
+        for row, i in enumerate(request.fixed):  # written in place: one m-sized stack, no copies
+            torch.add(fixed_mask(prg0, i, operand), fixed_mask(prg1, i, operand), out=masks[row])
         l0, l1 = self.local(prg0, request.shapes), self.local(prg1, request.shapes)
-        value = self.combine([l0[0], masks[0]], [l1[0], masks[1]])
+        value = self.combine([l0[0], masks.reshape(view)], l1)
         return value - self.tail(prg1, tuple(value.shape))
 
 
@@ -185,7 +188,7 @@ register(
         3,
         lambda prg, shapes: [prg.ring(shapes[0])],
         lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
-        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1] + l1[1]),
+        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
         takes_fixed=True,
     )
 )
