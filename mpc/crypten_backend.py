@@ -57,9 +57,9 @@ from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.dealer_ops import fixed_mask
-from mpc.plane.provider import DealerProvider, fixed_matmul_pair, session_link
+from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
 from mpc.primitives import Fixed, Prepared
-from mpc.protocols.fixed_beaver import fix_operands, fixed_product
+from mpc.protocols.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -475,15 +475,32 @@ class CrypTenBackend(Backend):
     def fixed_current(self, fixed: Fixed) -> bool:
         return isinstance(fixed, CrypTenFixed) and fixed.link is DealerProvider.link
 
+    def _fixed_group(self, fixed: Sequence[Fixed], op: str) -> tuple[tuple[int, ...], list[int]]:
+        """The common shape and the numbers of operands fixed in this session with one scale."""
+        if not fixed or not all(self.fixed_current(f) for f in fixed):
+            raise ValueError(f"{op} needs operands fixed in this session (fix them again)")
+        operand = tuple(fixed[0].shape)
+        if any(tuple(f.shape) != operand for f in fixed) or len({f.bits for f in fixed}) != 1:  # type: ignore[attr-defined]
+            raise ValueError(f"the fixed operands of one {op} must share their shape and scale")
+        return operand, [f.number for f in fixed]  # type: ignore[attr-defined]
+
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> CrypTenSecret:
+        """[a_cᵀb_c] per pair from the openings E and one `dot_fixed` share: no communication
+        with the peer (`protocols/fixed_beaver.py`), one truncation per scalar product."""
+        if len(a) != len(b):
+            raise ValueError("fixed_dot takes pairs: as many first as second operands")
+        operand, numbers = self._fixed_group([*a, *b], "fixed_dot")
+        pairs = [n for i in range(len(a)) for n in (numbers[i], numbers[len(a) + i])]
+        self._sync("fixed_dot", operand, pairs)
+        c = fixed_dot_share(operand, pairs)
+        view = [FixedShares(f.opened, f.own) for f in (*a, *b)]  # type: ignore[attr-defined]
+        raw = torch.stack([fixed_dot(self.rank, view[i], view[len(a) + i], c[i]) for i in range(len(a))])
+        return self._to_precision(CrypTenSecret(raw, 2 * a[0].bits))  # type: ignore[attr-defined]
+
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
         """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size."""
         x = self._check(x)
-        if not fixed or not all(self.fixed_current(f) for f in fixed):
-            raise ValueError("fixed_matmul needs operands fixed in this session (fix them again)")
-        operand = tuple(fixed[0].shape)
-        if any(tuple(f.shape) != operand for f in fixed) or len({f.bits for f in fixed}) != 1:  # type: ignore[attr-defined]
-            raise ValueError("the fixed operands of one product must share their shape and scale")
-        numbers = [f.number for f in fixed]  # type: ignore[attr-defined]
+        operand, numbers = self._fixed_group(fixed, "fixed_matmul")
         self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
         a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
         opened = torch.stack([f.opened for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]

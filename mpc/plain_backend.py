@@ -137,6 +137,13 @@ class PlainBackend(Backend):
         y = torch.stack([f.value for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
         return PlainSecret(torch.matmul(_val(x), y))  # type: ignore[arg-type]
 
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> PlainSecret:
+        """Σ a_c·b_c over all elements, per pair."""
+        if not all(isinstance(f, PlainFixed) for f in (*a, *b)):
+            raise TypeError("PlainBackend multiplies only its own fixed operands")
+        dots = [(x.value * y.value).sum() for x, y in zip(a, b, strict=True)]  # type: ignore[attr-defined]
+        return PlainSecret(torch.stack(dots) if dots else torch.zeros(0, dtype=torch.float64))
+
     def sum(self, a: Secret, dim: int | None = None) -> PlainSecret:
         v = _val(a)
         return PlainSecret(v.sum() if dim is None else v.sum(dim))  # type: ignore[union-attr]

@@ -189,6 +189,11 @@ class Primitives(ABC):
         """x @ Y with Y = stack(fixed operands) reshaped to `shape` (all operands of one shape);
         opens only x's size per call."""
 
+    @abstractmethod
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> Secret:
+        """[a_cᵀb_c] over all elements, for each pair c of fixed operands of one shape: shape
+        (len(a),); opens nothing (the CrypTen backend asks the dealer for [B_aᵀB_b])."""
+
     def prepare(self, x: torch.Tensor) -> Prepared:
         """A public operand reused in many products (`Prepared`); the plain form keeps the float64 tensor."""
         return Prepared(torch.as_tensor(x, dtype=torch.float64))

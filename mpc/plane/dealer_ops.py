@@ -17,6 +17,7 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `wraps` | shape | r_p | θ = number of wraps of r_0 + r_1 |
 | `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
 | `matmul_fixed` | shapes a, operand, view; fixed ids | a_p | a @ B, B = the fixed masks |
+| `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
 
 `matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
@@ -24,7 +25,9 @@ B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
 (`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.
 The dealer rebuilds B_i from both keys for every request (it keeps no state per
 operand), stacks the masks of the listed ids, reshapes the stack to `view` and returns
-party 0's share of a @ B; the parties draw only a_p from their main streams.
+party 0's share of a @ B; the parties draw only a_p from their main streams. `dot_fixed`
+serves the scalar products of fixed operands with each other (`count` pairs of ids): no
+local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
 {"kind": ..., "shapes": [[...], ...]} (`matmul_fixed`: also "fixed": [ids]); `parse`
@@ -80,7 +83,8 @@ class DealerOp:
     combine: Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
     xor: bool = False  #: V is XOR-shared (binary), else additively shared
     tail_bits: int = 64
-    takes_fixed: bool = False  #: the request names fixed operands (`FixedMatmulOp`)
+    #: for kinds that name fixed operands: whether n ids fit the shapes (None: takes none)
+    fixed_fit: Callable[[tuple[Shape, ...], int], bool] | None = None
 
     def tail(self, prg: Prg, shape: Shape) -> torch.Tensor:
         """Party 1's share of V, drawn from its stream."""
@@ -141,6 +145,30 @@ class FixedMatmulOp(DealerOp):
         return value - self.tail(prg1, tuple(value.shape))
 
 
+class FixedDotOp(DealerOp):
+    """`dot_fixed`: shapes (operand, (count,)); V_c = Σ B_{i_c} ⊙ B_{j_c} for the id pairs.
+
+    No local shares; the dealer rebuilds each named mask once and hands `combine` the
+    stacked first and second operands of the pairs, flattened to (count, elements).
+    """
+
+    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        operand = request.shapes[0]
+        masks = {
+            i: (fixed_mask(prg0, i, operand) + fixed_mask(prg1, i, operand)).reshape(-1) for i in set(request.fixed)
+        }
+        firsts = torch.stack([masks[i] for i in request.fixed[::2]])
+        seconds = torch.stack([masks[j] for j in request.fixed[1::2]])
+        value = self.combine([firsts], [seconds])
+        return value - self.tail(prg1, tuple(value.shape))
+
+
+def _count(shapes: tuple[Shape, ...]) -> Shape:
+    if len(shapes[1]) != 1:
+        raise RuntimeError(f"the count is a shape of one dimension, got {list(shapes[1])}")
+    return shapes[1]
+
+
 OPS: dict[str, DealerOp] = {}
 
 
@@ -189,7 +217,17 @@ register(
         lambda prg, shapes: [prg.ring(shapes[0])],
         lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
         lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
-        takes_fixed=True,
+        fixed_fit=lambda s, n: n * _elements(s[1]) == _elements(s[2]),
+    )
+)
+register(
+    FixedDotOp(
+        "dot_fixed",
+        2,
+        lambda prg, shapes: [],
+        _count,
+        lambda firsts, seconds: (firsts[0] * seconds[0]).sum(1),
+        fixed_fit=lambda s, n: n == 2 * _elements(s[1]),
     )
 )
 
@@ -226,14 +264,14 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
     largest = max(_elements(s) for s in (*shapes, out))
     if largest > limit:
         raise RequestError(f"{op.kind}: {largest} elements exceed this dealer's limit of {limit} per tensor")
-    if op.takes_fixed and len(fixed) * _elements(shapes[1]) != _elements(shapes[2]):
-        raise RequestError(f"{op.kind}: {len(fixed)} operands of shape {list(shapes[1])} do not fill {list(shapes[2])}")
+    if op.fixed_fit is not None and not op.fixed_fit(shapes, len(fixed)):
+        raise RequestError(f"{op.kind}: {len(fixed)} fixed operands do not fit shapes {[list(s) for s in shapes]}")
     return op, Request(op.kind, shapes, fixed)
 
 
 def _fixed_ids(op: DealerOp, raw: Any) -> tuple[int, ...]:
-    """The fixed operands' numbers of a request: only for `takes_fixed` kinds, 1..MAX_FIXED of them."""
-    if not op.takes_fixed:
+    """The fixed operands' numbers of a request: only for kinds that take them, 1..MAX_FIXED of them."""
+    if op.fixed_fit is None:
         if raw is not None:
             raise RequestError(f"{op.kind} takes no fixed operands")
         return ()

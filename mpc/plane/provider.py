@@ -83,6 +83,12 @@ def fixed_matmul_pair(
     return a, c
 
 
+def fixed_dot_share(operand: tuple[int, ...], fixed: list[int]) -> torch.Tensor:
+    """[Σ B_i ⊙ B_j] for each pair (i, j) of `fixed` = [i_1, j_1, i_2, j_2, …] (`dot_fixed`)."""
+    _, c = _INSTANCE._draw("dot_fixed", None, operand, (len(fixed) // 2,), fixed=fixed)
+    return c
+
+
 def session_link() -> DealerLink:
     """The open session's dealer link (its PRG, rank and fixed-operand counter)."""
     link = DealerProvider.link

@@ -18,6 +18,13 @@ the whole online cost. Here Y is *fixed* once and each product opens only X − 
 
   correct because X·Y = (F_t + A_t)(E + B_Y) = F_t·E + F_t·B_Y + A_t·E + A_t·B_Y.
 
+* scalar product of two fixed operands (no opening at all): with [B_aᵀB_b] from the
+  dealer (`dot_fixed`) and [B]_p = Z_p − E·[p = 0],
+
+      [aᵀb]_p = E_aᵀZ_{b,p} + Z_{a,p}ᵀE_b − E_aᵀE_b·[p = 0] + [B_aᵀB_b]_p,
+
+  correct because the sum over p is E_aᵀb + aᵀE_b − E_aᵀE_b + B_aᵀB_b = (E_a + B_a)ᵀ(E_b + B_b).
+
 Security: B_Y is uniform in the ring and masks exactly one opening (E, once per operand
 and session: the operand numbers come from a per-session counter and the derived keys
 from the session's keys); A_t is fresh every product, so F_t is uniform too; the shares
@@ -60,3 +67,10 @@ def fixed_product(
     """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p with F = open(X − A) (untruncated, ring arithmetic)."""
     f = open_(x - a)
     return torch.matmul(f, own) + torch.matmul(a, opened) + c
+
+
+def fixed_dot(rank: int, a: FixedShares, b: FixedShares, c: torch.Tensor) -> torch.Tensor:
+    """[aᵀb]_p over all elements of two fixed operands, given this party's [B_aᵀB_b] (no opening)."""
+    ea, eb = a.opened.reshape(-1), b.opened.reshape(-1)
+    total = torch.dot(ea, b.own.reshape(-1)) + torch.dot(a.own.reshape(-1), eb) + c
+    return total - torch.dot(ea, eb) if rank == 0 else total

@@ -71,6 +71,19 @@ def test_matmul_fixed_reconstructs_a_times_the_fixed_masks(n, k, m, rows, first)
     assert c0.shape == (n, rows, m)
 
 
+@settings(max_examples=25, deadline=None)
+@given(count=st.integers(1, 4), m=dims, data=st.data())
+def test_dot_fixed_reconstructs_the_masks_scalar_products(count, m, data):
+    """V_c = Σ B_{i_c}·B_{j_c}, ids repeated or paired with themselves included."""
+    keys = (new_key(), new_key())
+    ids = data.draw(st.lists(st.integers(0, 5), min_size=2 * count, max_size=2 * count))
+    (local0, c0), (local1, c1) = _shares("dot_fixed", [(m,), (count,)], ids, keys)
+    assert local0 == [] and local1 == []
+    mask = {i: fixed_mask(Prg(keys[0]), i, (m,)) + fixed_mask(Prg(keys[1]), i, (m,)) for i in ids}
+    expected = torch.stack([(mask[i] * mask[j]).sum() for i, j in zip(ids[::2], ids[1::2], strict=True)])
+    assert torch.equal(c0 + c1, expected)
+
+
 def test_fixed_masks_are_independent_of_the_main_stream():
     """Drawing a fixed mask leaves the main stream where it was, and numbers give distinct masks."""
     prg = Prg(new_key())
@@ -109,11 +122,14 @@ def test_count_wraps_against_python_integers():
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, True]}, "non-negative"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, 1.5]}, "non-negative"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": "01"}, "list of 1 to"),
-        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0]}, "do not fill"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0]}, "do not fit"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [3, 2]], "fixed": [0, 1]}, "do not combine"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0] * (MAX_FIXED + 1)}, "list of 1 to"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [600], [2, 600]], "fixed": [0, 1]}, "limit of 1000"),
         ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, 2**63]}, "non-negative"),
+        ({"kind": "dot_fixed", "shapes": [[3], [2]], "fixed": [0, 1, 2]}, "do not fit"),
+        ({"kind": "dot_fixed", "shapes": [[3], [1, 1]], "fixed": [0, 1]}, "do not combine"),
+        ({"kind": "dot_fixed", "shapes": [[3]], "fixed": [0, 1]}, "takes 2 shape"),
     ],
 )
 def test_bad_requests_refused(message, why):
@@ -121,5 +137,5 @@ def test_bad_requests_refused(message, why):
         parse(message, limit=1000)
 
 
-def test_registry_lists_cryptens_ttp_kinds():
-    assert set(OPS) == {"mul", "matmul", "square", "binary", "wraps", "b2a", "matmul_fixed"}
+def test_registry_lists_cryptens_ttp_kinds_and_the_fixed_operand_kinds():
+    assert set(OPS) == {"mul", "matmul", "square", "binary", "wraps", "b2a", "matmul_fixed", "dot_fixed"}

@@ -136,6 +136,17 @@ def test_fixed_operand_products_match_plaintext(cluster, data):
     assert got["cost"]["online_bytes"] == 2 * 8 + 2 * 8 * n * r * k
     assert got["cost"]["online_rounds"] == 2
     assert got["cost"]["offline_bytes"] == 8 * n * r * m
+    # scalar products of fixed operands: < 2 ulp (one truncation each), nothing opened (only
+    # the lock-step digest crosses), one int64 per product from the dealer
+    count = n * k
+    order = list(range(count))
+    firsts, seconds = rows[order + order + [0]], rows[order + order[1:] + order[:1] + [0]]
+    expected_dots = (firsts * seconds).sum(1)
+    assert torch.equal(
+        P.reveal(P.fixed_dot(P.fix(list(map(sh, firsts))), P.fix(list(map(sh, seconds))))), expected_dots
+    )
+    assert float((got["dots"] - expected_dots).abs().max()) < 2 * ULP
+    assert got["dots_cost"]["online_bytes"] == 2 * 8 and got["dots_cost"]["offline_bytes"] == 8 * (2 * count + 1)
 
 
 @MPC_SETTINGS
