@@ -14,10 +14,11 @@ protocols with the dealer (TTP provider) supplying Beaver triples:
   integer-shared bit (bits = 0), so SecSel and bit sums are exact.
 * `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
   which is exact on the fixed-point grid and never loses tiny squares.
-* fixed-operand products (`fix`, `fixed_matmul`, `protocols/fixed_beaver.py`) — an operand
-  multiplied in many rounds is opened once under a mask drawn from the session's derived
-  PRG streams; each product then opens only the other factor and asks the dealer for a
-  `matmul_fixed` pair; truncated like matmul. Handles hold the session's dealer link and
+* fixed-operand products (`fix`, `fixed_matmul`, `fixed_dot`, `protocols/fixed_beaver.py`)
+  — an operand multiplied in many rounds is opened once under a mask drawn from the
+  session's derived PRG streams; each product then opens only the other factor and asks
+  the dealer for a `matmul_fixed` pair; a scalar product of two fixed operands opens
+  nothing (`dot_fixed`); truncated like matmul. Handles hold the session's dealer link and
   are stale in any other session (`fixed_current`).
 * SecDiv — CrypTen's Newton–Raphson reciprocal (positive denominators), two refinement
   steps y ← y + y·(1 − b·y) that keep full precision for large b, then SecMul.
