@@ -30,10 +30,11 @@ serves the scalar products of fixed operands with each other (`count` pairs of i
 local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
-{"kind": ..., "shapes": [[...], ...]} (`matmul_fixed`: also "fixed": [ids]); `parse`
-validates it (known kind, right number of shapes, non-negative dimensions, at most
-`limit` elements per tensor, at most `MAX_FIXED` fixed ids, each a non-negative integer)
-before anything is computed.
+{"kind": ..., "shapes": [[...], ...]} (the fixed-operand kinds: also "fixed": [ids]);
+`parse` validates it (known kind, right number of shapes, non-negative dimensions, at most
+`limit` elements per tensor — for the fixed-operand kinds also the masks the dealer
+rebuilds, ids × operand elements — at most `MAX_FIXED` ids, each a non-negative integer,
+as many as the shapes call for) before anything is computed.
 How to add a kind: docs/DEPLOY.md, "Adding a dealer request kind".
 """
 
@@ -50,7 +51,7 @@ from mpc.plane.prg import Prg
 Shape = tuple[int, ...]
 MAX_DIMS = 8
 MAX_FIXED = 1 << 16
-"""Fixed operands one `matmul_fixed` request may stack."""
+"""Fixed-operand numbers one request may name."""
 FIXED_LABEL = b"fixed-operand"
 """The label of the derived PRG streams that hold the fixed operands' masks."""
 
@@ -63,7 +64,7 @@ class RequestError(ValueError):
 class Request:
     kind: str
     shapes: tuple[Shape, ...]
-    fixed: tuple[int, ...] = ()  #: `matmul_fixed`: the fixed operands' numbers, stacked in this order
+    fixed: tuple[int, ...] = ()  #: the fixed-operand kinds: the operands' numbers, in the kind's order
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
@@ -85,6 +86,7 @@ class DealerOp:
     tail_bits: int = 64
     #: for kinds that name fixed operands: whether n ids fit the shapes (None: takes none)
     fixed_fit: Callable[[tuple[Shape, ...], int], bool] | None = None
+    fixed_operand: int = 0  #: which of the shapes is a fixed operand's (bounds the rebuilt masks)
 
     def tail(self, prg: Prg, shape: Shape) -> torch.Tensor:
         """Party 1's share of V, drawn from its stream."""
@@ -218,6 +220,7 @@ register(
         lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
         lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
         fixed_fit=lambda s, n: n * _elements(s[1]) == _elements(s[2]),
+        fixed_operand=1,
     )
 )
 register(
@@ -266,6 +269,9 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
         raise RequestError(f"{op.kind}: {largest} elements exceed this dealer's limit of {limit} per tensor")
     if op.fixed_fit is not None and not op.fixed_fit(shapes, len(fixed)):
         raise RequestError(f"{op.kind}: {len(fixed)} fixed operands do not fit shapes {[list(s) for s in shapes]}")
+    masks = len(fixed) * _elements(shapes[op.fixed_operand])
+    if masks > limit:
+        raise RequestError(f"{op.kind}: {masks} elements of rebuilt masks exceed this dealer's limit of {limit}")
     return op, Request(op.kind, shapes, fixed)
 
 

@@ -130,6 +130,7 @@ def test_count_wraps_against_python_integers():
         ({"kind": "dot_fixed", "shapes": [[3], [2]], "fixed": [0, 1, 2]}, "do not fit"),
         ({"kind": "dot_fixed", "shapes": [[3], [1, 1]], "fixed": [0, 1]}, "do not combine"),
         ({"kind": "dot_fixed", "shapes": [[3]], "fixed": [0, 1]}, "takes 2 shape"),
+        ({"kind": "dot_fixed", "shapes": [[300], [2]], "fixed": [0, 1, 2, 3]}, "rebuilt masks exceed"),
     ],
 )
 def test_bad_requests_refused(message, why):
