@@ -177,8 +177,8 @@ class Primitives(ABC):
 
     @abstractmethod
     def fix(self, items: Sequence[Secret]) -> list[Fixed]:
-        """Fix secret operands for many `fixed_matmul` calls: the CrypTen backend opens each
-        once under a fresh mask (`protocols/fixed_beaver.py`), in one round for all."""
+        """Fix secret operands for many `fixed_matmul` / `fixed_dot` calls: the CrypTen backend
+        opens each once under a fresh mask (`protocols/fixed_beaver.py`), in one round for all."""
 
     @abstractmethod
     def fixed_current(self, fixed: Fixed) -> bool:

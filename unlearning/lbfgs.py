@@ -19,7 +19,7 @@ A, the secret k×k Gram matrix YᵀY, σ_k and D·K⁻¹ with D = diag(σ_k·I, 
 buffer state), so the coefficients' tail −D·K⁻¹·p is one small product per round. Per round the
 only m-sized work is local (Yᵀv̂, a public-operand product) plus one secret product Y·c_y
 that expands the coefficients — a fixed-operand product (`Backend.fix`, `fixed_matmul`):
-each row ŷ is opened under a mask once, when first used, and a round opens only c_y;
+each row ŷ is opened under a mask once (Starfish: when its pair enters), a round opens only c_y;
 ‖B_k v̂‖² = cᵀGc with G = [v̂, S, Y]ᵀ[v̂, S, Y] built from public blocks, Yᵀv̂, A and YᵀY
 (no m-sized secure square). Products of a secret with a long public vector use
 `Backend.dot` (elementwise, one truncation of the sum) per client, not batched matmuls

@@ -7,7 +7,8 @@ local shares from its AES-CTR stream (`mpc.plane.prg`, keyed by the dealer) and 
 fetches its share of the correlated value from the dealer. It is installed under
 CrypTen's "TTP" name (`install`), so `cfg.mpc.provider == "TTP"` means "our dealer";
 CrypTen's own TTP client (torch.distributed, Mersenne Twister seeds) is never used.
-`fixed_matmul_pair` serves the backend's fixed-operand products, which CrypTen has not.
+`fixed_matmul_pair` and `fixed_dot_share` serve the backend's fixed-operand products,
+which CrypTen has not.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class CurvaturePair:
     #: first, then ‖ŷ‖²: the new row of YᵀY (None in a checkpoint that predates it)
     yy: Secret | None = None
     #: ŷ fixed for the products Y·c_y (`Backend.fix`; not persisted: valid in one session,
-    #: fixed again when missing or stale, `unlearning.starfish.secue.fixed_rows`)
+    #: fixed again when missing or stale, `unlearning.starfish.secue.current_fixed`)
     fixed: Fixed | None = field(default=None, compare=False)
 
 
