@@ -55,7 +55,8 @@ def section_ue_round(lines: list[str]) -> None:
         f"m = {f['m']:,}, 20 clients (19 remaining), B = 2, synthetic Gaussian uploads; a dealer and two party "
         "processes on loopback. Bytes are party 0's ledger (online: sent + received to party 1; offline: "
         "dealer → party 0). The round is restructured as in docs/ALGORITHM.md §3 (cached compact form per "
-        "buffer state, ‖H v̂‖² = cᵀGc, drop bit in the coefficients).\n"
+        "buffer state, ‖H v̂‖² = cᵀGc, drop bit in the coefficients, Y·c_y and the new rows of YᵀY from "
+        "fixed operands: each ŷ opened once, when it enters).\n"
     )
     lines.append("| code | step | wall s | offline s | online MB | offline MB | rounds |")
     lines.append("|" + " --- |" * 7)
@@ -73,8 +74,10 @@ def section_ue_round(lines: list[str]) -> None:
         )
     lines.append("\n" + target_line(f["ue_round"], f.get("peak_rss_bytes", {})) + "\n")
     lines.append(
-        "What remains of size m per client and round is the Beaver opening of Y (k·m elements) for Y·c_y; "
-        "the next lever is reusing that masked opening while the pair stays in the buffer (a dealer that "
-        "keeps the mask A of each y and serves fresh (B_t, A·B_t) per round), which leaves only small "
-        "openings.\n"
+        'Y·c_y is a fixed-operand product (docs/ALGORITHM.md §3, "Fixed-operand products"): each ŷ is '
+        'opened under a mask once, when it enters (the "pairs" row, where that opening replaces the '
+        "Beaver openings of the new YᵀY rows), and a round opens only c_y. What remains of size m per round "
+        "is the FedAvg reveal of the aggregate (m values each way) online and party 0's share of "
+        "C_t = A_t·B_Y (n·m values) from the dealer offline; a pair entering still opens y once more for "
+        "the curvature test's ‖y‖² (at gradient scale, before normalisation).\n"
     )

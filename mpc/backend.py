@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from mpc.primitives import Prepared, Primitives, Public, Secret
+from mpc.primitives import Fixed, Prepared, Primitives, Public, Secret
 from mpc.protocols.secclip import sec_clip
 from mpc.protocols.secge import ge_of_products, sec_ge2, sec_ge3, sec_ge4
 from mpc.protocols.secmax import sec_max
@@ -29,7 +29,7 @@ from mpc.protocols.secsp import sec_sp
 from mpc.protocols.secsrt import sec_sort_desc
 from mpc.protocols.sectc import sec_tc
 
-__all__ = ["Backend", "Prepared", "Public", "Secret"]
+__all__ = ["Backend", "Fixed", "Prepared", "Public", "Secret"]
 
 
 class Backend(Primitives):

@@ -14,6 +14,12 @@ protocols with the dealer (TTP provider) supplying Beaver triples:
   integer-shared bit (bits = 0), so SecSel and bit sums are exact.
 * `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
   which is exact on the fixed-point grid and never loses tiny squares.
+* fixed-operand products (`fix`, `fixed_matmul`, `fixed_dot`, `protocols/fixed_beaver.py`)
+  — an operand multiplied in many rounds is opened once under a mask drawn from the
+  session's derived PRG streams; each product then opens only the other factor and asks
+  the dealer for a `matmul_fixed` pair; a scalar product of two fixed operands opens
+  nothing (`dot_fixed`); truncated like matmul. Handles hold the session's dealer link and
+  are stale in any other session (`fixed_current`).
 * SecDiv — CrypTen's Newton–Raphson reciprocal (positive denominators), two refinement
   steps y ← y + y·(1 − b·y) that keep full precision for large b, then SecMul.
 * reveal — all-reduce of the int64 shares, decoded here as int64 / 2^bits in float64
@@ -50,8 +56,11 @@ from mpc.costs import CostLedger
 from mpc.crypten_loader import load_crypten
 from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
-from mpc.plane.provider import DealerProvider
-from mpc.primitives import Prepared
+from mpc.plane.dealer_client import DealerLink
+from mpc.plane.dealer_ops import fixed_mask
+from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
+from mpc.primitives import Fixed, Prepared
+from mpc.protocols.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -99,6 +108,23 @@ class CrypTenSecret(Secret):
 
     def __repr__(self) -> str:  # never print the share itself
         return f"CrypTenSecret(shape={tuple(self.share.shape)}, bits={self.bits})"
+
+
+class CrypTenFixed(Fixed):
+    """A fixed operand: its number in the session, the opened E = Y − B_Y, this party's
+    Z_p (Z_0 + Z_1 = Y), the scale exponent and the session's dealer link."""
+
+    __slots__ = ("number", "opened", "own", "bits", "link")
+
+    def __init__(self, number: int, opened: torch.Tensor, own: torch.Tensor, bits: int, link: DealerLink) -> None:
+        self.number, self.opened, self.own, self.bits, self.link = number, opened, own, bits, link
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.opened.shape
+
+    def __repr__(self) -> str:  # never print the share
+        return f"CrypTenFixed(number={self.number}, shape={tuple(self.opened.shape)}, bits={self.bits})"
 
 
 def _to_tensor(x: Public | Prepared) -> torch.Tensor:
@@ -430,6 +456,58 @@ class CrypTenBackend(Backend):
         if not isinstance(b, Secret):
             raise TypeError("matmul needs at least one secret operand")
         return self._to_precision(self._raw_product("matmul", self._check(b), a, left_public=True))
+
+    # ------------------------------------------------------------------ fixed operands
+    def fix(self, items: Sequence[Secret]) -> list[Fixed]:
+        """Open E = Y − B_Y for every item in one round (`protocols/fixed_beaver.py`); the
+        masks' shares come from this session's derived PRG streams, numbered in order."""
+        ys = [self._check(y) for y in items]
+        if not ys:
+            return []
+        self._sync("fix", *self._sig(*ys))
+        link = session_link()
+        numbers = link.number_fixed(len(ys))
+        masks = [fixed_mask(link.prg, i, tuple(y.shape)) for i, y in zip(numbers, ys, strict=True)]
+        views = fix_operands(
+            self.rank, [y.share for y in ys], masks, lambda ts: comm.get().all_reduce(ts, batched=True)
+        )
+        return [CrypTenFixed(i, v.opened, v.own, y.bits, link) for i, v, y in zip(numbers, views, ys, strict=True)]
+
+    def fixed_current(self, fixed: Fixed) -> bool:
+        return isinstance(fixed, CrypTenFixed) and fixed.link is DealerProvider.link
+
+    def _fixed_group(self, fixed: Sequence[Fixed], op: str) -> tuple[tuple[int, ...], list[int]]:
+        """The common shape and the numbers of operands fixed in this session with one scale."""
+        if not fixed or not all(self.fixed_current(f) for f in fixed):
+            raise ValueError(f"{op} needs operands fixed in this session (fix them again)")
+        operand = tuple(fixed[0].shape)
+        if any(tuple(f.shape) != operand for f in fixed) or len({f.bits for f in fixed}) != 1:  # type: ignore[attr-defined]
+            raise ValueError(f"the fixed operands of one {op} must share their shape and scale")
+        return operand, [f.number for f in fixed]  # type: ignore[attr-defined]
+
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> CrypTenSecret:
+        """[a_cᵀb_c] per pair from the openings E and one `dot_fixed` share: no communication
+        with the peer (`protocols/fixed_beaver.py`), one truncation per scalar product."""
+        if len(a) != len(b):
+            raise ValueError("fixed_dot takes pairs: as many first as second operands")
+        operand, numbers = self._fixed_group([*a, *b], "fixed_dot")
+        pairs = [n for i in range(len(a)) for n in (numbers[i], numbers[len(a) + i])]
+        self._sync("fixed_dot", operand, pairs)
+        c = fixed_dot_share(operand, pairs)
+        view = [FixedShares(f.opened, f.own) for f in (*a, *b)]  # type: ignore[attr-defined]
+        raw = torch.stack([fixed_dot(self.rank, view[i], view[len(a) + i], c[i]) for i in range(len(a))])
+        return self._to_precision(CrypTenSecret(raw, 2 * a[0].bits))  # type: ignore[attr-defined]
+
+    def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
+        """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size."""
+        x = self._check(x)
+        operand, numbers = self._fixed_group(fixed, "fixed_matmul")
+        self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
+        a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
+        opened = torch.stack([f.opened for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
+        own = torch.stack([f.own for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
+        raw = fixed_product(x.share, a, c, opened, own, comm.get().all_reduce)
+        return self._to_precision(CrypTenSecret(raw, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ comparisons
     def _ltz(self, share: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
-from mpc.primitives import Prepared
+from mpc.primitives import Fixed, Prepared
 
 
 class PlainSecret(Secret):
@@ -39,6 +39,19 @@ class PlainSecret(Secret):
 
     def __repr__(self) -> str:
         return f"PlainSecret(shape={tuple(self.value.shape)})"
+
+
+class PlainFixed(Fixed):
+    """A fixed operand: the float64 tensor itself (nothing to open)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.value.shape
 
 
 def _val(x: Secret | Public) -> torch.Tensor | float | int:
@@ -109,6 +122,27 @@ class PlainBackend(Backend):
 
     def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> PlainSecret:
         return PlainSecret(torch.matmul(_val(a), _val(b)))  # type: ignore[arg-type]
+
+    def fix(self, items: Sequence[Secret]) -> list[Fixed]:
+        """Keep each tensor (no session, nothing opened)."""
+        return [PlainFixed(_val(y)) for y in items]  # type: ignore[arg-type]
+
+    def fixed_current(self, fixed: Fixed) -> bool:
+        return isinstance(fixed, PlainFixed)
+
+    def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> PlainSecret:
+        """A plain matmul with the stacked operands."""
+        if not all(isinstance(f, PlainFixed) for f in fixed):
+            raise TypeError("PlainBackend multiplies only its own fixed operands")
+        y = torch.stack([f.value for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
+        return PlainSecret(torch.matmul(_val(x), y))  # type: ignore[arg-type]
+
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> PlainSecret:
+        """Σ a_c·b_c over all elements, per pair."""
+        if not all(isinstance(f, PlainFixed) for f in (*a, *b)):
+            raise TypeError("PlainBackend multiplies only its own fixed operands")
+        dots = [(x.value * y.value).sum() for x, y in zip(a, b, strict=True)]  # type: ignore[attr-defined]
+        return PlainSecret(torch.stack(dots) if dots else torch.zeros(0, dtype=torch.float64))
 
     def sum(self, a: Secret, dim: int | None = None) -> PlainSecret:
         v = _val(a)

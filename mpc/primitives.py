@@ -67,6 +67,19 @@ class Secret(ABC):
         return self.shape[0]
 
 
+class Fixed(ABC):
+    """Handle to a secret operand fixed for many products (`Primitives.fix`).
+
+    Valid in the session that fixed it (`Primitives.fixed_current`); never stored: a
+    resumed run fixes its operands again.
+    """
+
+    @property
+    @abstractmethod
+    def shape(self) -> torch.Size:
+        """Shape of the fixed operand (public)."""
+
+
 class Primitives(ABC):
     """Operations on secret values that a backend implements (see the module docstring)."""
 
@@ -161,6 +174,25 @@ class Primitives(ABC):
     def matmul(self, a: Secret | torch.Tensor, b: Secret | torch.Tensor) -> Secret:
         """Matrix product; at least one operand is secret. Local when the other operand is
         public (e.g. u_i = ⟨[g_i], M_{i−1} − M_i⟩)."""
+
+    @abstractmethod
+    def fix(self, items: Sequence[Secret]) -> list[Fixed]:
+        """Fix secret operands for many `fixed_matmul` / `fixed_dot` calls: the CrypTen backend
+        opens each once under a fresh mask (`protocols/fixed_beaver.py`), in one round for all."""
+
+    @abstractmethod
+    def fixed_current(self, fixed: Fixed) -> bool:
+        """Whether `fixed` belongs to the running session (else fix its operand again)."""
+
+    @abstractmethod
+    def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> Secret:
+        """x @ Y with Y = stack(fixed operands) reshaped to `shape` (all operands of one shape);
+        opens only x's size per call."""
+
+    @abstractmethod
+    def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> Secret:
+        """[a_cᵀb_c] over all elements, for each pair c of fixed operands of one shape: shape
+        (len(a),); opens nothing (the CrypTen backend asks the dealer for [B_aᵀB_b])."""
 
     def prepare(self, x: torch.Tensor) -> Prepared:
         """A public operand reused in many products (`Prepared`); the plain form keeps the float64 tensor."""

@@ -18,10 +18,12 @@ Per buffer state (the pairs change only when a pair enters) a client's `CompactF
 A, the secret k×k Gram matrix YᵀY, σ_k and D·K⁻¹ with D = diag(σ_k·I, I) (one SecMI per
 buffer state), so the coefficients' tail −D·K⁻¹·p is one small product per round. Per round the
 only m-sized work is local (Yᵀv̂, a public-operand product) plus one secret product Y·c_y
-that expands the coefficients; ‖B_k v̂‖² = cᵀGc with G = [v̂, S, Y]ᵀ[v̂, S, Y] built from
-public blocks, Yᵀv̂, A and YᵀY (no m-sized secure square). Products of a secret with a long
-public vector use `Backend.dot` (elementwise, one truncation of the sum) per client, not
-batched matmuls with long inner dimensions.
+that expands the coefficients — a fixed-operand product (`Backend.fix`, `fixed_matmul`):
+each row ŷ is opened under a mask once (Starfish: when its pair enters), a round opens only c_y;
+‖B_k v̂‖² = cᵀGc with G = [v̂, S, Y]ᵀ[v̂, S, Y] built from public blocks, Yᵀv̂, A and YᵀY
+(no m-sized secure square). Products of a secret with a long public vector use
+`Backend.dot` (elementwise, one truncation of the sum) per client, not batched matmuls
+with long inner dimensions.
 
 The curvature safeguards (docs/ALGORITHM.md §3, "safeguards") are here too so both backends apply the
 same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mpc.backend import Backend, Public, Secret
+from mpc.backend import Backend, Fixed, Public, Secret
 
 
 @dataclass(frozen=True)
@@ -138,16 +140,25 @@ def product_square(
     return backend.dot(c, gc)
 
 
-def expand(backend: Backend, s_rows: Sequence[Public], y: Secret, v_hat: torch.Tensor, c: Secret) -> Secret:
+def expand(
+    backend: Backend, s_rows: Sequence[Public], y_rows: Sequence[Fixed], v_hat: torch.Tensor, c: Secret
+) -> Secret:
     """[v̂, S, Y]·c (n, m): c₀·v̂ and S_c·c_s are local (S_c = s_rows[c], (k, m), e.g. prepared once
-    per buffer state), Y·c_y is one secret product for the batch."""
-    n, k, m = y.shape
+    per buffer state), Y·c_y is one fixed-operand product for the batch (`y_rows`: the n·k rows ŷ
+    fixed by `Backend.fix`, client-major), which opens only c_y (n·k values)."""
+    n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
     first = backend.mul(backend.index(c, (slice(None), slice(0, 1))), backend.prepare(v_hat))  # (n, m)
     c_s = backend.index(c, (slice(None), slice(1, 1 + k)))
     s_part = [backend.matmul(backend.index(c_s, slice(i, i + 1)), s_rows[i]) for i in range(n)]  # (1, m) each
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
-    secret_part = backend.reshape(backend.matmul(c_y, y), (n, m))
+    secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
     return backend.add(backend.add(first, backend.cat(s_part, dim=0)), secret_part)
+
+
+def fix_rows(backend: Backend, y: Secret) -> list[Fixed]:
+    """The rows y[c, i] of a secret (n, k, m) fixed for products, client-major (one opening)."""
+    n, k, _ = y.shape
+    return backend.fix([backend.index(y, (c, i)) for c in range(n) for i in range(k)])
 
 
 def hessian_vector_product(
@@ -162,7 +173,7 @@ def hessian_vector_product(
     v_norm = float(torch.linalg.vector_norm(v))
     form = compact_form(backend, s, y, gram(backend, y), inverse)
     c, _ = coefficients(backend, form, s, y, v / v_norm)
-    return backend.mul(expand(backend, list(s), y, v / v_norm, c), v_norm)
+    return backend.mul(expand(backend, list(s), fix_rows(backend, y), v / v_norm, c), v_norm)
 
 
 def squared_norms(backend: Backend, x: Secret) -> Secret:

@@ -5,7 +5,9 @@ certificate names the configured dealer identity, joins the session as rank r an
 receives this party's 32-byte PRG key (`mpc.plane.prg`). party 1 then closes the
 connection (it expands its key locally); party 0 keeps it and `fetch`es its share of
 each correlated value (`mpc.plane.dealer_ops`). The link counts what it received and how
-long party 0 waited: the "offline" bytes and seconds of the cost ledger.
+long party 0 waited: the "offline" bytes and seconds of the cost ledger. It also numbers
+the session's fixed operands (`number_fixed`, `mpc.protocols.fixed_beaver`): a counter
+both parties advance in protocol order, starting at 0 in every session.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ class DealerLink:
         self.bytes = 0  #: payload bytes of the shares received from the dealer
         self.seconds = 0.0  #: time spent waiting for them
         self.requests = 0
+        self.fixed_operands = 0  #: fixed operands numbered so far in this session
+
+    def number_fixed(self, count: int) -> list[int]:
+        """The next `count` fixed-operand numbers of this session (both parties, protocol order)."""
+        start = self.fixed_operands
+        self.fixed_operands += count
+        return list(range(start, start + count))
 
     def fetch(self, request: Request, shape: tuple[int, ...]) -> torch.Tensor:
         """party 0: the dealer's share V_0 for `request` (an int64 tensor of `shape`)."""

@@ -16,10 +16,25 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `binary` | shapes a, b | a_p, b_p (64-bit) | a ∧ b (XOR-shared) |
 | `wraps` | shape | r_p | θ = number of wraps of r_0 + r_1 |
 | `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
+| `matmul_fixed` | shapes a, operand, view; fixed ids | a_p | a @ B, B = the fixed masks |
+| `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
+
+`matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
+Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
+B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
+(`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.
+The dealer rebuilds B_i from both keys for every request (it keeps no state per
+operand), stacks the masks of the listed ids, reshapes the stack to `view` and returns
+party 0's share of a @ B; the parties draw only a_p from their main streams. `dot_fixed`
+serves the scalar products of fixed operands with each other (`count` pairs of ids): no
+local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
-{"kind": ..., "shapes": [[...], ...]}; `parse` validates it (known kind, right number of
-shapes, non-negative dimensions, at most `limit` elements) before anything is computed.
+{"kind": ..., "shapes": [[...], ...]} (the fixed-operand kinds: also "fixed": [ids]);
+`parse` validates it (known kind, right number of shapes, non-negative dimensions, at most
+`limit` elements per tensor — for the fixed-operand kinds also the masks the dealer
+rebuilds, ids × operand elements — at most `MAX_FIXED` ids, each a non-negative integer,
+as many as the shapes call for) before anything is computed.
 How to add a kind: docs/DEPLOY.md, "Adding a dealer request kind".
 """
 
@@ -35,6 +50,10 @@ from mpc.plane.prg import Prg
 
 Shape = tuple[int, ...]
 MAX_DIMS = 8
+MAX_FIXED = 1 << 16
+"""Fixed-operand numbers one request may name."""
+FIXED_LABEL = b"fixed-operand"
+"""The label of the derived PRG streams that hold the fixed operands' masks."""
 
 
 class RequestError(ValueError):
@@ -45,9 +64,13 @@ class RequestError(ValueError):
 class Request:
     kind: str
     shapes: tuple[Shape, ...]
+    fixed: tuple[int, ...] = ()  #: the fixed-operand kinds: the operands' numbers, in the kind's order
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
+        out: dict[str, Any] = {"kind": self.kind, "shapes": [list(s) for s in self.shapes]}
+        if self.fixed:
+            out["fixed"] = list(self.fixed)
+        return out
 
 
 @dataclass(frozen=True)
@@ -61,6 +84,9 @@ class DealerOp:
     combine: Callable[[list[torch.Tensor], list[torch.Tensor]], torch.Tensor]
     xor: bool = False  #: V is XOR-shared (binary), else additively shared
     tail_bits: int = 64
+    #: for kinds that name fixed operands: whether n ids fit the shapes (None: takes none)
+    fixed_fit: Callable[[tuple[Shape, ...], int], bool] | None = None
+    fixed_operand: int = 0  #: which of the shapes is a fixed operand's (bounds the rebuilt masks)
 
     def tail(self, prg: Prg, shape: Shape) -> torch.Tensor:
         """Party 1's share of V, drawn from its stream."""
@@ -97,6 +123,52 @@ def count_wraps(r0: torch.Tensor, r1: torch.Tensor) -> torch.Tensor:
     """θ with r_0 + r_1 = (r_0 + r_1 mod 2^64) + θ·2^64 over the signed integers."""
     total = r0 + r1
     return ((r0 > 0) & (r1 > 0) & (total < 0)).long() - ((r0 < 0) & (r1 < 0) & (total >= 0)).long()
+
+
+def fixed_mask(prg: Prg, index: int, shape: Shape) -> torch.Tensor:
+    """B_{p,i}: party p's share of fixed operand i's mask, from its derived stream (module doc)."""
+    return prg.derive(FIXED_LABEL, index).ring(shape)
+
+
+class FixedMatmulOp(DealerOp):
+    """`matmul_fixed`: shapes (a, operand, view); V = a @ reshape(stack_i B_i, view).
+
+    The parties' local shares are a_p only; the dealer rebuilds B = B_0 + B_1 from the
+    derived streams and hands it to `combine` as party 0's second local tensor.
+    """
+
+    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        operand, view = request.shapes[1], request.shapes[2]
+        masks = torch.empty((len(request.fixed), *operand), dtype=torch.long)
+        for row, i in enumerate(request.fixed):  # written in place: one m-sized stack, no copies
+            torch.add(fixed_mask(prg0, i, operand), fixed_mask(prg1, i, operand), out=masks[row])
+        l0, l1 = self.local(prg0, request.shapes), self.local(prg1, request.shapes)
+        value = self.combine([l0[0], masks.reshape(view)], l1)
+        return value - self.tail(prg1, tuple(value.shape))
+
+
+class FixedDotOp(DealerOp):
+    """`dot_fixed`: shapes (operand, (count,)); V_c = Σ B_{i_c} ⊙ B_{j_c} for the id pairs.
+
+    No local shares; the dealer rebuilds each named mask once and hands `combine` the
+    stacked first and second operands of the pairs, flattened to (count, elements).
+    """
+
+    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        operand = request.shapes[0]
+        masks = {
+            i: (fixed_mask(prg0, i, operand) + fixed_mask(prg1, i, operand)).reshape(-1) for i in set(request.fixed)
+        }
+        firsts = torch.stack([masks[i] for i in request.fixed[::2]])
+        seconds = torch.stack([masks[j] for j in request.fixed[1::2]])
+        value = self.combine([firsts], [seconds])
+        return value - self.tail(prg1, tuple(value.shape))
+
+
+def _count(shapes: tuple[Shape, ...]) -> Shape:
+    if len(shapes[1]) != 1:
+        raise RuntimeError(f"the count is a shape of one dimension, got {list(shapes[1])}")
+    return shapes[1]
 
 
 OPS: dict[str, DealerOp] = {}
@@ -140,6 +212,27 @@ register(
 )
 register(DealerOp("wraps", 1, _ring_each, lambda s: s[0], lambda l0, l1: count_wraps(l0[0], l1[0])))
 register(DealerOp("b2a", 1, _bit, lambda s: s[0], lambda l0, l1: l0[0] ^ l1[0]))
+register(
+    FixedMatmulOp(
+        "matmul_fixed",
+        3,
+        lambda prg, shapes: [prg.ring(shapes[0])],
+        lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
+        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
+        fixed_fit=lambda s, n: n * _elements(s[1]) == _elements(s[2]),
+        fixed_operand=1,
+    )
+)
+register(
+    FixedDotOp(
+        "dot_fixed",
+        2,
+        lambda prg, shapes: [],
+        _count,
+        lambda firsts, seconds: (firsts[0] * seconds[0]).sum(1),
+        fixed_fit=lambda s, n: n == 2 * _elements(s[1]),
+    )
+)
 
 
 def _shape(value: Any) -> Shape:
@@ -166,6 +259,7 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
     if not isinstance(raw, list) or len(raw) != op.n_shapes:
         raise RequestError(f"{op.kind} takes {op.n_shapes} shape(s), got {raw!r}")
     shapes = tuple(_shape(s) for s in raw)
+    fixed = _fixed_ids(op, message.get("fixed"))
     try:
         out = op.output_shape(shapes)
     except RuntimeError as exc:
@@ -173,9 +267,30 @@ def parse(message: dict[str, Any], limit: int) -> tuple[DealerOp, Request]:
     largest = max(_elements(s) for s in (*shapes, out))
     if largest > limit:
         raise RequestError(f"{op.kind}: {largest} elements exceed this dealer's limit of {limit} per tensor")
-    return op, Request(op.kind, shapes)
+    if op.fixed_fit is not None and not op.fixed_fit(shapes, len(fixed)):
+        raise RequestError(f"{op.kind}: {len(fixed)} fixed operands do not fit shapes {[list(s) for s in shapes]}")
+    masks = len(fixed) * _elements(shapes[op.fixed_operand])
+    if masks > limit:
+        raise RequestError(f"{op.kind}: {masks} elements of rebuilt masks exceed this dealer's limit of {limit}")
+    return op, Request(op.kind, shapes, fixed)
 
 
-def request(kind: str, shapes: Sequence[Sequence[int]]) -> tuple[DealerOp, Request]:
+def _fixed_ids(op: DealerOp, raw: Any) -> tuple[int, ...]:
+    """The fixed operands' numbers of a request: only for kinds that take them, 1..MAX_FIXED of them."""
+    if op.fixed_fit is None:
+        if raw is not None:
+            raise RequestError(f"{op.kind} takes no fixed operands")
+        return ()
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_FIXED:
+        raise RequestError(f"{op.kind} takes a list of 1 to {MAX_FIXED} fixed operand numbers, got {raw!r}")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**63 for i in raw):
+        raise RequestError(f"fixed operand numbers must be non-negative integers, got {raw!r}")
+    return tuple(int(i) for i in raw)
+
+
+def request(kind: str, shapes: Sequence[Sequence[int]], fixed: Sequence[int] | None = None) -> tuple[DealerOp, Request]:
     """The party side's request object (no size limit: the dealer enforces its own)."""
-    return parse({"kind": kind, "shapes": [list(s) for s in shapes]}, limit=1 << 62)
+    message: dict[str, Any] = {"kind": kind, "shapes": [list(s) for s in shapes]}
+    if fixed is not None:
+        message["fixed"] = [int(i) for i in fixed]
+    return parse(message, limit=1 << 62)

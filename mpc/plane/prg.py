@@ -10,10 +10,18 @@ stream in the same order (the protocol's order of requests), they derive the sam
 values without sending them; the security of the triples rests on AES being a
 pseudorandom permutation. This replaces CrypTen's TTP generators (torch's Mersenne
 Twister, whose outputs are predictable from a few hundred words).
+
+`derive(label, index)` gives a second, independent stream from the same key: the key
+K' = HMAC-SHA256(key, label ‖ index as 8 bytes big-endian), expanded the same way. Both
+the party and the dealer can build it at any time without touching the main stream; the
+fixed-operand products (`mpc.protocols.fixed_beaver`) draw the mask of fixed operand i of
+a session from `derive(b"fixed-operand", i)`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from collections.abc import Sequence
 
@@ -38,8 +46,18 @@ class Prg:
     def __init__(self, key: bytes) -> None:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a PRG key has {KEY_BYTES} bytes, got {len(key)}")
+        self._key = key
         self._enc = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor()
         self.words = 0  #: int64 words drawn so far (both ends must agree on it)
+
+    def derive(self, label: bytes, index: int) -> Prg:
+        """The independent stream keyed HMAC-SHA256(key, label ‖ index) (module doc)."""
+        if not 0 <= index < 2**63:
+            raise ValueError(f"a derived stream's index is in 0..2^63 - 1, got {index}")
+        return Prg(hmac.new(self._key, label + index.to_bytes(8, "big"), hashlib.sha256).digest())
+
+    def __repr__(self) -> str:  # never print the key
+        return f"Prg(words={self.words})"
 
     def _words(self, n: int) -> np.ndarray:
         # the keystream is written straight into the result (update_into needs 15 spare bytes)

@@ -7,6 +7,8 @@ local shares from its AES-CTR stream (`mpc.plane.prg`, keyed by the dealer) and 
 fetches its share of the correlated value from the dealer. It is installed under
 CrypTen's "TTP" name (`install`), so `cfg.mpc.provider == "TTP"` means "our dealer";
 CrypTen's own TTP client (torch.distributed, Mersenne Twister seeds) is never used.
+`fixed_matmul_pair` and `fixed_dot_share` serve the backend's fixed-operand products,
+which CrypTen has not.
 """
 
 from __future__ import annotations
@@ -33,13 +35,13 @@ class DealerProvider(TupleProvider):
     NAME = "TTP"
     link: DealerLink | None = None
 
-    def _draw(self, kind: str, device: Any, *shapes: Any) -> tuple[list[torch.Tensor], torch.Tensor]:
+    def _draw(
+        self, kind: str, device: Any, *shapes: Any, fixed: list[int] | None = None
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError("the dealer serves CPU tensors only")
-        link = DealerProvider.link
-        if link is None:
-            raise RuntimeError("no MPC session is open (the dealer link is missing)")
-        op, req = request(kind, [tuple(s) for s in shapes])
+        link = session_link()
+        op, req = request(kind, [tuple(s) for s in shapes], fixed)
         return op.party_shares(link.prg, link.rank, req, lambda r: link.fetch(r, op.output_shape(r.shapes)))
 
     def generate_additive_triple(self, size0, size1, op, device=None, *args, **kwargs):
@@ -71,6 +73,29 @@ class DealerProvider(TupleProvider):
         """A random bit shared arithmetically (rA) and in binary (rB)."""
         (bit,), arith = self._draw("b2a", device, size)
         return ArithmeticSharedTensor.from_shares(arith, precision=0), BinarySharedTensor.from_shares(bit)
+
+
+def fixed_matmul_pair(
+    size: tuple[int, ...], operand: tuple[int, ...], view: tuple[int, ...], fixed: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a_p, [a @ B]_p) for the fixed operands `fixed` stacked and reshaped to `view`
+    (`matmul_fixed`, `mpc.protocols.fixed_beaver`): this party's raw int64 shares."""
+    (a,), c = _INSTANCE._draw("matmul_fixed", None, size, operand, view, fixed=fixed)
+    return a, c
+
+
+def fixed_dot_share(operand: tuple[int, ...], fixed: list[int]) -> torch.Tensor:
+    """[Σ B_i ⊙ B_j] for each pair (i, j) of `fixed` = [i_1, j_1, i_2, j_2, …] (`dot_fixed`)."""
+    _, c = _INSTANCE._draw("dot_fixed", None, operand, (len(fixed) // 2,), fixed=fixed)
+    return c
+
+
+def session_link() -> DealerLink:
+    """The open session's dealer link (its PRG, rank and fixed-operand counter)."""
+    link = DealerProvider.link
+    if link is None:
+        raise RuntimeError("no MPC session is open (the dealer link is missing)")
+    return link
 
 
 def install(link: DealerLink | None) -> None:

@@ -12,16 +12,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpc.plane.dealer_ops import OPS, RequestError, count_wraps, parse, request
+from mpc.plane.dealer_ops import MAX_FIXED, OPS, RequestError, count_wraps, fixed_mask, parse, request
 from mpc.plane.prg import Prg, new_key
 
 dims = st.integers(0, 5)
 
 
-def _shares(kind: str, shapes):
-    keys = (new_key(), new_key())
+def _shares(kind: str, shapes, fixed=None, keys=None):
+    keys = keys or (new_key(), new_key())
     party, dealer = [Prg(k) for k in keys], [Prg(k) for k in keys]
-    op, req = request(kind, shapes)
+    op, req = request(kind, shapes, fixed)
     out0 = op.party_shares(party[0], 0, req, lambda r: op.dealer_share0(dealer[0], dealer[1], r))
     out1 = op.party_shares(party[1], 1, req, lambda r: pytest.fail("party 1 never asks the dealer"))
     assert [p.words for p in party] == [d.words for d in dealer]
@@ -52,6 +52,48 @@ def test_square_wraps_b2a(shape):
     assert torch.equal(ar0 + ar1, bit0 ^ bit1)
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(1, 3),
+    k=st.integers(1, 3),
+    m=dims,
+    rows=st.integers(1, 2),
+    first=st.integers(0, 2**62),
+)
+def test_matmul_fixed_reconstructs_a_times_the_fixed_masks(n, k, m, rows, first):
+    """C = A @ B with B the fixed operands' masks, each rebuilt from both parties' derived streams."""
+    keys = (new_key(), new_key())
+    ids = [first + 3 * i for i in range(n * k)]  # any numbers, in the caller's stacking order
+    ((a0,), c0), ((a1,), c1) = _shares("matmul_fixed", [(n, rows, k), (m,), (n, k, m)], ids, keys)
+    masks = [torch.stack([fixed_mask(Prg(key), i, (m,)) for i in ids]) for key in keys]
+    b = (masks[0] + masks[1]).reshape(n, k, m)
+    assert torch.equal(c0 + c1, torch.matmul(a0 + a1, b))
+    assert c0.shape == (n, rows, m)
+
+
+@settings(max_examples=25, deadline=None)
+@given(count=st.integers(1, 4), m=dims, data=st.data())
+def test_dot_fixed_reconstructs_the_masks_scalar_products(count, m, data):
+    """V_c = Σ B_{i_c}·B_{j_c}, ids repeated or paired with themselves included."""
+    keys = (new_key(), new_key())
+    ids = data.draw(st.lists(st.integers(0, 5), min_size=2 * count, max_size=2 * count))
+    (local0, c0), (local1, c1) = _shares("dot_fixed", [(m,), (count,)], ids, keys)
+    assert local0 == [] and local1 == []
+    mask = {i: fixed_mask(Prg(keys[0]), i, (m,)) + fixed_mask(Prg(keys[1]), i, (m,)) for i in ids}
+    expected = torch.stack([(mask[i] * mask[j]).sum() for i, j in zip(ids[::2], ids[1::2], strict=True)])
+    assert torch.equal(c0 + c1, expected)
+
+
+def test_fixed_masks_are_independent_of_the_main_stream():
+    """Drawing a fixed mask leaves the main stream where it was, and numbers give distinct masks."""
+    prg = Prg(new_key())
+    first = fixed_mask(prg, 0, (4,))
+    assert prg.words == 0
+    assert torch.equal(first, fixed_mask(prg, 0, (4,)))
+    assert not torch.equal(first, fixed_mask(prg, 1, (4,)))
+    assert not torch.equal(first, prg.ring((4,)))
+
+
 def test_count_wraps_against_python_integers():
     gen = torch.Generator().manual_seed(0)
     r0, r1 = (torch.randint(-(2**63), 2**63 - 1, (2000,), generator=gen) for _ in range(2))
@@ -73,6 +115,22 @@ def test_count_wraps_against_python_integers():
         ({"kind": "matmul", "shapes": [[2, 3], [4, 5]]}, "do not combine"),
         ({"kind": "square", "shapes": [[1001]]}, "limit of 1000"),
         ({"kind": "square", "shapes": "[3]"}, "takes 1 shape"),
+        ({"kind": "mul", "shapes": [[2], [2]], "fixed": [0]}, "takes no fixed operands"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]]}, "list of 1 to"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": []}, "list of 1 to"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, -1]}, "non-negative"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, True]}, "non-negative"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, 1.5]}, "non-negative"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": "01"}, "list of 1 to"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0]}, "do not fit"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [3, 2]], "fixed": [0, 1]}, "do not combine"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0] * (MAX_FIXED + 1)}, "list of 1 to"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [600], [2, 600]], "fixed": [0, 1]}, "limit of 1000"),
+        ({"kind": "matmul_fixed", "shapes": [[1, 2], [3], [2, 3]], "fixed": [0, 2**63]}, "non-negative"),
+        ({"kind": "dot_fixed", "shapes": [[3], [2]], "fixed": [0, 1, 2]}, "do not fit"),
+        ({"kind": "dot_fixed", "shapes": [[3], [1, 1]], "fixed": [0, 1]}, "do not combine"),
+        ({"kind": "dot_fixed", "shapes": [[3]], "fixed": [0, 1]}, "takes 2 shape"),
+        ({"kind": "dot_fixed", "shapes": [[300], [2]], "fixed": [0, 1, 2, 3]}, "rebuilt masks exceed"),
     ],
 )
 def test_bad_requests_refused(message, why):
@@ -80,5 +138,5 @@ def test_bad_requests_refused(message, why):
         parse(message, limit=1000)
 
 
-def test_registry_lists_cryptens_ttp_kinds():
-    assert set(OPS) == {"mul", "matmul", "square", "binary", "wraps", "b2a"}
+def test_registry_lists_cryptens_ttp_kinds_and_the_fixed_operand_kinds():
+    assert set(OPS) == {"mul", "matmul", "square", "binary", "wraps", "b2a", "matmul_fixed", "dot_fixed"}

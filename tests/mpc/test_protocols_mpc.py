@@ -104,6 +104,53 @@ def test_arithmetic_within_tolerance(cluster, xyw):
 
 @MPC_SETTINGS
 @given(
+    st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 40), st.integers(1, 2), st.integers(2, 3)).flatmap(
+        lambda d: st.tuples(
+            st.just(d),
+            vec(grid(-10, 3), d[0] * d[1] * d[2]),
+            st.lists(vec(grid(-10, 3), d[0] * d[3] * d[1]), min_size=d[4], max_size=d[4]),
+        )
+    )
+)
+def test_fixed_operand_products_match_plaintext(cluster, data):
+    """One fixing, several products with fresh factors: each within the tolerance of one product."""
+    (n, k, m, r, _), flat, xs_flat = data
+    rows = flat.reshape(n * k, m)  # n·k fixed operands of shape (m,)
+    xs = [x.reshape(n, r, k) for x in xs_flat]
+    got, other = cluster.run(cases.fixed_products, rows, xs, (n, k, m))
+    y = rows.reshape(n, k, m)
+    for product, x in zip(got["products"], xs, strict=True):
+        expected = P.reveal(P.fixed_matmul(sh(x), P.fix([sh(row) for row in rows]), (n, k, m)))
+        assert torch.equal(expected, x @ y)
+        # one truncation of the sum of k products: < 2 ulp, like any matmul
+        err = float((product - expected).abs().max())
+        assert err < 2 * ULP, err / ULP
+        rel = float((product - expected).norm() / max(float(expected.norm()), ULP))
+        assert rel < 1e-3 or err < 2 * ULP
+    assert float((got["single"] - xs[0][..., :1, :1] * rows[0]).abs().max()) < 2 * ULP
+    # both parties number their fixed operands alike, counting on within the session
+    assert got["numbers"] == other["numbers"]
+    assert got["numbers"][-1] == got["numbers"][-2] + 1 and got["current"] and other["current"]
+    # a product opens only the small factor: n·r·k int64 sent and received (plus the 8-byte
+    # lock-step digest each way), and party 0 fetches C's share, n·r·m int64
+    assert got["cost"]["online_bytes"] == 2 * 8 + 2 * 8 * n * r * k
+    assert got["cost"]["online_rounds"] == 2
+    assert got["cost"]["offline_bytes"] == 8 * n * r * m
+    # scalar products of fixed operands: < 2 ulp (one truncation each), nothing opened (only
+    # the lock-step digest crosses), one int64 per product from the dealer
+    count = n * k
+    order = list(range(count))
+    firsts, seconds = rows[order + order + [0]], rows[order + order[1:] + order[:1] + [0]]
+    expected_dots = (firsts * seconds).sum(1)
+    assert torch.equal(
+        P.reveal(P.fixed_dot(P.fix(list(map(sh, firsts))), P.fix(list(map(sh, seconds))))), expected_dots
+    )
+    assert float((got["dots"] - expected_dots).abs().max()) < 2 * ULP
+    assert got["dots_cost"]["online_bytes"] == 2 * 8 and got["dots_cost"]["offline_bytes"] == 8 * (2 * count + 1)
+
+
+@MPC_SETTINGS
+@given(
     st.integers(1, 16).flatmap(
         lambda n: st.tuples(
             vec(grid(-12, 6), n),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -74,3 +76,55 @@ def test_dropped_correction_keeps_the_stored_gradient() -> None:
         estimate_gradients(backend, store, [f"c{j}" for j in range(CLIENTS)], backend.share(g), v, params)
     )
     torch.testing.assert_close(got, g)
+
+
+class SessionBackend(PlainBackend):
+    """The plaintext backend with sessions: a fixed handle is valid only in the session that
+    made it (like the CrypTen backend's), and every operand fixed is counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session, self.fixed_count = 0, 0
+        self.made: dict[int, int] = {}
+
+    def fix(self, items):
+        handles = super().fix(items)
+        self.fixed_count += len(handles)
+        self.made.update({id(h): self.session for h in handles})
+        return handles
+
+    def fixed_current(self, fixed) -> bool:
+        return self.made.get(id(fixed)) == self.session
+
+
+def test_pairs_are_fixed_once_per_session_and_again_after_a_new_session() -> None:
+    """Pairs are fixed on entry; rounds reuse the handles; a new session (or handles lost with
+    a checkpoint) fixes every pair again, with the same estimates."""
+    backend = SessionBackend()
+    store = PairState()
+    params = StarfishParams(buffer_size=2, hv_bound=1e6)
+    fill(backend, store, params, 3, seed=7)
+    names = [f"c{j}" for j in range(CLIENTS)]
+    assert backend.fixed_count == 3 * CLIENTS  # every accepted pair, once, when it entered
+    g = backend.share(torch.randn(CLIENTS, M, generator=torch.Generator().manual_seed(2), dtype=torch.float64))
+    v = torch.randn(M, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    first = backend.reveal(estimate_gradients(backend, store, names, g, v, params))
+    second = backend.reveal(estimate_gradients(backend, store, names, g, v, params))
+    assert backend.fixed_count == 3 * CLIENTS and torch.equal(first, second)
+    backend.session += 1  # a new session: every held handle is stale
+    resumed = backend.reveal(estimate_gradients(backend, store, names, g, v, params))
+    assert backend.fixed_count == 3 * CLIENTS + 2 * CLIENTS and torch.equal(resumed, first)
+    for pairs in store.buffers.values():  # handles are not part of a checkpoint
+        pairs[:] = [dataclasses.replace(p, fixed=None) for p in pairs]
+    assert backend.reveal(estimate_gradients(backend, store, names, g, v, params)).equal(first)
+    assert backend.fixed_count == 3 * CLIENTS + 4 * CLIENTS
+    # a pair entering in a new session: the pair it joins is fixed again for its YᵀY entry
+    backend.session += 1
+    before = backend.fixed_count
+    s = torch.randn(M, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    exact = backend.share(torch.stack([s] * CLIENTS))  # y = s: positive curvature
+    add_pairs(backend, store, names, 4, s, exact, backend.zeros((CLIENTS, M)), params)
+    assert backend.fixed_count == before + 2 * CLIENTS
+    buffers = [store.buffers[c] for c in names]
+    y = torch.stack([torch.stack([backend.reveal(p.y) for p in pairs]) for pairs in buffers])
+    torch.testing.assert_close(backend.reveal(stored_gram(backend, buffers)), y @ y.transpose(1, 2))

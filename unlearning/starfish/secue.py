@@ -17,7 +17,12 @@ cached in the store and rebuilt — one SecMI for all stale clients together —
 pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal
 ‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's square). Per round the bound of safeguard 2
 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
-(exact, a bit), and one secret product Y·c_y per client expands them to length m.
+(exact, a bit), and one secret product Y·c_y per client expands them to length m. That
+product is a fixed-operand one (`mpc.protocols.fixed_beaver`): each pair's ŷ is opened
+under a mask once, when it enters (again on its first use in a later session:
+`current_fixed`; the handle lives on the `CurvaturePair`, never in a checkpoint), so a
+round opens only the k·n values of c_y instead of Y, and the new row of YᵀY (ŷ against
+the pairs it joins) comes from the same openings with the dealer's [B_iᵀB_j], opening nothing.
 
 The two functions read and write only a `PairStore` (the clients' pair buffers, their
 cached forms and a log of inverses and curvature bits) and the `SecUESettings` below, so
@@ -33,7 +38,7 @@ from typing import Protocol
 
 import torch
 
-from mpc.backend import Backend, Prepared, Secret
+from mpc.backend import Backend, Fixed, Prepared, Secret
 from unlearning.lbfgs import (
     CompactForm,
     coefficients,
@@ -105,8 +110,8 @@ def add_pairs(
 
     A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
     is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
-    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted) with its row of
-    YᵀY against the B − 1 pairs it joins.
+    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted), fixed for products
+    (one opening for all accepted rows), with its row of YᵀY against the B − 1 pairs it joins.
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
@@ -122,33 +127,39 @@ def add_pairs(
     rows = torch.tensor(keep, dtype=torch.long)
     y_hat = backend.mul(backend.index(y, rows), 1.0 / norm)  # accepted rows only
     diag = backend.mul(backend.index(y2, rows), 1.0 / norm**2)  # ‖ŷ‖² = ‖y‖²/‖s‖²
+    new = backend.fix([backend.index(y_hat, pos) for pos in range(len(keep))])  # one opening of ŷ
     stays = max(params.buffer_size - 1, 0)
-    joined = {
-        pos: state.buffers.get(clients[idx], [])[len(state.buffers.get(clients[idx], [])) - stays :]
-        for pos, idx in enumerate(keep)
-    }
-    cross = _cross_products(backend, y_hat, joined)
+    joined = {pos: _joined(state, clients[idx], stays) for pos, idx in enumerate(keep)}
+    cross = _cross_products(backend, state, new, joined)
     for pos, idx in enumerate(keep):
         own = backend.index(diag, slice(pos, pos + 1))
         yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
-        pair = CurvaturePair(round=t, s=s / norm, y=backend.index(y_hat, pos), yy=yy)
+        pair = CurvaturePair(round=t, s=s / norm, y=backend.index(y_hat, pos), yy=yy, fixed=new[pos])
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
-def _cross_products(backend: Backend, y_hat: Secret, joined: dict[int, list[CurvaturePair]]) -> dict[int, Secret]:
-    """[ŷ_iᵀŷ] of each new pair (row `pos` of y_hat) with the pairs it joins, batched by their count."""
-    by_count: dict[int, list[int]] = defaultdict(list)
-    for pos, pairs in joined.items():
-        if pairs:
-            by_count[len(pairs)].append(pos)
+def _joined(state: PairStore, name: str, stays: int) -> list[tuple[str, int]]:
+    """The (client, position) of the pairs a new pair of `name` joins: the `stays` latest."""
+    held = len(state.buffers.get(name, []))
+    return [(name, i) for i in range(max(held - stays, 0), held)]
+
+
+def _cross_products(
+    backend: Backend, state: PairStore, new: list[Fixed], joined: dict[int, list[tuple[str, int]]]
+) -> dict[int, Secret]:
+    """[ŷ_newᵀŷ] of each new pair (`new[pos]`, fixed) with the pairs it joins, oldest first:
+    scalar products of fixed operands (`Backend.fixed_dot`), nothing opened."""
+    members = [(pos, member) for pos, held in joined.items() for member in held]
+    if not members:
+        return {}
+    olds = current_fixed(backend, state, [member for _, member in members])
+    dots = backend.fixed_dot([new[pos] for pos, _ in members], olds)
     out: dict[int, Secret] = {}
-    m = y_hat.shape[1]
-    for members in by_count.values():
-        new = backend.reshape(backend.index(y_hat, torch.tensor(members, dtype=torch.long)), (len(members), 1, m))
-        old = backend.stack([backend.stack([p.y for p in joined[pos]], dim=0) for pos in members], dim=0)
-        dots = backend.dot(new, old)  # (n_g, count)
-        for row, pos in enumerate(members):
-            out[pos] = backend.index(dots, row)
+    start = 0
+    for pos, held in joined.items():
+        if held:
+            out[pos] = backend.index(dots, slice(start, start + len(held)))
+            start += len(held)
     return out
 
 
@@ -212,7 +223,33 @@ def _estimate_group(
     g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
     s_rows = [prepared_rows(backend, state, name) for name in names]
-    return backend.add(g, backend.mul(expand(backend, s_rows, y, v_hat, kept), v_norm))
+    y_rows = fixed_rows(backend, state, names)
+    return backend.add(g, backend.mul(expand(backend, s_rows, y_rows, v_hat, kept), v_norm))
+
+
+def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
+    """The clients' ŷ rows fixed for the products Y·c_y (`Backend.fix`), client-major."""
+    return current_fixed(backend, state, [(name, i) for name in names for i in range(len(state.buffers[name]))])
+
+
+def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, int]]) -> list[Fixed]:
+    """The handles of the pairs `members` ((client, position) each), valid in this session.
+
+    A pair is fixed when it enters (`add_pairs`); a pair without a handle (loaded from a
+    checkpoint) or with one of an earlier session is fixed again here, all of them together
+    (one opening). Both parties hold the same pairs, so they fix the same ones in the same order.
+    """
+    stale = [
+        (name, i)
+        for name, i in members
+        if state.buffers[name][i].fixed is None or not backend.fixed_current(state.buffers[name][i].fixed)
+    ]
+    handles = backend.fix([state.buffers[name][i].y for name, i in stale])
+    for (name, i), handle in zip(stale, handles, strict=True):
+        pairs = list(state.buffers[name])
+        pairs[i] = dataclasses.replace(pairs[i], fixed=handle)
+        state.buffers[name] = pairs
+    return [state.buffers[name][i].fixed for name, i in members]  # type: ignore[misc]
 
 
 def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from mpc.backend import Prepared, Secret
+from mpc.backend import Fixed, Prepared, Secret
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import StarfishLog
 from unlearning.strategy import ResumableState
@@ -50,6 +50,9 @@ class CurvaturePair:
     #: [ŷ_iᵀŷ] for the (up to B−1) pairs before it in the buffer when it entered, oldest
     #: first, then ‖ŷ‖²: the new row of YᵀY (None in a checkpoint that predates it)
     yy: Secret | None = None
+    #: ŷ fixed for the products Y·c_y (`Backend.fix`; not persisted: valid in one session,
+    #: fixed again when missing or stale, `unlearning.starfish.secue.current_fixed`)
+    fixed: Fixed | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
