@@ -87,7 +87,12 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         except StoreError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         header = common_pb2.ModelHeader(
-            round=index, arch=arch, num_params=num_params, model_hash=digest, lr=lr, precision_bits=self.cfg.precision_bits
+            round=index,
+            arch=arch,
+            num_params=num_params,
+            model_hash=digest,
+            lr=lr,
+            precision_bits=self.cfg.precision_bits,
         )
         if params is None:
             yield common_pb2.ModelChunk(header=header)
