@@ -47,8 +47,7 @@ def encode(x: np.ndarray, precision: int = DEFAULT_PRECISION_BITS, max_abs: floa
         peak = max(hi, -lo)
         if peak > max_abs:
             raise EncodingError(f"value {peak:.6g} exceeds the encodable range |x| <= {max_abs:.6g}")
-    scaled = np.multiply(arr, float(2**precision))  # one float64 temporary, rounded in place
-    return np.rint(scaled, out=scaled).astype(np.int64)
+    return np.rint(arr * float(2**precision)).astype(np.int64)
 
 
 def decode(encoded: np.ndarray, precision: int = DEFAULT_PRECISION_BITS) -> np.ndarray:
