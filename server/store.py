@@ -7,6 +7,10 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
+A model file never changes once written (its name is its hash): the last MODEL_CACHE
+models read are kept in memory, checked against their hash on the first read and handed
+out read-only, so the 20 downloads of M_{i−1} in a round read and hash the file once.
+
 A share sent seed-compressed (mpc.masks) is kept as its tagged 33-byte seed in the row
 and expanded on load; it has no file.
 
