@@ -15,8 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,11 +37,13 @@ class Half:
     norm: bytes  #: [‖g‖]_p, 8 bytes
     delta: bytes  #: [δ]_p, 8 bytes
     nonce: bytes  #: nonce_p of the commitment c_p
+    content_sha256: str = field(init=False, repr=False, compare=False)
+    """sha256 of the share bytes (of the seed when set), computed once when the half is made
+    (not a cached_property: that holds one lock for all instances while it hashes, so the
+    halves of clients sharing a process would be hashed one at a time)."""
 
-    @cached_property
-    def content_sha256(self) -> str:
-        """sha256 of the share bytes (of the seed when set); computed once per half."""
-        return sha256_hex(self.seed or self.data)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content_sha256", sha256_hex(self.seed or self.data))
 
 
 @dataclass(frozen=True)

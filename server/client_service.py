@@ -81,22 +81,23 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         authenticate_client(self.cfg, context)
         store = self.state.store
         index = store.latest_committed() if request.latest else request.round
-        try:
-            model = store.global_model(index)
+        try:  # the header from the database; the parameters (cached, hash-checked) only when sent
+            arch, num_params, digest, lr = store.global_model_header(index)
+            params = None if request.header_only else store.model_by_hash(digest).params
         except StoreError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         header = common_pb2.ModelHeader(
             round=index,
-            arch=model.arch,
-            num_params=model.params.size,
-            model_hash=model.hash,
-            lr=model.lr,
+            arch=arch,
+            num_params=num_params,
+            model_hash=digest,
+            lr=lr,
             precision_bits=self.cfg.precision_bits,
         )
-        if request.header_only:
+        if params is None:
             yield common_pb2.ModelChunk(header=header)
             return
-        yield from model_messages(header, model.params, self.cfg.limits.chunk_bytes)
+        yield from model_messages(header, params, self.cfg.limits.chunk_bytes)
 
     def _refuse(self, context, code: grpc.StatusCode, client: str, what: str, reason: str, label: str):
         """Log, count and abort: the one place where an upload is refused (client, target, reason;

@@ -7,6 +7,10 @@ Layout under the data dir::
     shares/r<round>/<client>.i64      this party's share of a client's gradient (int64 LE)
     tasks/<task_id>.i64               this party's share of a task answer
 
+A model file never changes once written (its name is its hash): the last MODEL_CACHE
+models read are kept in memory, checked against their hash on the first read and handed
+out read-only, so the 20 downloads of M_{i−1} in a round read and hash the file once.
+
 A share sent seed-compressed (mpc.masks) is kept as its tagged 33-byte seed in the row
 and expanded on load; it has no file.
 
@@ -75,6 +79,8 @@ CREATE TABLE IF NOT EXISTS task_uploads (
   delta_share INTEGER NOT NULL, received REAL NOT NULL, mask_seed BLOB,
   binding_sha256 TEXT NOT NULL DEFAULT '');
 """
+MODEL_CACHE = 2
+"""Models kept in memory after their first read (M_{i−1} and M_i: what a round serves and uses)."""
 #: columns added after a table was first created: (table, column, definition)
 ADDED_COLUMNS = (
     ("uploads", "binding_sha256", "TEXT NOT NULL DEFAULT ''"),
@@ -195,6 +201,7 @@ class Store:
         self.root = Path(data_dir)
         self.party = party
         self._lock = threading.RLock()
+        self._models: dict[str, PublicModel] = {}  #: verified models by hash, newest last (MODEL_CACHE)
         if readonly:
             if not (self.root / "meta.sqlite").exists():
                 raise StoreError(f"{self.root} holds no store")
@@ -257,6 +264,12 @@ class Store:
         return digest
 
     def model_by_hash(self, digest: str) -> PublicModel:
+        """A stored model, read and checked against its hash once; the last MODEL_CACHE models
+        read stay in memory with read-only params (a model file never changes: content-addressed),
+        so the clients' downloads of M_{i−1} in a round read and hash the file once."""
+        cached = self._models.get(digest)
+        if cached is not None:
+            return cached
         rows = self._query("SELECT arch, num_params FROM models WHERE hash=?", (digest,))
         if not rows:
             raise StoreError(f"no model with hash {digest[:12]}…")
@@ -264,7 +277,13 @@ class Store:
         params = model_from_bytes((self.root / "models" / f"{digest}.f32").read_bytes(), n)
         if model_hash(arch, params) != digest:
             raise StoreError(f"model file {digest[:12]}… is corrupt (hash mismatch)")
-        return PublicModel(arch, params, digest)
+        params.flags.writeable = False
+        model = PublicModel(arch, params, digest)
+        with self._lock:
+            self._models[digest] = model
+            while len(self._models) > MODEL_CACHE:
+                self._models.pop(next(iter(self._models)))
+        return model
 
     def model_size(self, digest: str) -> int:
         """Number of parameters of a stored model (without reading it)."""
@@ -280,6 +299,18 @@ class Store:
             raise StoreError(f"no committed global model for round {round_index}")
         m = self.model_by_hash(rows[0][0])
         return PublicModel(m.arch, m.params, m.hash, rows[0][1])
+
+    def global_model_header(self, round_index: int) -> tuple[str, int, str, float]:
+        """(arch, number of parameters, hash, lr) of M_i without reading its parameters."""
+        rows = self._query(
+            "SELECT m.arch, m.num_params, g.hash, g.lr FROM global_models g JOIN models m ON m.hash = g.hash "
+            "WHERE g.round=?",
+            (round_index,),
+        )
+        if not rows:
+            raise StoreError(f"no committed global model for round {round_index}")
+        arch, n, digest, lr = rows[0]
+        return arch, int(n), digest, float(lr)
 
     def global_model_hash(self, round_index: int) -> str | None:
         rows = self._query("SELECT hash FROM global_models WHERE round=?", (round_index,))

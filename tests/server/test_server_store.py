@@ -281,3 +281,22 @@ def test_store_of_an_earlier_version_gains_the_binding_column(tmp_path: Path):
     db.close()
     st = Store(root, 0)
     assert st.upload(1, "alice").binding_sha256 == ""
+
+
+def test_a_model_is_read_and_checked_once_then_served_read_only_and_its_header_from_the_database(tmp_path: Path):
+    st, h = _store(tmp_path)
+    assert st.global_model_header(0) == ("toy", M, h, pytest.approx(0.1))
+    path = tmp_path / "p0" / "models" / f"{h}.f32"
+    path.write_bytes(b"\0" * path.stat().st_size)  # corrupt before the first read: detected
+    with pytest.raises(StoreError, match="corrupt"):
+        st.model_by_hash(h)
+    path.write_bytes(np.arange(M, dtype="<f4").tobytes())
+    first = st.global_model(0)
+    assert np.array_equal(first.params, np.arange(M, dtype=np.float32)) and first.lr == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="read-only"):
+        first.params[0] = 1.0  # the cached array is shared by every reader
+    path.unlink()  # later reads come from memory; the header never needs the file
+    assert np.array_equal(st.global_model(0).params, first.params)
+    assert st.global_model_header(0)[2] == h
+    with pytest.raises(StoreError, match="no committed global model"):
+        st.global_model_header(5)
