@@ -25,8 +25,8 @@ from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.primitives import Fixed, Prepared
 
 
-class PlainSecret(Secret):
-    """A 'secret' that is just a float64 tensor (reference semantics)."""
+class _Held:
+    """A float64 tensor held in the clear: what the plaintext backend's handles are."""
 
     __slots__ = ("value",)
 
@@ -36,22 +36,21 @@ class PlainSecret(Secret):
     @property
     def shape(self) -> torch.Size:
         return self.value.shape
+
+
+class PlainSecret(_Held, Secret):
+    """A 'secret' that is just a float64 tensor (reference semantics)."""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"PlainSecret(shape={tuple(self.value.shape)})"
 
 
-class PlainFixed(Fixed):
+class PlainFixed(_Held, Fixed):
     """A fixed operand: the float64 tensor itself (nothing to open)."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: torch.Tensor) -> None:
-        self.value = value
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.value.shape
+    __slots__ = ()
 
 
 def _val(x: Secret | Public) -> torch.Tensor | float | int:
