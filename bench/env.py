@@ -63,15 +63,77 @@ def machine() -> dict[str, Any]:
     }
 
 
+FORCE_ENV = "STARFISH_BENCH_FORCE"
+"""Set to 1 to measure on a busy machine anyway; the result is then marked `"loaded": true`."""
+BUSY_MARKERS = ("pytest", "bench.", "starfish bench", "starfish.cli bench")
+
+
+class MachineBusy(RuntimeError):
+    """The machine is too busy for a measurement that can be believed."""
+
+
+def busy_reasons(load: list[float], cores: int, others: list[str]) -> list[str]:
+    """Why a measurement starting now would not be believable: a one-minute load average above
+    one per core, or another benchmark or test run alive (`others`: their command lines)."""
+    reasons = []
+    if load[0] > cores:
+        reasons.append(f"one-minute load average {load[0]:g} on {cores} cores (at most {cores} to measure)")
+    reasons += [f"another run is alive: {cmd[:120]}" for cmd in others]
+    return reasons
+
+
+def other_runs() -> list[str]:
+    """Command lines of the other live processes that are benchmarks or test runs (Linux /proc)."""
+    mine = {os.getpid(), os.getppid()}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if "python" in cmd and any(marker in cmd for marker in BUSY_MARKERS):
+            found.append(cmd)
+    return found
+
+
 def stamp(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata of one measurement: UTC date, command, parameters, load before."""
+    """Metadata of one measurement: UTC date, command, parameters, load before. Refuses
+    (MachineBusy) on a busy machine (`busy_reasons`) unless STARFISH_BENCH_FORCE=1, when the
+    result is recorded with `"loaded": true` and the reasons."""
+    load, cores = load_average(), os.cpu_count() or 1
+    reasons = busy_reasons(load, cores, other_runs())
+    if reasons and os.environ.get(FORCE_ENV) != "1":
+        raise MachineBusy(
+            "refusing to measure on a busy machine: " + "; ".join(reasons) + f" (set {FORCE_ENV}=1 to record it "
+            'anyway, marked "loaded": true)'
+        )
     return {
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "command": " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]]) or "python",
         "params": dict(params),
-        "load_average_start": load_average(),
+        "load_average_start": load,
+        "loaded": bool(reasons),
+        "busy": reasons,
+        "commit": _commit(),
         "machine": machine(),
     }
+
+
+def _commit() -> str:
+    """The checked-out commit (and "+dirty" with uncommitted changes), or "unknown"."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def write_result(name: str, meta: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:

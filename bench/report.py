@@ -639,6 +639,12 @@ assumes two. Offline figures are not like for like: ours are the dealer's traffi
 parties wait for it, computed on demand during the run rather than in a separate preprocessing pass.
 Other differences: 2 CPU cores on one host (loopback) against the paper's LAN machines; the
 ring Z_2^64 with f fractional bits; comparisons by CrypTen's arithmetic-to-binary conversion.
+
+**Believable figures.** A benchmark refuses to start when the one-minute load average exceeds
+one per core or another benchmark or test run is alive (`bench/env.py`, `stamp`); with
+`STARFISH_BENCH_FORCE=1` it runs anyway, its JSON says `"loaded": true` with the reasons, and its
+section here says so. Every result records its commit. Ratios (Starfish ÷ plain, checked ÷
+unchecked) come from arms whose rounds are interleaved in the same run.
 """
 
 

@@ -58,11 +58,16 @@ def save_figure(fig: Any, name: str, res: dict[str, Any], quick: bool, bottom: f
     return f"figures/{name}.png"
 
 
+LOADED_NOTE = " **Measured on a busy machine (forced): its times are not evidence.**"
+
+
 def meta_line(res: dict[str, Any], quick: bool) -> str:
     meta = res["meta"]
     return (
         f"*Measured {meta['date_utc']} UTC on {meta['machine']['cpu']} ({meta['machine']['cores']} cores), "
         f"load average {meta['load_average_start']} at the start and {meta['load_average_end']} at the end"
         f"{'; quick mode (smaller sizes)' if quick else ''}. Command: `starfish bench --only "
-        f"{res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}`.*"
+        f"{res['benchmark'].removesuffix('_quick')}{' --quick' if quick else ''}`"
+        f"{', commit ' + meta['commit'][:12] if meta.get('commit') else ''}.*"
+        f"{LOADED_NOTE if meta.get('loaded', True) and 'loaded' in meta else ''}"
     )

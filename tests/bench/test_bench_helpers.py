@@ -157,3 +157,35 @@ def test_ue_round_target_line() -> None:
     heavy = dict(fast, online_bytes=45e6)
     assert "55.0 MB: not met" in target_line(heavy, {})
     assert "not met" in target_line(dict(fast, wall_s=1.5), {})
+
+
+def test_a_busy_machine_is_refused_unless_forced_and_then_marked_loaded(monkeypatch) -> None:
+    import bench.env as env
+
+    assert env.busy_reasons([0.5, 3.0, 9.0], 2, []) == []  # only the one-minute average counts
+    assert "load average 2.5 on 2 cores" in env.busy_reasons([2.5, 1.0, 1.0], 2, [])[0]
+    assert env.busy_reasons([0.1, 0, 0], 2, ["python -m pytest -q"]) == ["another run is alive: python -m pytest -q"]
+    monkeypatch.setattr(env, "load_average", lambda: [7.0, 7.0, 7.0])
+    monkeypatch.setattr(env, "other_runs", lambda: [])
+    monkeypatch.delenv(env.FORCE_ENV, raising=False)
+    with pytest.raises(env.MachineBusy, match="busy machine: one-minute load average 7"):
+        env.stamp({})
+    monkeypatch.setenv(env.FORCE_ENV, "1")
+    meta = env.stamp({"x": 1})
+    assert meta["loaded"] is True and meta["busy"] and meta["commit"]
+    monkeypatch.setattr(env, "load_average", lambda: [0.2, 0.2, 0.2])
+    assert env.stamp({})["loaded"] is False
+
+
+def test_other_runs_finds_a_live_test_run() -> None:
+    import subprocess
+    import sys
+
+    import bench.env as env
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "pytest-marker"])
+    try:
+        assert any("pytest-marker" in cmd for cmd in env.other_runs())
+    finally:
+        proc.kill()
+        proc.wait()
