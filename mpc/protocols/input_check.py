@@ -18,13 +18,16 @@ about the centred integers behind the shares:
 Between "accepted" and "refused" the verdict depends on the fresh masks (it is random).
 
 **Window test** W(v, k), the one primitive (k ≥ 33): is the shared v in [0, 2^k)?
-1. Re-share with a mask ρ the client cannot predict (drawn from the per-client seed, which
-   party0 draws after the uploads are fixed): v_0 + ρ and v_1 − ρ.
-2. Local shifts (SecureML's truncation, unsigned): u_0 = (v_0 + ρ) >> k, u_1 = −((ρ − v_1) >> k).
-   h = u_0 + u_1 is an exact integer with |h| < 2^(64−k), and h ∈ {⌊v/2^k⌋, ⌊v/2^k⌋ + 1} unless
-   the re-shared pair wraps (probability |v|/2^64), when |h| is about 2^(64−k).
-3. t = h(h − 1) is exact (h² < 2^62) and non-negative; t = 0 iff h ∈ {0, 1}: so t = 0 for every
-   v ∈ [0, 2^k) (barring a wrap) and t ≠ 0 for every v ∉ [−2^k, 2^(k+1)).
+1. (Second attempt only) re-share with a mask ρ drawn from the seed: v_0 + ρ, v_1 − ρ.
+2. Local shifts (SecureML's truncation, unsigned): u_0 = v_0 >> k, u_1 = −((−v_1) >> k).
+   h = u_0 + u_1 = ⌊a/2^k⌋ − ⌊c/2^k⌋ with a = v_0, c = −v_1 read as unsigned, so h is an exact
+   integer, |h| < 2^(64−k), and h ∈ {⌊(a − c)/2^k⌋, ⌊(a − c)/2^k⌋ + 1} where a − c is v or v ± 2^64
+   (the pair wraps: for uniform shares with probability |v|/2^64).
+3. t = h(h − 1) is exact (h² < 2^62) and non-negative; t = 0 iff h ∈ {0, 1}. If v ∈ [0, 2^k) and
+   the pair does not wrap, t = 0. If t = 0 then a − c ∈ [−2^k, 2^k), which is far from ±2^64,
+   so a − c = v: every v ∉ [−2^k, 2^(k+1)) gives t ≠ 0 *whatever the shares* — a client that
+   chooses its own shares gains nothing, so soundness needs no re-sharing; ρ only gives an
+   honest client whose shares happened to wrap a second, independent chance.
    t = (u_0² − u_0) + (u_1² − u_1) + 2·u_0·u_1; the cross term is a *private* dot product
    (u_0 is party 0's alone, u_1 party 1's): with the dealer's α (party 0's), β (party 1's) and
    shares of α·β (`private_dot`), party 0 sends u_0 − α, party 1 sends u_1 − β, and
@@ -40,9 +43,10 @@ and so on. All run at once; a verdict is the conjunction, so each conclusion hol
 the checks it rests on passed.
 
 **What is opened.** Per check one ring element z = Σ r_i·t_i (or Σ t): exactly 0 for an
-honest client, so an accepted upload reveals nothing beyond "accepted". The masked
-differences u − α, u − β, x_p − α are uniform. A refused upload reveals z (a function of a
-dishonest input).
+accepted upload, which so reveals nothing beyond "accepted". The masked differences
+u − α, u − β, x_p − α are uniform. A refused upload reveals its z (a function of its input).
+The fold weights r are drawn from the per-client seed, which party0 draws with `secrets`
+only after the uploads are fixed, so a client cannot aim at them.
 
 **Rounds** (`check_input`): step 0 opens the differences of the three vector products and
 five scalar ones (3m + 5 words each way), step 1 those of the two scalar windows on S (2
@@ -85,12 +89,13 @@ class Correlation(Protocol):
 
 
 def largest_norm(num_params: int, precision_bits: int) -> float:
-    """The largest C for which ‖x‖² of any upload passing the range check fits the ring:
-    the largest b with 9·m·2^(2b) < 2^63, then C·2^f + ½ < 2^b − 1."""
-    b = 4
-    while b < K - 1 and 9 * num_params * (1 << (2 * (b + 1))) < 1 << 63:
-        b += 1
-    return (2**b - 2) / 2**precision_bits
+    """The largest C the ring allows for m = `num_params` (`CheckBounds.fits`): C = (2^b − 2)/2^f
+    for the largest b ≤ 32 that fits, or 0.0 if none does."""
+    for b in range(K - 1, 3, -1):
+        norm = (2**b - 2) / 2**precision_bits
+        if CheckBounds(num_params, precision_bits, norm).fits():
+            return norm
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -101,16 +106,34 @@ class CheckBounds:
 
     @classmethod
     def make(cls, num_params: int, precision_bits: int, max_norm: float) -> CheckBounds:
-        """Bounds for m = `num_params` coordinates; ValueError (naming the limit) when C is out of reach."""
+        """Bounds for m = `num_params` coordinates; ValueError (naming the limit) when C does not fit."""
         if num_params < 1:
             raise ValueError(f"a model has at least one parameter, got {num_params}")
-        top = largest_norm(num_params, precision_bits)
-        if not (math.isfinite(max_norm) and 0 < max_norm <= top):
+        bounds = cls(num_params, precision_bits, float(max_norm))
+        if not (math.isfinite(max_norm) and max_norm > 0 and bounds.fits()):
+            top = largest_norm(num_params, precision_bits)
             raise ValueError(
-                f"validation max_norm must be in (0, {top:g}] for a model of {num_params} parameters at "
-                f"precision_bits = {precision_bits} (‖g‖² must fit the ring), got {max_norm!r}"
+                f"validation max_norm must be a positive number at most {top:g} for a model of {num_params} "
+                f"parameters at precision_bits = {precision_bits} (the checked ‖g‖² must fit the ring), "
+                f"got {max_norm!r}"
             )
-        return cls(num_params, precision_bits, float(max_norm))
+        return bounds
+
+    def fits(self) -> bool:
+        """Whether every quantity the checks compute is exact in Z_2^64: b ≤ 32, ‖x‖² ≤ 9m·2^(2b)
+        below 2^63 once the range check passed, and the two windows on S (`headroom`)."""
+        return (
+            self.bits <= K - 1 and 9 * self.num_params * (1 << (2 * self.bits)) < 1 << 63 and self.headroom() < 1 << 63
+        )
+
+    def headroom(self) -> int:
+        """The largest |2^j·v| of the two windows on S (norm bound, reported norm), given that
+        the range and N checks passed (‖x‖² ≤ 9m·2^(2b), N² < 2^(2b+2)): must stay below 2^63."""
+        s_max = 9 * self.num_params * (1 << (2 * self.bits))
+        bound, tol = self.norm_sq, self.tolerance
+        norm_v = max(bound, s_max) << window_for(bound).scale
+        gap_v = ((1 << (2 * self.bits + 2)) + 3 * bound + 1 + tol) << window_for(2 * tol).scale
+        return max(norm_v, gap_v)
 
     @property
     def coordinate(self) -> int:
@@ -198,14 +221,19 @@ class Stream:
     """Public randomness of one check (masks ρ, fold weights r): AES-256-CTR keyed by
     HMAC-SHA256(seed, label), through `mpc.masks.expand_mask`."""
 
-    def __init__(self, seed: bytes) -> None:
+    def __init__(self, seed: bytes, reshare: bool) -> None:
         if len(seed) != SEED_BYTES:
             raise ValueError(f"a check seed has {SEED_BYTES} bytes, got {len(seed)}")
         self._seed = seed
+        self.reshare = reshare
+
+    def mask(self, label: str, count: int) -> np.ndarray | None:
+        """ρ of a window (only when re-sharing: module doc, step 1)."""
+        return self.words("rho:" + label, count) if self.reshare else None
 
     def words(self, label: str, count: int) -> np.ndarray:
         key = hmac.new(self._seed, label.encode(), hashlib.sha256).digest()
-        return expand_mask(bytes([TAG_AES256_CTR]) + key, count).copy()
+        return expand_mask(bytes([TAG_AES256_CTR]) + key, count)
 
 
 def client_seed(batch_seed: bytes, client: str) -> bytes:
@@ -218,14 +246,16 @@ def _wrap(fn: Callable[[], np.ndarray]) -> np.ndarray:
         return fn()
 
 
-def shifted_part(party: int, share: np.ndarray, window: Window, rho: np.ndarray) -> np.ndarray:
+def shifted_part(party: int, share: np.ndarray, window: Window, rho: np.ndarray | None) -> np.ndarray:
     """u_p of W (module doc, steps 1–2) for this party's share of v (offset added by party 0)."""
     with np.errstate(over="ignore"):
         v = share.astype(np.int64) << np.int64(window.scale)
         if party == 0:
-            v = v + np.int64(window.offset) + rho
+            v += np.int64(window.offset)
+            if rho is not None:
+                v += rho
             return (v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64)
-        v = rho - v  # = −(v_1 − ρ)
+        v = -v if rho is None else rho - v  # = −(v_1 − ρ)
         return -((v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64))
 
 
@@ -265,12 +295,15 @@ def _first_step(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream
     m, x = bounds.num_params, held.gradient
     windows = (coarse(), fine(bounds.bits))
     folds = [stream.words(f"fold:range:{i}", m) for i in range(2)]
-    parts = [shifted_part(party, x, w, stream.words(f"rho:range:{i}", m)) for i, w in enumerate(windows)]
+    parts = [shifted_part(party, x, w, stream.mask(f"range:{i}", m)) for i, w in enumerate(windows)]
     scalar_windows = (coarse(), unsigned_fine(bounds.bits), coarse(), unsigned_fine(bounds.bits))
     scalar_in = _scalars([held.norm, held.norm, held.delta, held.delta])
-    rho = stream.words("rho:scalars", 4)
+    rho = stream.mask("scalars", 4)
     scalar_parts = np.concatenate(
-        [shifted_part(party, scalar_in[i : i + 1], w, rho[i : i + 1]) for i, w in enumerate(scalar_windows)]
+        [
+            shifted_part(party, scalar_in[i : i + 1], w, None if rho is None else rho[i : i + 1])
+            for i, w in enumerate(scalar_windows)
+        ]
     )
     own = _scalars([held.norm])
     vec_rows = [f * u for f, u in zip(folds, parts, strict=True)] if party == 0 else list(parts)
@@ -295,14 +328,18 @@ def _second_step(party: int, bounds: CheckBounds, stream: Stream, s, nn, step: i
         lead = party == 0
         values = _scalars([(t_bound if lead else 0) - int(s), int(nn) - int(s) + (tol if lead else 0)])
     windows = (window_for(t_bound), window_for(2 * tol))
-    rho = stream.words("rho:norms", 2)
-    parts = np.concatenate([shifted_part(party, values[i : i + 1], w, rho[i : i + 1]) for i, w in enumerate(windows)])
+    rho = stream.mask("norms", 2)
+    parts = np.concatenate(
+        [
+            shifted_part(party, values[i : i + 1], w, None if rho is None else rho[i : i + 1])
+            for i, w in enumerate(windows)
+        ]
+    )
     (cross,) = private_products(party, [parts.reshape(2, 1)], step, exchange, correlation)
     return _wrap(lambda: local_term(parts) + 2 * cross)
 
 
-def _attempt(party: int, held: HeldInput, bounds: CheckBounds, seed: bytes, first_step: int, exchange, correlation):
-    stream = Stream(seed)
+def _attempt(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream, first_step: int, exchange, correlation):
     z_range, z_reported, z_delta, s, nn = _first_step(party, held, bounds, stream, first_step, exchange, correlation)
     t_norm, t_reported = _second_step(party, bounds, stream, s, nn, first_step + 1, exchange, correlation)
     with np.errstate(over="ignore"):
@@ -328,8 +365,8 @@ def check_input(
         raise ValueError(f"a gradient share is int64 of shape ({bounds.num_params},), got {grad.dtype} {grad.shape}")
     verdict = Verdict(CHECKS)
     for attempt in range(ATTEMPTS):
-        seed_a = seed if attempt == 0 else retry_seed(seed, attempt)
-        verdict = _attempt(party, held, bounds, seed_a, 3 * attempt, exchange, correlation)
+        stream = Stream(seed, False) if attempt == 0 else Stream(retry_seed(seed, attempt), True)
+        verdict = _attempt(party, held, bounds, stream, 3 * attempt, exchange, correlation)
         if verdict.accepted:
             break
     return verdict

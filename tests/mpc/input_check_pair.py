@@ -98,23 +98,29 @@ def honest(g: np.ndarray, precision: int, delta: float) -> Upload:
     )
 
 
-def run_pair(upload: Upload, bounds: CheckBounds, pipe: Pipe | None = None) -> tuple[Verdict, Verdict, PairDealer]:
-    """Both parties' verdicts on `upload` (shared afresh), and the dealer used."""
+def run_held(
+    held: tuple[HeldInput, HeldInput], bounds: CheckBounds, pipe: Pipe | None = None
+) -> tuple[Verdict, Verdict, PairDealer]:
+    """Both parties' verdicts on the given shares, and the dealer used."""
     dealer, pipe = PairDealer(), pipe or Pipe()
-    held0, held1 = upload.shares()
     seed = secrets.token_bytes(32)
     result: dict[int, Verdict | BaseException] = {}
 
     def party1() -> None:
         try:
-            result[1] = check_input(1, held1, bounds, seed, pipe.end(1), dealer.correlation(1))
+            result[1] = check_input(1, held[1], bounds, seed, pipe.end(1), dealer.correlation(1))
         except BaseException as exc:  # surfaced below
             result[1] = exc
 
     thread = threading.Thread(target=party1, daemon=True)
     thread.start()
-    verdict0 = check_input(0, held0, bounds, seed, pipe.end(0), dealer.correlation(0))
+    verdict0 = check_input(0, held[0], bounds, seed, pipe.end(0), dealer.correlation(0))
     thread.join(timeout=120)
     if isinstance(result.get(1), BaseException):
         raise result[1]
     return verdict0, result[1], dealer
+
+
+def run_pair(upload: Upload, bounds: CheckBounds, pipe: Pipe | None = None) -> tuple[Verdict, Verdict, PairDealer]:
+    """Both parties' verdicts on `upload`, shared afresh."""
+    return run_held(upload.shares(), bounds, pipe)
