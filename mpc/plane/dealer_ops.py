@@ -30,7 +30,7 @@ party 0's share of a @ B; the parties draw only a_p from their main streams. `do
 serves the scalar products of fixed operands with each other (`count` pairs of ids): no
 local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}. `private_dot` serves the product of two vectors that
 each belong to one party (party 0's X, party 1's Y, e.g. the upload check's
-`mpc.protocols.input_check`): party 0 opens X − α, party 1 opens Y − β, and
+`mpc.input_check`): party 0 opens X − α, party 1 opens Y − β, and
 X·Y = α·(Y − β) + (X − α)·Y + α·β, so each party needs only its own mask and a share of α·β.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object

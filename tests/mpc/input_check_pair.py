@@ -1,4 +1,4 @@
-"""Both parties of `mpc.protocols.input_check` in one process: party 1 on a thread, messages
+"""Both parties of `mpc.input_check` in one process: party 1 on a thread, messages
 through queues, correlated randomness from the real `private_dot` dealer kind (two PRG keys,
 the dealer's streams advanced by party 0's fetches exactly as the dealer service does)."""
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpc.fixedpoint import encode
+from mpc.input_check import CheckBounds, HeldInput, Verdict, check_input
 from mpc.plane.dealer_ops import request
 from mpc.plane.prg import Prg, new_key
-from mpc.protocols.input_check import CheckBounds, HeldInput, Verdict, check_input
 
 
 class PairDealer:

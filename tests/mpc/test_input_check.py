@@ -1,4 +1,4 @@
-"""The upload check (mpc.protocols.input_check) between two parties and the dealer's
+"""The upload check (mpc.input_check) between two parties and the dealer's
 `private_dot` kind: honest uploads accepted opening only zeros, every input beyond a check's
 margin refused whatever its shares, the same verdicts as the cleartext rule."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mpc.protocols.input_check import CheckBounds, HeldInput, largest_norm, plain_check
+from mpc.input_check import CheckBounds, HeldInput, largest_norm, plain_check
 
 from input_check_pair import Pipe, Upload, honest, ring, run_held, run_pair
 
