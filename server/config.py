@@ -119,7 +119,7 @@ class ValidationConfig:
 
     enabled: bool = False
     #: bound on ‖g‖₂ of an upload; 0 = the largest the ring allows for the model
-    #: (mpc.protocols.input_check.largest_norm, fixed when the model is known at StartTraining)
+    #: (mpc.input_check.largest_norm, fixed when the model is known at StartTraining)
     max_norm: float = 0.0
 
 

@@ -147,7 +147,7 @@ def validation_enabled(enabled: bool) -> None:
     VALIDATION.set(1 if enabled else 0)
 
 
-#: label values of `starfish_inputs_refused_total{check}` (mpc.protocols.input_check.CHECKS)
+#: label values of `starfish_inputs_refused_total{check}` (mpc.input_check.CHECKS)
 INPUT_CHECKS = ("range", "norm", "reported_norm", "delta")
 
 

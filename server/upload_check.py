@@ -1,7 +1,7 @@
 """Input validation, party0's side: a batch of uploads or task answers checked in 2PC with
 party1 (docs/SERVICE.md, "Input validation"; docs/PRIVACY.md, "Malicious clients").
 
-The protocol of one check is `mpc.protocols.input_check.check_input`; this module runs it
+The protocol of one check is `mpc.input_check.check_input`; this module runs it
 over the peer channel and a dealer session. A batch, led by party0:
 
 1. the items are fixed (a round's candidate members, or a job step's answers); party0
@@ -32,10 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpc.plane.dealer_client import DealerError, DealerLink, open_dealer_link
-from mpc.plane.dealer_ops import OPS, Request
-from mpc.plane.tls import TlsFiles, client_context
-from mpc.protocols.input_check import (
+from mpc.input_check import (
     SEED_BYTES,
     CheckBounds,
     HeldInput,
@@ -44,8 +41,12 @@ from mpc.protocols.input_check import (
     client_seed,
     largest_norm,
 )
+from mpc.plane.dealer_client import DealerError, DealerLink, open_dealer_link
+from mpc.plane.dealer_ops import OPS, Request
+from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
 from proto.wire import StreamError, read_chunked, sha256_hex
+from server import metrics
 from server.config import PartyConfig
 from server.peer_client import PeerClient, PeerRefused
 from server.store import Store
@@ -86,7 +87,8 @@ def bounds_refusal(cfg: PartyConfig, num_params: int) -> str | None:
 def held_input(store: Store, round_index: int, item: Item) -> HeldInput:
     """This party's shares of the item (a seed-compressed share expanded); KeyError if not held."""
     if item.task_id:
-        bundle = store.load_task_share(item.task_id)
+        task = store.task(item.task_id)
+        bundle = store.load_task_share(item.task_id) if task is not None and task.client == item.client_id else None
         if bundle is None:
             raise KeyError(f"no answer of {item.client_id!r} to task {item.task_id}")
     else:
@@ -156,10 +158,12 @@ def new_batch_id(scope: str) -> str:
 class LeaderBatch:
     """party0's side of one batch (module docstring, steps 1–4)."""
 
-    def __init__(self, cfg: PartyConfig, store: Store, peer: PeerClient, round_index: int, items: list[Item]):
+    def __init__(
+        self, cfg: PartyConfig, store: Store, peer: PeerClient, round_index: int, items: list[Item], label: str = ""
+    ):
         self.cfg, self.store, self.peer = cfg, store, peer
         self.round_index, self.items = round_index, items
-        self.batch_id = new_batch_id(f"r{round_index}")
+        self.batch_id = new_batch_id(label or f"r{round_index}")
         self.seed = secrets.token_bytes(SEED_BYTES)
 
     def _exchange(self, item: Item) -> Callable[[int, np.ndarray], np.ndarray]:
@@ -229,3 +233,24 @@ class LeaderBatch:
             seed = client_seed(self.seed, item.client_id)
             verdicts[item] = check_input(0, held, bounds, seed, self._exchange(item), correlation)
         return verdicts
+
+
+def lead_task_check(
+    cfg: PartyConfig, store: Store, peer: PeerClient, tasks: dict[str, str], deadline: float
+) -> dict[str, Verdict]:
+    """party0: check one job step's task answers (client → task id) with party1; {client:
+    verdict}. A batch that fails is retried with a new one until `deadline` (then CheckFailed)."""
+    bounds = check_bounds(cfg, store.global_model(0).params.size)
+    items = [Item(client, task) for client, task in sorted(tasks.items())]
+    while True:
+        try:
+            verdicts = LeaderBatch(cfg, store, peer, 0, items, label="tasks").run(bounds)
+        except CheckFailed as exc:
+            metrics.check_batch("failed")
+            if time.time() + cfg.rounds.peer_retry_s >= deadline:
+                raise
+            log.warning("task answer check failed: %s; retrying", exc)
+            time.sleep(cfg.rounds.peer_retry_s)
+            continue
+        metrics.check_batch("completed")
+        return {item.client_id: verdict for item, verdict in verdicts.items()}

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mpc.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, check_input, client_seed
 from mpc.plane.rendezvous import check_session_id
-from mpc.protocols.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, check_input, client_seed
 from proto.starfish.v1 import peer_pb2
 from server import metrics
-from server.store import StoreError
+from server.store import Store, StoreError
 from server.upload_check import (
     DealerCorrelation,
     Item,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from server.state import PartyState
 
 log = logging.getLogger(__name__)
+POLL_S = 0.05  #: how often party1 looks for the verdicts a job step waits for
 MAX_BATCHES = 4  #: batches kept at once; the oldest finished or stale one is dropped first
 
 
@@ -201,9 +202,23 @@ class CheckRefused(ValueError):
     """party1 refuses a StartCheck (the message says why)."""
 
 
-def scope_of(round_index: int, item: Item) -> str:
-    """The `VerdictLog` scope of an item: its round's, or the task answers'."""
-    return "tasks" if item.task_id else f"round-{round_index}"
+def scope_of(store: Store, round_index: int, item: Item) -> str:
+    """The `VerdictLog` scope of an item: its round's, or its task's job's."""
+    task = store.task(item.task_id) if item.task_id else None
+    return f"round-{round_index}" if task is None else f"job-{task.job_id}"
+
+
+def await_task_verdicts(state: PartyState, job_id: str, tasks: dict[str, str], timeout_s: float) -> dict[str, Verdict]:
+    """party1: the verdicts on one job step's answers (client → task id) once party0's batch
+    recorded them here (TimeoutError when it does not within `timeout_s`)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        seen = state.verdicts.read(f"job-{job_id}")
+        if all(t in seen for t in tasks.values()):
+            return {client: Verdict(tuple(seen[task])) for client, task in tasks.items()}
+        if time.monotonic() > end or state.stopping.is_set():
+            raise TimeoutError(f"party0 did not check the answers to {sorted(tasks.values())} within {timeout_s:g} s")
+        time.sleep(POLL_S)
 
 
 def _refusal(state: PartyState, request: peer_pb2.CheckStart, bounds: CheckBounds) -> str | None:
@@ -273,7 +288,7 @@ def finish(state: PartyState, request: peer_pb2.CheckRef) -> peer_pb2.CheckVerdi
     round_index = batch.round_index
     by_scope: dict[str, dict[str, list[str]]] = {}
     for item, verdict in verdicts.items():
-        by_scope.setdefault(scope_of(round_index, item), {})[item_key(item)] = list(verdict.failed)
+        by_scope.setdefault(scope_of(state.store, round_index, item), {})[item_key(item)] = list(verdict.failed)
     for scope, entries in by_scope.items():
         state.verdicts.record(scope, entries)
     for item, verdict in verdicts.items():

@@ -11,21 +11,18 @@ fixed-point tolerance (without the check M_1[0] moves by about −lr·2^30/4).
 from __future__ import annotations
 
 import re
-import secrets
 import urllib.request
 
 import grpc
 import numpy as np
 import pytest
+from poisoned_inputs import poisoned_sharing
 
-from client_sdk.sharing import Half, assemble
-from mpc.fixedpoint import to_wire
-from proto import binding
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2_grpc, common_pb2
 from starfish.local import LocalDeployment
 
-from stage1_helpers import F, fedavg_step, tolerance, wait_committed
+from stage1_helpers import fedavg_step, tolerance, wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 LR = 0.5
@@ -34,23 +31,11 @@ HONEST = {"a": 10, "b": 20, "c": 30}
 ATTACKER = "mallory"
 
 
-def _ring(values: np.ndarray) -> np.ndarray:
-    """round(v·2^f) as ring elements, without the encoder's range check."""
-    return np.array([int(round(float(v) * 2**F)) for v in values], dtype=np.int64)
-
-
-def poisoned_sharing(round_index: int, model_hash: str, n_samples: int):
-    """A bound share pair of g (g[0] = 2^30), [‖g‖] = −1 and [δ] = 2^40, made by hand."""
+def poisoned_round_upload(round_index: int, model_hash: str, n_samples: int):
+    """g[0] = 2^30 (the rest 0.01), reported ‖g‖ = −1, δ = 2^40."""
     g = np.full(M, 0.01)
     g[0] = 2.0**30
-    halves = []
-    values = (_ring(g), _ring(np.array([-1.0])), _ring(np.array([2.0**40])))
-    masks = [np.frombuffer(secrets.token_bytes(8 * v.size), dtype="<i8").astype(np.int64) for v in values]
-    with np.errstate(over="ignore"):
-        firsts = [v - r for v, r in zip(values, masks, strict=True)]
-    for shares in (firsts, masks):
-        halves.append(Half(to_wire(shares[0]), b"", to_wire(shares[1]), to_wire(shares[2]), binding.new_nonce()))
-    return assemble(round_target(round_index), n_samples, model_hash, (halves[0], halves[1]), g)
+    return poisoned_sharing(round_target(round_index), model_hash, n_samples, g, -1.0, 2.0**40)
 
 
 def _send(dep, client: str, sharing) -> None:
@@ -90,7 +75,7 @@ def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_re
         with dep.client(ATTACKER) as c:
             c.register()
             view = c.wait_for_round(after=0, timeout_s=60)
-            _send(dep, ATTACKER, poisoned_sharing(1, view.model_hash, 40))
+            _send(dep, ATTACKER, poisoned_round_upload(1, view.model_hash, 40))
         status = wait_committed(dep, 1)
         assert sorted(m.client_id for m in status.rounds[0].members) == sorted(HONEST)
         with dep.client(ATTACKER) as c:
