@@ -166,12 +166,12 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: party{self.cfg.role} {refusal}"
                 )
+        self._require_cohort(request.round, len(members), context)
         unchecked = self._unchecked(request.round, members)
         if unchecked:
             message = f"round {request.round}: party{self.cfg.role} did not see {', '.join(unchecked)} pass validation"
             log.error("membership refused: %s", message)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
-        self._require_cohort(request.round, len(members), context)
         excluded = {e.client_id: e.reason for e in request.excluded}
         try:
             digest = self.state.store.set_membership(request.round, members, excluded)
