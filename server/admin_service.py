@@ -23,7 +23,7 @@ from server.peer_service import receipt_message
 from server.round_control import close_round, global_model_messages, open_round, open_tasks
 from server.state import PartyState
 from server.store import ConflictError
-from server.upload_check import bounds_refusal
+from server.upload_check import bounds_refusal, check_bounds
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,9 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         except ConflictError as exc:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
         log.info("initial model %s installed (%s, %d parameters)", digest[:12], header.arch, params.size)
+        if self.cfg.validation.enabled:
+            bound = check_bounds(self.cfg, params.size).max_norm
+            log.info("input validation: every upload and task answer must have ‖g‖ ≤ %.6g ([validation])", bound)
         return training_status(self.state)
 
     def GetTrainingStatus(self, request, context):
