@@ -55,7 +55,12 @@ log = logging.getLogger(__name__)
 
 
 class CheckFailed(RuntimeError):
-    """A check batch did not complete; nothing was decided (the caller retries)."""
+    """A check batch did not complete; nothing was decided (the caller retries). `process`
+    names the process that failed it: "dealer", "party0" or "party1"."""
+
+    def __init__(self, message: str, process: str = "party1"):
+        super().__init__(message)
+        self.process = process
 
 
 @dataclass(frozen=True)
@@ -209,8 +214,10 @@ class LeaderBatch:
             finally:
                 link.close()
             theirs = self.peer.unary("FinishCheck", peer_pb2.CheckRef(batch_id=self.batch_id))
-        except (DealerError, OSError) as exc:
-            raise CheckFailed(f"party0 could not run check batch {self.batch_id}: {exc}") from None
+        except DealerError as exc:
+            raise CheckFailed(f"the dealer failed check batch {self.batch_id}: {exc}", "dealer") from None
+        except OSError as exc:
+            raise CheckFailed(f"party0 could not run check batch {self.batch_id}: {exc}", "party0") from None
         except PeerRefused as exc:
             raise CheckFailed(f"party1 ended check batch {self.batch_id}: {exc}") from None
         agreed = {Item(v.client_id, v.task_id): tuple(v.failed) for v in theirs.verdicts}

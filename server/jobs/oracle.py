@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from mpc.backend import Backend, Secret
+from mpc.plane.dealer_client import DealerError
 from proto.starfish.v1 import client_pb2
 from proto.wire import model_hash
 from server.jobs import agree
@@ -129,6 +130,10 @@ class ServiceOracle(GradientOracle):
                 "task": request.reason,
             }
         )
+        failed = reply.get("failed")
+        if failed:  # the batch could not run: the attempt fails, blamed on the process that failed
+            error = f"the answer check of round {request.unlearning_round} failed: {failed.get('error', '')}"
+            raise DealerError(error) if failed.get("process") == "dealer" else UnlearningError(error)
         refused = dict(reply.get("refused") or {})
         t = request.unlearning_round
         for client, reason in sorted(refused.items()):

@@ -21,7 +21,7 @@ from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spa
 from server.peer_client import PeerClient
 from server.state import PartyState
 from server.store import TaskRecord
-from server.upload_check import lead_task_check
+from server.upload_check import CheckFailed, lead_task_check
 from server.upload_check_peer import await_task_verdicts
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,10 @@ class JobRunnerBase:
                 self.post_tasks(job_id, msg)
                 return {"ok": True}
             elif kind == "check_tasks":
-                return {"ok": True, "refused": self.check_tasks(job_id, msg)}
+                try:
+                    return {"ok": True, "refused": self.check_tasks(job_id, msg)}
+                except CheckFailed as exc:  # the worker fails its attempt, blaming `process`
+                    return {"ok": True, "failed": {"process": exc.process, "error": str(exc)}}
             return None
 
         return handle
