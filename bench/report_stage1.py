@@ -18,6 +18,11 @@ ROWS = (
     ("CPU seconds per round, all processes", "plain_round_cpu_s", "starfish_round_cpu_s", "cpu_overhead"),
     ("payload bytes per round (MB)", "plain_round_bytes", "starfish_round_bytes", "bytes_overhead"),
 )
+CHECK_ROWS = (
+    ("wall time per round (s)", "unvalidated_round_s", "validation_overhead"),
+    ("CPU seconds per round, all processes", "unvalidated_round_cpu_s", "validation_cpu_overhead"),
+    ("payload bytes per round (MB)", "unvalidated_round_bytes", "validation_bytes_overhead"),
+)
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -72,6 +77,8 @@ def section_stage1(lines: list[str]) -> None:
         )
     verdict = "met" if f["meets_target"] else "**not met**"
     lines.append(f"Target: Starfish round ≤ {f['target_time_overhead']:.1f}× a plain round (wall): {verdict}.\n")
+    if "validation_overhead" in f:
+        _check_table(lines, f)
     meta = res["meta"]
     busiest = max(meta["load_average_start"][0], meta["load_average_end"][0])
     if busiest > meta["machine"]["cores"]:
@@ -81,3 +88,20 @@ def section_stage1(lines: list[str]) -> None:
             "wait; the CPU seconds are the steadier comparison. Where the time goes and the next levers: "
             'docs/SERVICE.md, "Cost".\n'
         )
+
+
+def _check_table(lines: list[str], f: dict[str, Any]) -> None:
+    """The upload check's cost: the same deployment with `[validation] enabled = false`,
+    its rounds interleaved with the validated ones in the same run."""
+    lines += [
+        'The upload check (docs/PRIVACY.md, "Validated uploads"): the same deployment without it, its rounds '
+        "interleaved with the checked ones in the same run.\n",
+        "| per round | Starfish, no upload check | Starfish (checked) | ratio |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (label, plain, ratio), (_, _, star, _) in zip(CHECK_ROWS, ROWS, strict=True):
+        lines.append(f"| {label} | {_cell(f, plain)} | {_cell(f, star)} | {f[ratio]:.2f}× |")
+    verdict = "met" if f["meets_validation_target"] else "**not met**"
+    lines.append(
+        f"\nTarget: a checked round ≤ {f['target_validation_overhead']:.2f}× an unchecked one (wall): {verdict}.\n"
+    )

@@ -7,8 +7,15 @@ parameters), both run on this machine in the same benchmark run:
   threads of this process using the SDK: fetch M_{i−1} from both parties (hash check),
   compute ‖g‖ and δ, share (g, ‖g‖, δ), upload to both; the parties agree, aggregate,
   exchange aggregate shares and commit M_i;
+* unvalidated — the same deployment with `[validation] enabled = false`: no upload check
+  (docs/PRIVACY.md, "Validated uploads"), so `figures.validation_overhead` is the validated
+  round's median wall time over this one's;
 * plain — `bench.stage1_plain`: one server process, same transport and durability,
   clients fetch the model and upload the float32 gradient in the clear.
+
+The three arms run side by side and their rounds are interleaved (validated round r,
+unvalidated round r, plain round r, then r + 1), so a change of machine load affects all
+three alike; every ratio comes from this one run.
 
 Round wall time runs from the moment clients start (the round is open, the gradients are
 ready: local training is the same in both and excluded) until M_i is committed. CPU
@@ -43,6 +50,7 @@ PAPER_MODEL_PARAMS = 582_026
 CLIENTS = 20
 LR = 0.01
 TARGET_OVERHEAD = 1.5
+TARGET_VALIDATION_OVERHEAD = 1.25
 MODEL_HEADER_BYTES = 160  #: a ModelHeader message (hash, name, sizes), rounded up
 
 
@@ -80,29 +88,39 @@ def _in_threads(fns) -> None:
         raise errors[0]
 
 
-def _starfish_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
-    ids = [f"c{i:02d}" for i in range(CLIENTS)]
-    dep = LocalDeployment(root / "starfish", clients=ids, rounds={"deadline_s": 600.0, "poll_s": 0.02})
-    dep.start()
-    try:
-        admin = dep.admin()
-        admin.start_training("paper-mnist-cnn", np.zeros(m, dtype=np.float32), LR)
-        clients = [dep.client(c) for c in ids]
-        for c in clients:
+class _StarfishArm:
+    """A local deployment (party0, party1, dealer) and its 20 SDK clients, one round at a time."""
+
+    def __init__(self, root: Path, m: int, validation: dict) -> None:
+        self.ids = [f"c{i:02d}" for i in range(CLIENTS)]
+        self.m = m
+        self.dep = LocalDeployment(
+            root, clients=self.ids, rounds={"deadline_s": 600.0, "poll_s": 0.02}, validation=validation
+        )
+
+    def start(self) -> None:
+        self.dep.start()
+        self.admin = self.dep.admin()
+        self.admin.start_training("paper-mnist-cnn", np.zeros(self.m, dtype=np.float32), LR)
+        self.clients = [self.dep.client(c) for c in self.ids]
+        for c in self.clients:
             c.register()
-        grads = _gradients(m, CLIENTS)
-        pids = [dep.procs[0].pid, dep.procs[1].pid]
-        out = [_starfish_round(r, clients, admin, grads, pids, m) for r in range(1, rounds + 1)]
-        admin.close()
-        for c in clients:
+        self.grads = _gradients(self.m, CLIENTS)
+        self.pids = [self.dep.procs[0].pid, self.dep.procs[1].pid]
+
+    def round(self, r: int) -> dict[str, Any]:
+        return _starfish_round(r, self.clients, self.admin, self.grads, self.pids, self.m)
+
+    def stop(self, rows: list[dict[str, Any]]) -> None:
+        """Record the share bytes each party stored per round, then stop the deployment."""
+        for role in (0, 1):  # files; seeds live in the database
+            stored = sum(f.stat().st_size for f in (self.dep.data_dir(role) / "shares").rglob("*.i64"))
+            for row in rows:
+                row[f"bytes_shares_stored_party{role}"] = stored // max(len(rows), 1)
+        self.admin.close()
+        for c in self.clients:
             c.close()
-        for role in (0, 1):  # share bytes each party wrote per round (files; seeds live in the database)
-            stored = sum(f.stat().st_size for f in (dep.data_dir(role) / "shares").rglob("*.i64"))
-            for row in out:
-                row[f"bytes_shares_stored_party{role}"] = stored // rounds
-        return out
-    finally:
-        dep.stop()
+        self.dep.stop()
 
 
 def _round_timing(r: int, wall_s: float, cpu0: tuple[float, float], cpu1: tuple[float, float]) -> dict:
@@ -162,24 +180,32 @@ def _plain_server(root: Path, port: int, m: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bench.stage1_plain", *args], stdout=subprocess.PIPE, text=True)
 
 
-def _plain_rounds(root: Path, m: int, rounds: int) -> list[dict[str, Any]]:
-    port = free_port()
-    proc = _plain_server(root, port, m)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        ca = (root / "starfish" / "certs" / "ca.pem").read_bytes()
+class _PlainArm:
+    """The plain FedAvg server and its 20 clients (gRPC stubs), one round at a time."""
+
+    def __init__(self, root: Path, m: int) -> None:
+        self.root, self.m = root, m
+
+    def start(self) -> None:
+        port = free_port()
+        self.proc = _plain_server(self.root, port, self.m)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+        ca = (self.root / "starfish" / "certs" / "ca.pem").read_bytes()
         creds = grpc.ssl_channel_credentials(ca)
         opts = [("grpc.max_send_message_length", 4 * 1024 * 1024), ("grpc.max_receive_message_length", 4 * 1024 * 1024)]
-        channels = [grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) for _ in range(CLIENTS)]
-        stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in channels]
-        grads = _gradients(m, CLIENTS)
-        out = [_plain_round(r, stubs, grads, proc.pid, m) for r in range(1, rounds + 1)]
-        for ch in channels:
+        self.channels = [grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) for _ in range(CLIENTS)]
+        self.stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in self.channels]
+        self.grads = _gradients(self.m, CLIENTS)
+
+    def round(self, r: int) -> dict[str, Any]:
+        return _plain_round(r, self.stubs, self.grads, self.proc.pid, self.m)
+
+    def stop(self) -> None:
+        for ch in getattr(self, "channels", []):
             ch.close()
-        return out
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        if getattr(self, "proc", None) is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
 
 def _plain_round(r: int, stubs: list, grads: list[np.ndarray], pid: int, m: int) -> dict:
@@ -210,42 +236,81 @@ def _plain_round(r: int, stubs: list, grads: list[np.ndarray], pid: int, m: int)
     }
 
 
+def _interleaved(root: Path, m: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """Rounds 1..`rounds` of the three arms, interleaved (module doc)."""
+    arms = {
+        "starfish": _StarfishArm(root / "starfish", m, {}),
+        "unvalidated": _StarfishArm(root / "unvalidated", m, {"enabled": False}),
+    }
+    plain = _PlainArm(root, m)
+    rows: dict[str, list[dict[str, Any]]] = {"starfish": [], "unvalidated": [], "plain": []}
+    try:
+        for arm in arms.values():
+            arm.start()
+        plain.start()  # uses the first deployment's certificates
+        for r in range(1, rounds + 1):
+            for name, arm in arms.items():
+                rows[name].append(arm.round(r))
+            rows["plain"].append(plain.round(r))
+        for name, arm in arms.items():
+            arm.stop(rows[name])
+    finally:
+        plain.stop()
+        for arm in arms.values():
+            arm.dep.stop()
+    return rows
+
+
+def _spread(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """min, median, max of `key` over the rounds after the warm-up round."""
+    values = [row[key] for row in rows[1:]]
+    return {"min": float(np.min(values)), "median": float(np.median(values)), "max": float(np.max(values))}
+
+
+def _round_bytes(rows: list[dict[str, Any]]) -> float:
+    keys = ("bytes_client_upload", "bytes_client_download", "bytes_peer")
+    return sum(_spread(rows, k)["median"] for k in keys if k in rows[0])
+
+
 def run(quick: bool = False) -> dict:
-    """Measure `rounds` Starfish and plain rounds; the first round of each is a warm-up and
-    is reported but excluded from the medians."""
+    """Measure `rounds` rounds of each arm; the first round of each is a warm-up and is
+    reported but excluded from the medians."""
     m = PAPER_MODEL_PARAMS // 10 if quick else PAPER_MODEL_PARAMS
-    rounds = 2 if quick else 4
+    rounds = 3 if quick else 6
     meta = stamp({"clients": CLIENTS, "params": m, "rounds": rounds, "quick": quick, "transport": "gRPC+TLS loopback"})
     with tempfile.TemporaryDirectory(prefix="stage1-bench-") as tmp:
-        root = Path(tmp)
-        starfish = _starfish_rounds(root, m, rounds)
-        plain = _plain_rounds(root, m, rounds)
-
-    def median(rows, key):
-        return float(np.median([row[key] for row in rows[1:]]))
-
-    s_wall, p_wall = median(starfish, "wall_s"), median(plain, "wall_s")
-    s_cpu, p_cpu = median(starfish, "cpu_s"), median(plain, "cpu_s")
-    s_bytes = (
-        median(starfish, "bytes_client_upload")
-        + median(starfish, "bytes_client_download")
-        + median(starfish, "bytes_peer")
-    )
-    p_bytes = median(plain, "bytes_client_upload") + median(plain, "bytes_client_download")
+        rows = _interleaved(Path(tmp), m, rounds)
+    s, u, p = rows["starfish"], rows["unvalidated"], rows["plain"]
+    wall = {name: _spread(rows[name], "wall_s") for name in rows}
+    cpu = {name: _spread(rows[name], "cpu_s") for name in rows}
+    s_bytes, u_bytes, p_bytes = _round_bytes(s), _round_bytes(u), _round_bytes(p)
     figures = {
-        "starfish_rounds": starfish,
-        "plain_rounds": plain,
-        "starfish_round_s": s_wall,
-        "plain_round_s": p_wall,
-        "time_overhead": s_wall / p_wall,
-        "starfish_round_cpu_s": s_cpu,
-        "plain_round_cpu_s": p_cpu,
-        "cpu_overhead": s_cpu / p_cpu,
+        "starfish_rounds": s,
+        "unvalidated_rounds": u,
+        "plain_rounds": p,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "starfish_round_s": wall["starfish"]["median"],
+        "unvalidated_round_s": wall["unvalidated"]["median"],
+        "plain_round_s": wall["plain"]["median"],
+        "time_overhead": wall["starfish"]["median"] / wall["plain"]["median"],
+        "validation_overhead": wall["starfish"]["median"] / wall["unvalidated"]["median"],
+        "unvalidated_time_overhead": wall["unvalidated"]["median"] / wall["plain"]["median"],
+        "starfish_round_cpu_s": cpu["starfish"]["median"],
+        "unvalidated_round_cpu_s": cpu["unvalidated"]["median"],
+        "plain_round_cpu_s": cpu["plain"]["median"],
+        "cpu_overhead": cpu["starfish"]["median"] / cpu["plain"]["median"],
+        "validation_cpu_overhead": cpu["starfish"]["median"] / cpu["unvalidated"]["median"],
         "starfish_round_bytes": s_bytes,
+        "unvalidated_round_bytes": u_bytes,
         "plain_round_bytes": p_bytes,
         "bytes_overhead": s_bytes / p_bytes,
+        "validation_bytes_overhead": s_bytes / u_bytes,
         "target_time_overhead": TARGET_OVERHEAD,
-        "meets_target": s_wall / p_wall <= TARGET_OVERHEAD,
+        "target_validation_overhead": TARGET_VALIDATION_OVERHEAD,
+        "meets_target": wall["starfish"]["median"] / wall["plain"]["median"] <= TARGET_OVERHEAD,
+        "meets_validation_target": wall["starfish"]["median"] / wall["unvalidated"]["median"]
+        <= TARGET_VALIDATION_OVERHEAD,
     }
     write_result(NAME, meta, figures)
     return figures

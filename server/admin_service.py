@@ -23,6 +23,7 @@ from server.peer_service import receipt_message
 from server.round_control import close_round, global_model_messages, open_round, open_tasks
 from server.state import PartyState
 from server.store import ConflictError
+from server.upload_check import bounds_refusal, check_bounds
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
             header, params = collect_model(request_iterator, self.cfg.limits.max_model_params)
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"initial model refused: {exc}")
-        refusal = initial_model_refusal(header, params, self.cfg.limits.max_lr)
+        refusal = initial_model_refusal(header, params, self.cfg.limits.max_lr) or bounds_refusal(self.cfg, params.size)
         if refusal is not None:
             log.warning("StartTraining refused: %s", refusal)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"initial model refused: {refusal}")
@@ -92,6 +93,9 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
         except ConflictError as exc:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
         log.info("initial model %s installed (%s, %d parameters)", digest[:12], header.arch, params.size)
+        if self.cfg.validation.enabled:
+            bound = check_bounds(self.cfg, params.size).max_norm
+            log.info("input validation: every upload and task answer must have ‖g‖ ≤ %.6g ([validation])", bound)
         return training_status(self.state)
 
     def GetTrainingStatus(self, request, context):

@@ -108,6 +108,22 @@ class PrivacyConfig:
 
 
 @dataclass(frozen=True)
+class ValidationConfig:
+    """Input validation (`[validation]`; docs/SERVICE.md, "Input validation").
+
+    When enabled, every Stage I upload and every Stage II task answer is checked in 2PC
+    before it is used (server.upload_check): its L2 norm within `max_norm`, its reported
+    [‖g‖] and [δ] consistent. The check runs in a dealer session, so it needs `[jobs]
+    dealer`; without a dealer and without `enabled = true` it is off (logged at start,
+    metric starfish_validation_enabled = 0). Each party enforces its own copy."""
+
+    enabled: bool = False
+    #: bound on ‖g‖₂ of an upload; 0 = the largest the ring allows for the model
+    #: (mpc.input_check.largest_norm, fixed when the model is known at StartTraining)
+    max_norm: float = 0.0
+
+
+@dataclass(frozen=True)
 class LimitConfig:
     """Message and payload limits (a model of 582,026 parameters is 4.7 MB as a share)."""
 
@@ -157,6 +173,8 @@ class PartyConfig:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  #: minimum cohort k ([privacy])
     #: optional distributed differential privacy ([privacy]'s DP keys; server.dp_config)
     dp: DPConfig = field(default_factory=DPConfig)
+    #: input validation of uploads and task answers ([validation])
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
 
     @property
     def name(self) -> str:
@@ -220,6 +238,20 @@ def _privacy(table: dict, jobs: JobConfig) -> tuple[PrivacyConfig, DPConfig]:
             "in a 2PC session (docs/PRIVACY.md)"
         )
     return privacy, dp
+
+
+def _validation(table: dict, jobs: JobConfig) -> ValidationConfig:
+    """`[validation]`: on by default when a dealer is configured; `enabled = true` needs one."""
+    cfg = _sub(ValidationConfig, {"enabled": bool(jobs.dealer), **table}, "validation")
+    if not isinstance(cfg.enabled, bool):
+        raise ConfigError(f"validation.enabled must be true or false, got {cfg.enabled!r}")
+    _positive(cfg.max_norm, "validation.max_norm", zero_ok=True)
+    if cfg.enabled and not jobs.dealer:
+        raise ConfigError(
+            "[validation] enabled = true needs [jobs] dealer: every upload is checked in a 2PC session "
+            "with the dealer's correlated randomness (docs/SERVICE.md)"
+        )
+    return ValidationConfig(cfg.enabled, float(cfg.max_norm))
 
 
 def _check_privacy(privacy: PrivacyConfig) -> PrivacyConfig:
@@ -298,6 +330,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         raise ConfigError(str(exc)) from exc
     signing = _signing(data.get("signing", {}), base)
     privacy, dp = _privacy(data.get("privacy", {}), jobs)
+    validation = _validation(data.get("validation", {}), jobs)
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:
@@ -326,6 +359,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         unlearning=unlearning,
         privacy=privacy,
         dp=dp,
+        validation=validation,
     )
 
 

@@ -14,6 +14,9 @@ each round). Per round i, every step idempotent on both parties so a restart of 
 3. close here and on party1; S = clients whose two halves both arrived with equal n_j and
    equal binding (server.membership), within the round's sample budget; every other
    upload is excluded with a reason, logged and recorded on both parties;
+   3b. with `[validation]` on, every upload of S is checked in 2PC with party1
+   (server.upload_check); a refused one leaves S with the check's reason. S below the
+   minimum cohort then abandons the round;
 4. fix S and the exclusions on both parties (membership digest and bindings compared);
 5. A_0 = Σ_{j∈S} n_j·[g_j]_0 here; exchange with party1's A_1 over the peer channel;
 6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
@@ -40,6 +43,7 @@ from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.stage1_clip import ClipFailed
 from server.state import PartyState
 from server.store import RoundRecord, membership_digest
+from server.upload_check import CheckFailed, Item, LeaderBatch, check_bounds
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,10 @@ class RoundCoordinator:
                 return
             except ClipFailed as exc:  # no candidate model was stored: the next step retries the round
                 log.warning("clip session failed: %s; retrying", exc)
+                stop.wait(self.cfg.rounds.peer_retry_s)
+            except CheckFailed as exc:  # no membership was fixed: the next step checks again
+                metrics.check_batch("failed")
+                log.warning("input check failed: %s; retrying", exc)
                 stop.wait(self.cfg.rounds.peer_retry_s)
             except PeerRefused as exc:
                 rec = self.store.current_round()
@@ -160,6 +168,23 @@ class RoundCoordinator:
             else:
                 metrics.share_pair_mismatch(round_index, client, *found)
 
+    def _validate(
+        self, round_index: int, members: dict[str, int], excluded: dict[str, str]
+    ) -> tuple[dict[str, int], dict[str, str]]:
+        """Step 3b: the candidates' uploads checked in 2PC with party1 (server.upload_check);
+        a refused upload joins the exclusions with its reason."""
+        if not self.cfg.validation.enabled or not members:
+            return members, excluded
+        bounds = check_bounds(self.cfg, self.store.global_model(0).params.size)
+        batch = LeaderBatch(self.cfg, self.store, self.peer, round_index, [Item(c) for c in sorted(members)])
+        verdicts = batch.run(bounds)
+        metrics.check_batch("completed")
+        refused = {item.client_id: v for item, v in verdicts.items() if not v.accepted}
+        for verdict in refused.values():  # logged with the other exclusions (_record_exclusions)
+            metrics.input_refused("round", verdict.failed)
+        kept = {c: n for c, n in members.items() if c not in refused}
+        return kept, excluded | {c: v.reason() for c, v in refused.items()}
+
     def _ready_to_close(self, rec: RoundRecord) -> bool:
         wanted = self.store.close_request(rec.round)
         close_now = wanted == set()  # the admin asked to close with the uploads there are
@@ -221,8 +246,8 @@ class RoundCoordinator:
         i = rec.round
         follower = self.peer.unary("CloseRound", peer_pb2.RoundRef(round=i))
         if rec.membership_sha256 is None:
-            members, excluded = self._decide(i, follower)
-            if len(members) < self.cfg.privacy.min_cohort:  # e.g. a client erased while closing
+            members, excluded = self._validate(i, *self._decide(i, follower))
+            if len(members) < self.cfg.privacy.min_cohort:  # e.g. a client erased or refused while closing
                 self._abandon(i, len(members), self.state.end_open_round.is_set())
                 return
             self._record_exclusions(i, follower, excluded)

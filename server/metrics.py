@@ -17,6 +17,9 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
 | starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
 | starfish_share_pair_mismatches_total{reason} | counter | clients excluded: their two shares are not one pair |
+| starfish_validation_enabled | gauge | 1 when uploads and task answers are checked in 2PC (`[validation]`), else 0 |
+| starfish_inputs_refused_total{kind,check} | counter | inputs refused by the 2PC check (kind: round, task) |
+| starfish_input_check_batches_total{outcome} | counter | check batches: completed, failed (retried) |
 | starfish_peer_up | gauge | party0: 1 after a peer call succeeded, 0 after a failure (NaN before the first) |
 | starfish_peer_call_failures_total{method,code} | counter | party0: failed peer calls |
 | starfish_peer_last_contact_timestamp_seconds | gauge | party1: when party0 last called |
@@ -74,6 +77,11 @@ REFUSED = Counter("starfish_uploads_refused", "uploads refused", ["kind", "reaso
 MISMATCHES = Counter(
     "starfish_share_pair_mismatches", "clients excluded: their two shares do not form a pair", ["reason"], **_kw
 )
+VALIDATION = Gauge("starfish_validation_enabled", "1 when inputs are checked in 2PC before use", **_kw)
+INPUTS_REFUSED = Counter(
+    "starfish_inputs_refused", "inputs refused by the 2PC input check, per failed check", ["kind", "check"], **_kw
+)
+CHECK_BATCHES = Counter("starfish_input_check_batches", "input check batches by outcome", ["outcome"], **_kw)
 PEER_UP = Gauge("starfish_peer_up", "1 after a successful call to the other party, 0 after a failed one", **_kw)
 PEER_FAILURES = Counter("starfish_peer_call_failures", "failed calls to the other party", ["method", "code"], **_kw)
 PEER_CONTACT = Gauge("starfish_peer_last_contact_timestamp_seconds", "unix time of the last call from party0", **_kw)
@@ -133,6 +141,25 @@ def share_pair_mismatch(round_index: int, client: str, reason: str, detail: str 
     `detail` goes to the log line (WARNING) with the client and round."""
     MISMATCHES.labels(reason if reason in MISMATCH_REASONS else "other").inc()
     log.warning("round %d: upload of %s excluded: %s (share pair mismatch: %s)", round_index, client, detail, reason)
+
+
+def validation_enabled(enabled: bool) -> None:
+    VALIDATION.set(1 if enabled else 0)
+
+
+#: label values of `starfish_inputs_refused_total{check}` (mpc.input_check.CHECKS)
+INPUT_CHECKS = ("range", "norm", "reported_norm", "delta")
+
+
+def input_refused(kind: str, failed: tuple[str, ...]) -> None:
+    """An upload (kind "round") or task answer ("task") was refused by the input check."""
+    for check in failed:
+        INPUTS_REFUSED.labels(kind, check if check in INPUT_CHECKS else "other").inc()
+
+
+def check_batch(outcome: str) -> None:
+    """A check batch ended: "completed" or "failed" (nothing decided; retried)."""
+    CHECK_BATCHES.labels(outcome).inc()
 
 
 def peer_call(method: str, code: str | None) -> None:

@@ -20,8 +20,8 @@ import grpc
 from mpc.fixedpoint import to_wire
 from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
-from proto.wire import collect_model, read_share_stream, sha256_hex, share_messages
-from server import cohort, membership, metrics
+from proto.wire import StreamError, collect_model, read_share_stream, sha256_hex, share_messages
+from server import cohort, membership, metrics, upload_check_peer
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.config import PartyConfig
@@ -167,6 +167,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                     grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: party{self.cfg.role} {refusal}"
                 )
         self._require_cohort(request.round, len(members), context)
+        unchecked = self._unchecked(request.round, members)
+        if unchecked:
+            message = f"round {request.round}: party{self.cfg.role} did not see {', '.join(unchecked)} pass validation"
+            log.error("membership refused: %s", message)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
         excluded = {e.client_id: e.reason for e in request.excluded}
         try:
             digest = self.state.store.set_membership(request.round, members, excluded)
@@ -177,6 +182,42 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 log.warning("round %d: upload of %s excluded: %s", request.round, client, reason)
             log.info("round %d: membership of %d clients agreed", request.round, len(members))
         return self._ack(detail=digest)
+
+    def _unchecked(self, round_index: int, members: dict[str, int]) -> list[str]:
+        """Members this party did not see pass its own input validation (none when it is off)."""
+        if not self.cfg.validation.enabled:
+            return []
+        seen = self.state.verdicts.read(f"round-{round_index}")
+        return sorted(c for c in members if seen.get(c) != [])
+
+    def StartCheck(self, request, context):
+        """Input validation: start a batch party0 leads (server.upload_check_peer)."""
+        require_peer(self.cfg, context)
+        try:
+            upload_check_peer.start(self.state, request)
+        except upload_check_peer.CheckRefused as exc:
+            log.warning("check batch %s refused: %s", request.batch_id, exc)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except RuntimeError as exc:
+            context.abort(grpc.StatusCode.ABORTED, str(exc))
+        return self._ack(detail=request.batch_id)
+
+    def CheckStep(self, request_iterator, context):
+        """One step of one client's check: party0's vector in, this party's out."""
+        require_peer(self.cfg, context)
+        try:
+            messages = upload_check_peer.step(self.state, request_iterator)
+        except (StreamError, KeyError, RuntimeError, TimeoutError) as exc:
+            context.abort(grpc.StatusCode.ABORTED, str(exc))
+        yield from messages
+
+    def FinishCheck(self, request, context):
+        """End a batch: this party's verdicts, recorded durably before the answer."""
+        require_peer(self.cfg, context)
+        try:
+            return upload_check_peer.finish(self.state, request)
+        except (KeyError, RuntimeError) as exc:
+            context.abort(grpc.StatusCode.ABORTED, str(exc))
 
     def ExchangeAggregate(self, request_iterator, context):
         require_peer(self.cfg, context)

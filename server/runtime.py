@@ -74,6 +74,7 @@ class PartyServer:
             raise OSError(f"cannot bind {cfg.listen} or {cfg.peer_listen}")
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
         metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()))
+        metrics.validation_enabled(cfg.validation.enabled)
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
         self.metrics_server = metrics.serve(obs.metrics_listen, *tls) if obs.metrics_listen else None
@@ -91,6 +92,10 @@ class PartyServer:
             self.job_manager.start()
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info("%s serving clients on %s, peer on %s", self.cfg.name, self.cfg.listen, self.cfg.peer_listen)
+        if self.cfg.validation.enabled:
+            log.info("input validation ON: uploads and task answers are checked in 2PC before use")
+        else:
+            log.warning("input validation OFF ([validation] enabled = false or no [jobs] dealer): inputs are trusted")
 
     def stop(self) -> None:
         self.health.enter_graceful_shutdown()

@@ -10,6 +10,7 @@ from server.config import PartyConfig
 from server.stage1_clip import Stage1Clipper
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, TaskRecord
+from server.upload_check_peer import FollowerChecks, VerdictLog
 
 
 @dataclass
@@ -33,8 +34,13 @@ class PartyState:
     stage1_dp: Stage1Privacy | None = None
     #: with DP, each round's aggregate is clipped and noised in a 2PC session (server.stage1_clip)
     stage1_clip: Stage1Clipper | None = None
+    #: party1: the input-validation batches party0 leads, and the verdicts seen (server.upload_check_peer)
+    checks: FollowerChecks = field(default_factory=FollowerChecks)
+    verdicts: VerdictLog | None = None
 
     def __post_init__(self) -> None:
+        if self.verdicts is None:
+            self.verdicts = VerdictLog(self.config.data_dir / "input-checks")
         settings = self.config.dp.settings
         if settings is not None and self.stage1_dp is None:
             self.stage1_dp = Stage1Privacy(self.config.data_dir, settings)

@@ -73,6 +73,7 @@ class LocalDeployment:
     observability: dict = field(default_factory=dict)  #: overrides of [observability]
     unlearning: dict = field(default_factory=dict)  #: [unlearning]: operator parameters and bounds
     privacy: dict = field(default_factory=dict)  #: overrides of [privacy]: min_cohort and DP (docs/PRIVACY.md)
+    validation: dict = field(default_factory=dict)  #: overrides of [validation] (docs/SERVICE.md, "Input validation")
     precision_bits: int = 16
     same_identity_as: LocalDeployment | None = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -145,6 +146,7 @@ class LocalDeployment:
             "admission": dict(self.admission),
             "unlearning": dict(self.unlearning),
             "privacy": dict(self.privacy),
+            "validation": dict(self.validation),
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},

@@ -18,6 +18,7 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
 | `matmul_fixed` | shapes a, operand, view; fixed ids | a_p | a @ B, B = the fixed masks |
 | `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
+| `private_dot` | shape (rows, length) | α (party 0), β (party 1) | (Σ_l α_rl·β_rl)_r |
 
 `matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
@@ -27,7 +28,10 @@ The dealer rebuilds B_i from both keys for every request (it keeps no state per
 operand), stacks the masks of the listed ids, reshapes the stack to `view` and returns
 party 0's share of a @ B; the parties draw only a_p from their main streams. `dot_fixed`
 serves the scalar products of fixed operands with each other (`count` pairs of ids): no
-local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}.
+local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}. `private_dot` serves the product of two vectors that
+each belong to one party (party 0's X, party 1's Y, e.g. the upload check's
+`mpc.input_check`): party 0 opens X − α, party 1 opens Y − β, and
+X·Y = α·(Y − β) + (X − α)·Y + α·β, so each party needs only its own mask and a share of α·β.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
 {"kind": ..., "shapes": [[...], ...]} (the fixed-operand kinds: also "fixed": [ids]);
@@ -233,6 +237,21 @@ register(
         fixed_fit=lambda s, n: n == 2 * _elements(s[1]),
     )
 )
+register(
+    DealerOp(
+        "private_dot",
+        1,
+        _ring_each,
+        lambda s: _rows(s[0]),
+        lambda l0, l1: (l0[0] * l1[0]).sum(-1),
+    )
+)
+
+
+def _rows(shape: Shape) -> Shape:
+    if len(shape) != 2:
+        raise RuntimeError(f"private_dot takes a shape (rows, length), got {list(shape)}")
+    return shape[:1]
 
 
 def _shape(value: Any) -> Shape:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord
 from unlearning.distributed_dp import Release
 from unlearning.dp_accounting import privacy_report
@@ -115,6 +116,7 @@ def build_report(
         "seconds": finished - (job.started or finished),
     }
     report["dealer"] = dealer
+    report["refused_answers"] = refused_answers.read(job_dir)
     report["erasure"] = receipts
     report["privacy"] = privacy_section(report.pop("dp", None), stage1_dp or [])
     _spend(report["revealed"], report["privacy"])
@@ -192,6 +194,11 @@ def render_summary(report: dict[str, Any]) -> str:
     for name, cost in sorted(report["costs"].items()):
         lines.append(
             f"{name:<10} {cost['seconds']:8.2f}   {_mb(cost['online_bytes']):>10}  {_mb(cost['offline_bytes']):>10}"
+        )
+    for entry in report.get("refused_answers", []):
+        lines.append(
+            f"answer of {entry['client']} refused (round {entry['unlearning_round']} {entry['task']}, treated as "
+            f"missing): {entry['reason']}"
         )
     notice = release_notice(report)
     if notice:

@@ -11,7 +11,10 @@ For a `GradientRequest` (model M̂_t, unlearning round t, original round r, clie
 3. each worker waits until its own store holds every answer or the deadline passes;
 4. the parties AND their bitmasks of answers held (public): a client counts as answered
    only if both parties hold its shares, so both load the same answers. A client that
-   did not answer in time gets None and the algorithm keeps its estimate.
+   did not answer in time gets None and the algorithm keeps its estimate;
+5. with `[validation]` on, the answers held by both are checked in 2PC by the party
+   processes (party0 leads, server.upload_check) before any is loaded: a refused answer is
+   treated exactly like a missing one, and named in the job report and JobStatus.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 import torch
 
 from mpc.backend import Backend, Secret
+from mpc.plane.dealer_client import DealerError
 from proto.starfish.v1 import client_pb2
 from proto.wire import model_hash
 from server.jobs import agree
@@ -95,6 +99,7 @@ class ServiceOracle(GradientOracle):
         )
         held = self._wait(ids, deadline)
         agreed = agree.both_true(backend, [c in held for c in clients])
+        agreed = self._valid(backend, request, {c: ids[c] for c, ok in zip(clients, agreed, strict=True) if ok}, agreed)
         out: dict[str, Secret | None] = {}
         for client, ok in zip(clients, agreed, strict=True):
             bundle = self.store.load_task_share(ids[client]) if ok else None
@@ -102,12 +107,39 @@ class ServiceOracle(GradientOracle):
         missing = [c for c, ok in zip(clients, agreed, strict=True) if not ok]
         if missing:
             log.warning(
-                "round %d %s: no answer from %s before the deadline; estimates kept",
+                "round %d %s: no valid answer from %s before the deadline; estimates kept",
                 request.unlearning_round,
                 request.reason,
                 missing,
             )
         return out
+
+    def _valid(
+        self, backend: Backend, request: GradientRequest, answered: dict[str, str], agreed: list[bool]
+    ) -> list[bool]:
+        """Step 5: the answers both parties hold, checked in 2PC by the party processes
+        (server.upload_check); a refused answer counts as missing. The parties AND their
+        verdict bits again, so both load the same answers whatever happened."""
+        if not answered:
+            return agreed
+        reply = self.link.request(
+            {
+                "kind": "check_tasks",
+                "tasks": answered,
+                "unlearning_round": request.unlearning_round,
+                "task": request.reason,
+            }
+        )
+        failed = reply.get("failed")
+        if failed:  # the batch could not run: the attempt fails, blamed on the process that failed
+            error = f"the answer check of round {request.unlearning_round} failed: {failed.get('error', '')}"
+            raise DealerError(error) if failed.get("process") == "dealer" else UnlearningError(error)
+        refused = dict(reply.get("refused") or {})
+        t = request.unlearning_round
+        for client, reason in sorted(refused.items()):
+            log.warning("round %d %s: answer of %s refused: %s", t, request.reason, client, reason)
+        valid = [ok and c not in refused for c, ok in zip(request.clients, agreed, strict=True)]
+        return agree.both_true(backend, valid)
 
     def _wait(self, ids: dict[str, str], deadline: float) -> set[str]:
         """Clients whose answer this party holds, waiting until all or the deadline."""

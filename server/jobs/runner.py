@@ -15,12 +15,17 @@ import numpy as np
 
 from proto.wire import model_hash
 from server import metrics
+from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord, JobStore
 from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
+from server.peer_client import PeerClient
 from server.state import PartyState
 from server.store import TaskRecord
+from server.upload_check import CheckFailed, lead_task_check
+from server.upload_check_peer import await_task_verdicts
 
 log = logging.getLogger(__name__)
+CHECK_WAIT_S = 45.0  #: bound on a job step's answer check (the worker waits 60 s for the reply)
 
 
 class JobFailed(RuntimeError):
@@ -40,6 +45,7 @@ class JobRunnerBase:
         self.jobs = jobs
         self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby != "off")
         self._costs_recorded: set[str] = set()
+        self.peer: PeerClient | None = None  #: party0's link to party1 (the job manager sets it)
 
     def close(self) -> None:
         """Stop the processes kept in standby."""
@@ -108,6 +114,11 @@ class JobRunnerBase:
             elif kind == "post_tasks":
                 self.post_tasks(job_id, msg)
                 return {"ok": True}
+            elif kind == "check_tasks":
+                try:
+                    return {"ok": True, "refused": self.check_tasks(job_id, msg)}
+                except CheckFailed as exc:  # the worker fails its attempt, blaming `process`
+                    return {"ok": True, "failed": {"process": exc.process, "error": str(exc)}}
             return None
 
         return handle
@@ -154,6 +165,31 @@ class JobRunnerBase:
                     float(msg["deadline"]),
                 )
             )
+
+    def check_tasks(self, job_id: str, msg: dict[str, Any]) -> dict[str, str]:
+        """The answers of one job step (client → task id, held by both parties) that fail the
+        input check, client → reason (server.upload_check: party0 leads the batch, party1
+        reads its own verdicts); logged and recorded for the report and JobStatus."""
+        tasks = {str(c): str(t) for c, t in dict(msg["tasks"]).items()}
+        if not self.cfg.validation.enabled or not tasks:
+            return {}
+        if self.peer is not None:
+            verdicts = lead_task_check(self.cfg, self.store, self.peer, tasks, time.time() + CHECK_WAIT_S)
+        else:
+            verdicts = await_task_verdicts(self.state, job_id, tasks, CHECK_WAIT_S)
+        refused = {client: v for client, v in verdicts.items() if not v.accepted}
+        step, task = int(msg.get("unlearning_round", 0)), str(msg.get("task", ""))
+        for client, verdict in sorted(refused.items()):
+            if self.peer is not None:  # party1 counted it when it recorded the verdict
+                metrics.input_refused("task", verdict.failed)
+            log.warning("job %s round %d: %s answer of %s refused: %s", job_id, step, task, client, verdict.reason())
+        entries = [
+            {"client": c, "task_id": tasks[c], "unlearning_round": step, "task": task, "reason": v.reason()}
+            for c, v in sorted(refused.items())
+        ]
+        if entries:
+            refused_answers.record(self.jobs.job_dir(job_id), entries)
+        return {client: verdict.reason() for client, verdict in refused.items()}
 
     # -- result ----------------------------------------------------------------------------
     def install_result(self, job: JobRecord, claimed_hash: str) -> str:

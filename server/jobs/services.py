@@ -23,6 +23,7 @@ from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, req
 from server.evidence.attestation import AttestationRefused
 from server.evidence.certifier import CERTIFICATE_FILE, Attestor, NoSigningKey
 from server.evidence.statement import ViewError
+from server.jobs import refused_answers
 from server.jobs.checkpoints import held_checkpoint
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
@@ -92,8 +93,13 @@ class JobAdminService(AdminService):
         self.jobs = manager.jobs
 
     def _status(self, job: JobRecord) -> admin_pb2.JobStatus:
-        privacy = job_privacy(self.jobs.job_dir(job.job_id)) if job.state == "succeeded" else None
-        return job_status(job, self.cfg.jobs.dealer_label, privacy)
+        folder = self.jobs.job_dir(job.job_id)
+        privacy = job_privacy(folder) if job.state == "succeeded" else None
+        status = job_status(job, self.cfg.jobs.dealer_label, privacy)
+        for entry in refused_answers.read(folder):
+            why = f"round {entry['unlearning_round']} {entry['task']}: {entry['reason']}"
+            status.refused_answers.add(client_id=entry["client"], reason=why)
+        return status
 
     def _job(self, request, context) -> JobRecord:
         job = self.jobs.get(request.job_id)

@@ -189,3 +189,26 @@ def test_other_runs_finds_a_live_test_run() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_stage1_section_shows_the_upload_check_against_the_same_deployment_without_it(monkeypatch) -> None:
+    import bench.report_stage1 as section
+
+    result = _stage1_result(3.0, 1.0)
+    result["figures"].update(
+        unvalidated_round_s=2.0,
+        unvalidated_round_cpu_s=1.6,
+        unvalidated_round_bytes=140.0e6,
+        validation_overhead=1.5,
+        validation_cpu_overhead=1.25,
+        validation_bytes_overhead=149.0 / 140.0,
+        target_validation_overhead=1.25,
+        meets_validation_target=False,
+    )
+    monkeypatch.setattr(section, "load", lambda name: (result if name == "stage1" else None, False))
+    lines: list[str] = []
+    section.section_stage1(lines)
+    text = "\n".join(lines)
+    assert "| wall time per round (s) | 2.00 | 3.00 | 1.50× |" in text
+    assert "| payload bytes per round (MB) | 140.0 | 149.0 | 1.06× |" in text
+    assert "checked round ≤ 1.25× an unchecked one (wall): **not met**" in text

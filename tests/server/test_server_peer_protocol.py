@@ -31,7 +31,8 @@ def dp_follower(tmp_path):
 
 
 def _follower(tmp_path, privacy: dict):
-    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"], privacy=privacy)
+    # the test drives party1 without a dealer: no input check (tests/server/test_upload_check_peer.py has one)
+    dep = LocalDeployment(tmp_path / "dep", clients=["u", "v"], privacy=privacy, validation={"enabled": False})
     dep.start(1)
     certs = dep.root / "certs"
     creds = grpc.ssl_channel_credentials(

@@ -1,0 +1,390 @@
+"""Validation of one client's secret-shared upload in 2PC, opening only verdicts
+(docs/PRIVACY.md, "Validated uploads").
+
+Party p holds, for one client: [x]_p ∈ Z_2^64^m, the fixed-point encoding x = round(g·2^f) of
+its gradient; [N]_p, the encoding of its reported ‖g‖; [δ]_p, the encoding of its reported δ.
+Public: m, f and the operator's norm bound C (`CheckBounds`). With A = ⌊C·2^f + ½⌋ and
+b = bitlength(A) (so every honest |x_i| ≤ A < 2^b), the four checks are exact statements
+about the centred integers behind the shares:
+
+* ``range``: every |x_i| < 2^b is accepted; any |x_i| ≥ 3·2^b is refused;
+* ``norm``: ‖x‖² ≤ T = ⌈(C·2^f + √m/2)²⌉ is accepted; ‖x‖² > T + 2^bitlength(T) (≤ 3T + 1,
+  i.e. ‖g‖ beyond about √3·C) is refused;
+* ``reported_norm``: 0 ≤ N < 2^b and |N² − ‖x‖²| ≤ tol (the rounding of an honest client,
+  tol = ⌈D·(2√T + D)⌉, D = √m/2 + 2) are accepted; N outside [−2^b, 2^(b+1)) or a gap beyond
+  tol + 2^bitlength(2·tol) is refused;
+* ``delta``: 0 ≤ δ < 2^b (δ ≤ max|g_i| ≤ C) is accepted; δ outside [−2^b, 2^(b+1)) is refused.
+
+Between "accepted" and "refused" the verdict depends on the fresh masks (it is random).
+
+**Window test** W(v, k), the one primitive (k ≥ 33): is the shared v in [0, 2^k)?
+1. (Second attempt only) re-share with a mask ρ drawn from the seed: v_0 + ρ, v_1 − ρ.
+2. Local shifts (SecureML's truncation, unsigned): u_0 = v_0 >> k, u_1 = −((−v_1) >> k).
+   h = u_0 + u_1 = ⌊a/2^k⌋ − ⌊c/2^k⌋ with a = v_0, c = −v_1 read as unsigned, so h is an exact
+   integer, |h| < 2^(64−k), and h ∈ {⌊(a − c)/2^k⌋, ⌊(a − c)/2^k⌋ + 1} where a − c is v or v ± 2^64
+   (the pair wraps: for uniform shares with probability |v|/2^64).
+3. t = h(h − 1) is exact (h² < 2^62) and non-negative; t = 0 iff h ∈ {0, 1}. If v ∈ [0, 2^k) and
+   the pair does not wrap, t = 0. If t = 0 then a − c ∈ [−2^k, 2^k), which is far from ±2^64,
+   so a − c = v: every v ∉ [−2^k, 2^(k+1)) gives t ≠ 0 *whatever the shares* — a client that
+   chooses its own shares gains nothing, so soundness needs no re-sharing; ρ only gives an
+   honest client whose shares happened to wrap a second, independent chance.
+   t = (u_0² − u_0) + (u_1² − u_1) + 2·u_0·u_1; the cross term is a *private* dot product
+   (u_0 is party 0's alone, u_1 party 1's): with the dealer's α (party 0's), β (party 1's) and
+   shares of α·β (`private_dot`), party 0 sends u_0 − α, party 1 sends u_1 − β, and
+   u_0·u_1 = α·(u_1 − β) + [α·β]_0 + (u_0 − α)·u_1 + [α·β]_1.
+A vector's t_i are folded as Σ r_i·t_i with public uniform r (from the seed): a nonzero t has
+2-adic valuation ≤ 30 (|h| < 2^31), so Pr[Σ r_i·t_i = 0 | some t_i ≠ 0] ≤ 2^−34. Scalar t's
+are summed (each < 2^62, so the sum of three cannot wrap to 0).
+
+**Order of the checks.** The coarse window on x + 2^32 bounds every |x_i| < 3·2^32, which
+makes the fine window on 2^(32−b)·x + 2^32 exact (no overflow), which bounds |x_i| < 3·2^b,
+which makes S = ‖x‖² = Σ x_0² + 2·x_0·x_1 + Σ x_1² exact (9m·2^(2b) < 2^63, `largest_norm`),
+and so on. All run at once; a verdict is the conjunction, so each conclusion holds whenever
+the checks it rests on passed.
+
+**What is opened.** Per check one ring element z = Σ r_i·t_i (or Σ t): exactly 0 for an
+accepted upload, which so reveals nothing beyond "accepted". The masked differences
+u − α, u − β, x_p − α are uniform. A refused upload reveals its z (a function of its input).
+The fold weights r are drawn from the per-client seed, which party0 draws with `secrets`
+only after the uploads are fixed, so a client cannot aim at them.
+
+**Rounds** (`check_input`): step 0 opens the differences of the three vector products and
+five scalar ones (3m + 5 words each way), step 1 those of the two scalar windows on S (2
+words), step 2 the four z (4 words). An honest upload fails a window only when a fresh mask
+makes its shares wrap (< m·2^32/2^64 per vector window), so a refused upload is checked once
+more with a second seed before the verdict is final; a dishonest one is refused both times
+but for probability ≤ 2^−34 per check and try.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from mpc.masks import TAG_AES256_CTR, expand_mask
+
+K = 33
+"""The smallest window exponent: h stays below 2^31, so h(h − 1) cannot wrap."""
+OFFSET = 1 << (K - 1)
+CHECKS = ("range", "norm", "reported_norm", "delta")
+ATTEMPTS = 2
+SEED_BYTES = 32
+
+
+class Exchange(Protocol):
+    def __call__(self, step: int, mine: np.ndarray) -> np.ndarray:
+        """Send this party's int64 vector of `step`; return the other party's vector of that step."""
+
+
+class Correlation(Protocol):
+    def private_dots(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """This party's masks (rows, length) — α for party 0, β for party 1 — and its share
+        (rows,) of α_r·β_r (the dealer's `private_dot` kind)."""
+
+
+def largest_norm(num_params: int, precision_bits: int) -> float:
+    """The largest C the ring allows for m = `num_params` (`CheckBounds.fits`): C = (2^b − 2)/2^f
+    for the largest b ≤ 32 that fits, or 0.0 if none does."""
+    for b in range(K - 1, 3, -1):
+        norm = (2**b - 2) / 2**precision_bits
+        if CheckBounds(num_params, precision_bits, norm).fits():
+            return norm
+    return 0.0
+
+
+@dataclass(frozen=True)
+class CheckBounds:
+    num_params: int
+    precision_bits: int
+    max_norm: float
+
+    @classmethod
+    def make(cls, num_params: int, precision_bits: int, max_norm: float) -> CheckBounds:
+        """Bounds for m = `num_params` coordinates; ValueError (naming the limit) when C does not fit."""
+        if num_params < 1:
+            raise ValueError(f"a model has at least one parameter, got {num_params}")
+        bounds = cls(num_params, precision_bits, float(max_norm))
+        if not (math.isfinite(max_norm) and max_norm > 0 and bounds.fits()):
+            top = largest_norm(num_params, precision_bits)
+            raise ValueError(
+                f"validation max_norm must be a positive number at most {top:g} for a model of {num_params} "
+                f"parameters at precision_bits = {precision_bits} (the checked ‖g‖² must fit the ring), "
+                f"got {max_norm!r}"
+            )
+        return bounds
+
+    def fits(self) -> bool:
+        """Whether every quantity the checks compute is exact in Z_2^64: b ≤ 32, ‖x‖² ≤ 9m·2^(2b)
+        below 2^63 once the range check passed, and the two windows on S (`headroom`)."""
+        return (
+            self.bits <= K - 1 and 9 * self.num_params * (1 << (2 * self.bits)) < 1 << 63 and self.headroom() < 1 << 63
+        )
+
+    def headroom(self) -> int:
+        """The largest |2^j·v| of the two windows on S (norm bound, reported norm), given that
+        the range and N checks passed (‖x‖² ≤ 9m·2^(2b), N² < 2^(2b+2)): must stay below 2^63."""
+        s_max = 9 * self.num_params * (1 << (2 * self.bits))
+        bound, tol = self.norm_sq, self.tolerance
+        norm_v = max(bound, s_max) << window_for(bound).scale
+        gap_v = ((1 << (2 * self.bits + 2)) + 3 * bound + 1 + tol) << window_for(2 * tol).scale
+        return max(norm_v, gap_v)
+
+    @property
+    def coordinate(self) -> int:
+        """A = ⌊C·2^f + ½⌋: the largest honest |x_i|, N and δ (encoded)."""
+        return max(int(math.floor(self.max_norm * 2**self.precision_bits + 0.5)), 8)
+
+    @property
+    def bits(self) -> int:
+        """b with A < 2^b."""
+        return self.coordinate.bit_length()
+
+    @property
+    def norm_sq(self) -> int:
+        """T = ⌈(C·2^f + √m/2)²⌉: the largest honest ‖x‖²."""
+        return math.ceil((self.max_norm * 2**self.precision_bits + math.sqrt(self.num_params) / 2) ** 2)
+
+    @property
+    def tolerance(self) -> int:
+        """tol = ⌈D·(2√T + D)⌉, D = √m/2 + 2: the largest honest |N² − ‖x‖²|."""
+        d = math.sqrt(self.num_params) / 2 + 2
+        return math.ceil(d * (2 * math.sqrt(self.norm_sq) + d))
+
+
+@dataclass(frozen=True)
+class HeldInput:
+    """This party's shares of one client's upload."""
+
+    gradient: np.ndarray  #: int64 (m,)
+    norm: int  #: [N]_p
+    delta: int  #: [δ]_p
+
+
+@dataclass(frozen=True)
+class Verdict:
+    failed: tuple[str, ...]  #: the checks (of CHECKS) that refused the upload
+
+    @property
+    def accepted(self) -> bool:
+        return not self.failed
+
+    def reason(self) -> str:
+        if not self.failed:
+            return "accepted"
+        return "refused by the upload check: " + "; ".join(REASONS[c] for c in self.failed)
+
+
+REASONS = {
+    "range": "a coordinate is outside the range the norm bound allows",
+    "norm": "the gradient's L2 norm is above the operator's bound ([validation] max_norm)",
+    "reported_norm": "the reported norm does not match the gradient's norm",
+    "delta": "the reported threshold delta is outside [0, max_norm]",
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    """W(2^j·v + offset, k): honest 2^j·v + offset ∈ [0, 2^k)."""
+
+    scale: int
+    offset: int
+    k: int
+
+
+def window_for(limit: int) -> Window:
+    """The window of a value honest in [0, limit]: k = bitlength(limit), scaled up to K if smaller."""
+    p = limit.bit_length()
+    return Window(0, 0, p) if p >= K else Window(K - p, 0, K)
+
+
+def coarse() -> Window:
+    return Window(0, OFFSET, K)
+
+
+def fine(bits: int) -> Window:
+    """|v| < 2^bits honest → 2^(K−1−bits)·v + 2^(K−1) ∈ [0, 2^K)."""
+    return Window(K - 1 - bits, OFFSET, K)
+
+
+def unsigned_fine(bits: int) -> Window:
+    """0 ≤ v < 2^bits honest → 2^(K−bits)·v ∈ [0, 2^K)."""
+    return Window(K - bits, 0, K)
+
+
+class Stream:
+    """Public randomness of one check (masks ρ, fold weights r): AES-256-CTR keyed by
+    HMAC-SHA256(seed, label), through `mpc.masks.expand_mask`."""
+
+    def __init__(self, seed: bytes, reshare: bool) -> None:
+        if len(seed) != SEED_BYTES:
+            raise ValueError(f"a check seed has {SEED_BYTES} bytes, got {len(seed)}")
+        self._seed = seed
+        self.reshare = reshare
+
+    def mask(self, label: str, count: int) -> np.ndarray | None:
+        """ρ of a window (only when re-sharing: module doc, step 1)."""
+        return self.words("rho:" + label, count) if self.reshare else None
+
+    def words(self, label: str, count: int) -> np.ndarray:
+        key = hmac.new(self._seed, label.encode(), hashlib.sha256).digest()
+        return expand_mask(bytes([TAG_AES256_CTR]) + key, count)
+
+
+def client_seed(batch_seed: bytes, client: str) -> bytes:
+    """The seed of one client's check within a batch: HMAC-SHA256(batch seed, client id)."""
+    return hmac.new(batch_seed, b"client:" + client.encode(), hashlib.sha256).digest()
+
+
+def _wrap(fn: Callable[[], np.ndarray]) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return fn()
+
+
+def shifted_part(party: int, share: np.ndarray, window: Window, rho: np.ndarray | None) -> np.ndarray:
+    """u_p of W (module doc, steps 1–2) for this party's share of v (offset added by party 0)."""
+    with np.errstate(over="ignore"):
+        v = share.astype(np.int64) << np.int64(window.scale)
+        if party == 0:
+            v += np.int64(window.offset)
+            if rho is not None:
+                v += rho
+            return (v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64)
+        v = -v if rho is None else rho - v  # = −(v_1 − ρ)
+        return -((v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64))
+
+
+def local_term(u: np.ndarray) -> np.ndarray:
+    """u_p² − u_p: this party's part of t = h(h − 1), exact for |u_p| < 2^31."""
+    return _wrap(lambda: u * u - u)
+
+
+def private_products(
+    party: int, groups: list[np.ndarray], step: int, exchange: Exchange, correlation: Correlation
+) -> list[np.ndarray]:
+    """This party's shares of the row-wise products Σ_l X_rl·Y_rl of each group (R, L), where
+    party 0 holds X and party 1 holds Y (module doc, step 3): one exchange for all groups."""
+    drawn = [correlation.private_dots(*g.shape) for g in groups]
+    masked = _wrap(
+        lambda: np.concatenate([(g - masks).reshape(-1) for g, (masks, _) in zip(groups, drawn, strict=True)])
+    )
+    theirs = exchange(step, masked)
+    if theirs.shape != masked.shape:
+        raise ValueError(f"check step {step}: the other party sent {theirs.size} words, expected {masked.size}")
+    out, at = [], 0
+    for g, (masks, gamma) in zip(groups, drawn, strict=True):
+        other = theirs[at : at + g.size].reshape(g.shape)
+        at += g.size
+        known = masks if party == 0 else g  # α·(Y − β) for party 0, (X − α)·Y for party 1
+        out.append(_wrap(lambda known=known, other=other, gamma=gamma: (known * other).sum(axis=-1) + gamma))
+    return out
+
+
+def _scalars(values: list[int]) -> np.ndarray:
+    """Python integers as ring elements (reduced mod 2^64 into the signed int64 range)."""
+    return np.array([(int(v) + 2**63) % 2**64 - 2**63 for v in values], dtype=np.int64)
+
+
+def _first_step(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream, step: int, exchange, correlation):
+    """Step 0: the two range windows (folded), the N and δ windows, S = ‖x‖² and N²."""
+    m, x = bounds.num_params, held.gradient
+    windows = (coarse(), fine(bounds.bits))
+    folds = [stream.words(f"fold:range:{i}", m) for i in range(2)]
+    parts = [shifted_part(party, x, w, stream.mask(f"range:{i}", m)) for i, w in enumerate(windows)]
+    scalar_windows = (coarse(), unsigned_fine(bounds.bits), coarse(), unsigned_fine(bounds.bits))
+    scalar_in = _scalars([held.norm, held.norm, held.delta, held.delta])
+    rho = stream.mask("scalars", 4)
+    scalar_parts = np.concatenate(
+        [
+            shifted_part(party, scalar_in[i : i + 1], w, None if rho is None else rho[i : i + 1])
+            for i, w in enumerate(scalar_windows)
+        ]
+    )
+    own = _scalars([held.norm])
+    vec_rows = [f * u for f, u in zip(folds, parts, strict=True)] if party == 0 else list(parts)
+    with np.errstate(over="ignore"):
+        vectors = np.stack([*vec_rows, x])
+        cross_v, cross_s = private_products(
+            party, [vectors, np.concatenate([scalar_parts, own]).reshape(5, 1)], step, exchange, correlation
+        )
+        z_range = sum((f * local_term(u)).sum() for f, u in zip(folds, parts, strict=True)) + 2 * (
+            cross_v[0] + cross_v[1]
+        )
+        t = local_term(scalar_parts) + 2 * cross_s[:4]
+        s = (x * x).sum() + 2 * cross_v[2]
+        nn = own[0] * own[0] + 2 * cross_s[4]
+        return z_range, t[:2].sum(), t[2:].sum(), s, nn
+
+
+def _second_step(party: int, bounds: CheckBounds, stream: Stream, s, nn, step: int, exchange, correlation):
+    """Step 1: the windows on T − S (norm bound) and N² − S + tol (reported norm)."""
+    t_bound, tol = bounds.norm_sq, bounds.tolerance
+    with np.errstate(over="ignore"):
+        lead = party == 0
+        values = _scalars([(t_bound if lead else 0) - int(s), int(nn) - int(s) + (tol if lead else 0)])
+    windows = (window_for(t_bound), window_for(2 * tol))
+    rho = stream.mask("norms", 2)
+    parts = np.concatenate(
+        [
+            shifted_part(party, values[i : i + 1], w, None if rho is None else rho[i : i + 1])
+            for i, w in enumerate(windows)
+        ]
+    )
+    (cross,) = private_products(party, [parts.reshape(2, 1)], step, exchange, correlation)
+    return _wrap(lambda: local_term(parts) + 2 * cross)
+
+
+def _attempt(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream, first_step: int, exchange, correlation):
+    z_range, z_reported, z_delta, s, nn = _first_step(party, held, bounds, stream, first_step, exchange, correlation)
+    t_norm, t_reported = _second_step(party, bounds, stream, s, nn, first_step + 1, exchange, correlation)
+    with np.errstate(over="ignore"):
+        mine = _scalars([int(z_range), int(t_norm), int(z_reported + t_reported), int(z_delta)])
+        total = mine + exchange(first_step + 2, mine)
+    return Verdict(tuple(c for c, z in zip(CHECKS, total, strict=True) if z != 0))
+
+
+def retry_seed(seed: bytes, attempt: int) -> bytes:
+    return hmac.new(seed, b"attempt:%d" % attempt, hashlib.sha256).digest()
+
+
+def check_input(
+    party: int, held: HeldInput, bounds: CheckBounds, seed: bytes, exchange: Exchange, correlation: Correlation
+) -> Verdict:
+    """One client's verdict (module doc); both parties call it with the same seed and bounds.
+    A refused upload is checked once more under a second seed (an honest one fails only
+    when a mask makes its shares wrap); steps 3a, 3a+1, 3a+2 belong to attempt a."""
+    if party not in (0, 1):
+        raise ValueError(f"party is 0 or 1, got {party}")
+    grad = np.asarray(held.gradient)
+    if grad.dtype != np.int64 or grad.shape != (bounds.num_params,):
+        raise ValueError(f"a gradient share is int64 of shape ({bounds.num_params},), got {grad.dtype} {grad.shape}")
+    verdict = Verdict(CHECKS)
+    for attempt in range(ATTEMPTS):
+        stream = Stream(seed, False) if attempt == 0 else Stream(retry_seed(seed, attempt), True)
+        verdict = _attempt(party, held, bounds, stream, 3 * attempt, exchange, correlation)
+        if verdict.accepted:
+            break
+    return verdict
+
+
+def plain_check(gradient: np.ndarray, norm: int, delta: int, bounds: CheckBounds) -> Verdict:
+    """The verdict on cleartext encodings (centred integers): each check's accepting region
+    (module doc). `check_input` returns the same verdict outside each check's random band."""
+    x = [int(v) for v in np.asarray(gradient, dtype=np.int64)]
+    bound = 1 << bounds.bits
+    s = sum(v * v for v in x)
+    failed = []
+    if any(not -bound <= v < bound for v in x):
+        failed.append("range")
+    if s > bounds.norm_sq:
+        failed.append("norm")
+    if not (0 <= norm < bound and abs(norm * norm - s) <= bounds.tolerance):
+        failed.append("reported_norm")
+    if not 0 <= delta < bound:
+        failed.append("delta")
+    return Verdict(tuple(failed))

@@ -1,0 +1,263 @@
+"""Input validation, party0's side: a batch of uploads or task answers checked in 2PC with
+party1 (docs/SERVICE.md, "Input validation"; docs/PRIVACY.md, "Malicious clients").
+
+The protocol of one check is `mpc.input_check.check_input`; this module runs it
+over the peer channel and a dealer session. A batch, led by party0:
+
+1. the items are fixed (a round's candidate members, or a job step's answers); party0
+   draws a 32-byte seed from the OS CSPRNG and a fresh batch id, which also names the
+   batch's dealer session;
+2. StartCheck(batch id, seed, round, items, dealer identity, party0's max_norm): party1
+   checks that it holds every item and that the bound is its own, and joins the dealer
+   session (server.upload_check_peer); party0 joins it as rank 0;
+3. per item, in the listed order (the dealer's streams are consumed in protocol order),
+   both parties run `check_input` with the client's seed HMAC(seed, client) (each client
+   appears once per batch); each of its exchanges is one CheckStep call: party0's int64
+   vector of that step out, party1's back (3 steps, 6 when a refused item is checked again);
+4. FinishCheck: party1's verdicts, which it recorded durably; party0 compares them with
+   its own (the opened bits are the same on both parties).
+
+Only the verdict bits are opened. A batch that cannot complete (the dealer, the peer, a
+timeout) raises `CheckFailed` and decides nothing: the caller retries with a new batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpc.input_check import (
+    SEED_BYTES,
+    CheckBounds,
+    HeldInput,
+    Verdict,
+    check_input,
+    client_seed,
+    largest_norm,
+)
+from mpc.plane.dealer_client import DealerError, DealerLink, open_dealer_link
+from mpc.plane.dealer_ops import OPS, Request
+from mpc.plane.tls import TlsFiles, client_context
+from proto.starfish.v1 import peer_pb2
+from proto.wire import StreamError, read_chunked, sha256_hex
+from server import metrics
+from server.config import PartyConfig
+from server.peer_client import PeerClient, PeerRefused
+from server.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class CheckFailed(RuntimeError):
+    """A check batch did not complete; nothing was decided (the caller retries). `process`
+    names the process that failed it: "dealer", "party0" or "party1"."""
+
+    def __init__(self, message: str, process: str = "party1"):
+        super().__init__(message)
+        self.process = process
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to check: a client's upload to a round (task_id "") or a task answer."""
+
+    client_id: str
+    task_id: str = ""
+
+
+def check_bounds(cfg: PartyConfig, num_params: int) -> CheckBounds:
+    """This party's bounds for a model of `num_params`: `[validation] max_norm`, or (0) the
+    largest the ring allows (ValueError when the configured bound is above it)."""
+    max_norm = cfg.validation.max_norm or largest_norm(num_params, cfg.precision_bits)
+    return CheckBounds.make(num_params, cfg.precision_bits, max_norm)
+
+
+def bounds_refusal(cfg: PartyConfig, num_params: int) -> str | None:
+    """Why a model of `num_params` cannot be trained under this party's `[validation]`, or None."""
+    if not cfg.validation.enabled:
+        return None
+    try:
+        check_bounds(cfg, num_params)
+    except ValueError as exc:
+        return f"[validation] max_norm: {exc}"
+    return None
+
+
+def held_input(store: Store, round_index: int, item: Item) -> HeldInput:
+    """This party's shares of the item (a seed-compressed share expanded); KeyError if not held."""
+    if item.task_id:
+        task = store.task(item.task_id)
+        bundle = store.load_task_share(item.task_id) if task is not None and task.client == item.client_id else None
+        if bundle is None:
+            raise KeyError(f"no answer of {item.client_id!r} to task {item.task_id}")
+    else:
+        if store.upload(round_index, item.client_id) is None:
+            raise KeyError(f"no upload of {item.client_id!r} to round {round_index}")
+        bundle = store.load_share(round_index, item.client_id)
+    gradient = np.ascontiguousarray(bundle.gradient, dtype=np.int64).reshape(-1)
+    return HeldInput(gradient, int(bundle.norm.reshape(-1)[0]), int(bundle.delta.reshape(-1)[0]))
+
+
+class DealerCorrelation:
+    """`private_dot` correlations of one dealer session, as `check_input` asks for them."""
+
+    def __init__(self, link: DealerLink) -> None:
+        self.link = link
+
+    def private_dots(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        request = Request("private_dot", ((rows, length),))
+        local, share = OPS["private_dot"].party_shares(
+            self.link.prg, self.link.rank, request, lambda r: self.link.fetch(r, (rows,))
+        )
+        return local[0].numpy(), share.numpy()
+
+
+def open_link(cfg: PartyConfig, batch_id: str) -> DealerLink:
+    """Join the batch's dealer session as this party's rank (DealerError when it fails)."""
+    host, port = cfg.jobs.dealer_address
+    ctx = client_context(TlsFiles(cfg.tls.ca, cfg.tls.cert, cfg.tls.key))
+    return open_dealer_link(host, port, ctx, cfg.jobs.dealer_identity, batch_id, cfg.role, cfg.jobs.session_timeout_s)
+
+
+# ---------------------------------------------------------------------------- step vectors
+def step_messages(header: peer_pb2.CheckStepHeader, vector: np.ndarray, chunk_bytes: int) -> Iterator:
+    """`CheckChunk`s of one step: the header (words, content hash), then the int64 bytes."""
+    data = np.ascontiguousarray(vector, dtype="<i8").tobytes()
+    header.words, header.content_sha256 = len(data) // 8, sha256_hex(data)
+    yield peer_pb2.CheckChunk(header=header)
+    for start in range(0, len(data), chunk_bytes):
+        yield peer_pb2.CheckChunk(data=data[start : start + chunk_bytes])
+
+
+def read_step(stream: Iterable, max_words: int) -> tuple[peer_pb2.CheckStepHeader, np.ndarray]:
+    """(header, int64 vector) of a `CheckChunk` stream; length and content hash checked."""
+
+    def limit(header: peer_pb2.CheckStepHeader) -> int:
+        if header.words > max_words:
+            raise StreamError(f"a check step of {header.words} words is longer than {max_words}")
+        return 8 * int(header.words)
+
+    header, buf = read_chunked(stream, limit, "a check step")
+    if len(buf) != 8 * header.words or sha256_hex(buf) != header.content_sha256:
+        raise StreamError("a check step's bytes do not match its header")
+    return header, np.frombuffer(bytes(buf), dtype="<i8").astype(np.int64)
+
+
+def max_step_words(cfg: PartyConfig) -> int:
+    """The longest step vector accepted: 3·m + 1024 words at the largest model."""
+    return 3 * cfg.limits.max_model_params + 1024
+
+
+# ---------------------------------------------------------------------------- party0
+def new_batch_id(scope: str) -> str:
+    """A fresh batch (and dealer session) id: letters, digits, '.', '-'."""
+    return f"check-{scope}.{int(time.time())}-{os.urandom(4).hex()}"
+
+
+class LeaderBatch:
+    """party0's side of one batch (module docstring, steps 1–4)."""
+
+    def __init__(
+        self, cfg: PartyConfig, store: Store, peer: PeerClient, round_index: int, items: list[Item], label: str = ""
+    ):
+        self.cfg, self.store, self.peer = cfg, store, peer
+        self.round_index, self.items = round_index, items
+        self.batch_id = new_batch_id(label or f"r{round_index}")
+        self.seed = secrets.token_bytes(SEED_BYTES)
+
+    def _exchange(self, item: Item) -> Callable[[int, np.ndarray], np.ndarray]:
+        def exchange(step: int, mine: np.ndarray) -> np.ndarray:
+            header = peer_pb2.CheckStepHeader(batch_id=self.batch_id, client_id=item.client_id, step=step)
+            reply = self.peer.stream_stream(
+                "CheckStep", lambda: step_messages(header, mine, self.cfg.limits.chunk_bytes)
+            )
+            try:
+                theirs_header, theirs = read_step(iter(reply), max_step_words(self.cfg))
+            except StreamError as exc:
+                raise CheckFailed(f"party1's step {step} of {item.client_id!r}: {exc}") from None
+            if (theirs_header.client_id, theirs_header.step) != (item.client_id, step):
+                raise CheckFailed(f"party1 answered step {step} of {item.client_id!r} with another step")
+            return theirs
+
+        return exchange
+
+    def _start(self, bounds: CheckBounds) -> None:
+        request = peer_pb2.CheckStart(
+            batch_id=self.batch_id,
+            seed=self.seed,
+            round=self.round_index,
+            items=[peer_pb2.CheckItem(client_id=i.client_id, task_id=i.task_id) for i in self.items],
+            dealer_identity=self.cfg.jobs.dealer_identity,
+            max_norm=bounds.max_norm,
+        )
+        self.peer.unary("StartCheck", request)
+
+    def run(self, bounds: CheckBounds) -> dict[Item, Verdict]:
+        """Check every item; {item: verdict}, equal on both parties (else CheckFailed)."""
+        start = time.monotonic()
+        try:
+            self._start(bounds)
+        except PeerRefused as exc:
+            if exc.code is None or exc.code.name != "ABORTED":
+                raise  # party1's configuration or store refuses the batch: the caller fails the round
+            raise CheckFailed(f"party1 did not start check batch {self.batch_id}: {exc}") from None
+        try:
+            link = open_link(self.cfg, self.batch_id)
+            try:
+                mine = self._check_all(link, bounds)
+            finally:
+                link.close()
+            theirs = self.peer.unary("FinishCheck", peer_pb2.CheckRef(batch_id=self.batch_id))
+        except DealerError as exc:
+            raise CheckFailed(f"the dealer failed check batch {self.batch_id}: {exc}", "dealer") from None
+        except OSError as exc:
+            raise CheckFailed(f"party0 could not run check batch {self.batch_id}: {exc}", "party0") from None
+        except PeerRefused as exc:
+            raise CheckFailed(f"party1 ended check batch {self.batch_id}: {exc}") from None
+        agreed = {Item(v.client_id, v.task_id): tuple(v.failed) for v in theirs.verdicts}
+        if agreed != {item: v.failed for item, v in mine.items()}:
+            raise CheckFailed(f"check batch {self.batch_id}: the two parties' verdicts differ")
+        log.info(
+            "check batch %s: %d items, %d refused, %.2f s",
+            self.batch_id,
+            len(mine),
+            sum(not v.accepted for v in mine.values()),
+            time.monotonic() - start,
+        )
+        return mine
+
+    def _check_all(self, link: DealerLink, bounds: CheckBounds) -> dict[Item, Verdict]:
+        correlation = DealerCorrelation(link)
+        verdicts: dict[Item, Verdict] = {}
+        for item in self.items:
+            held = held_input(self.store, self.round_index, item)
+            seed = client_seed(self.seed, item.client_id)
+            verdicts[item] = check_input(0, held, bounds, seed, self._exchange(item), correlation)
+        return verdicts
+
+
+def lead_task_check(
+    cfg: PartyConfig, store: Store, peer: PeerClient, tasks: dict[str, str], deadline: float
+) -> dict[str, Verdict]:
+    """party0: check one job step's task answers (client → task id) with party1; {client:
+    verdict}. A batch that fails is retried with a new one until `deadline` (then CheckFailed)."""
+    bounds = check_bounds(cfg, store.global_model(0).params.size)
+    items = [Item(client, task) for client, task in sorted(tasks.items())]
+    while True:
+        try:
+            verdicts = LeaderBatch(cfg, store, peer, 0, items, label="tasks").run(bounds)
+        except CheckFailed as exc:
+            metrics.check_batch("failed")
+            if time.time() + cfg.rounds.peer_retry_s >= deadline:
+                raise
+            log.warning("task answer check failed: %s; retrying", exc)
+            time.sleep(cfg.rounds.peer_retry_s)
+            continue
+        metrics.check_batch("completed")
+        return {item.client_id: verdict for item, verdict in verdicts.items()}
