@@ -8,6 +8,7 @@ from pathlib import Path
 
 from server import logs
 from server.config import ConfigError, load_config
+from server.file_modes import restrict_umask
 
 
 def run_party(config_path: str | Path, role: int | None = None, log_level: str = "INFO") -> int:
@@ -21,6 +22,7 @@ def run_party(config_path: str | Path, role: int | None = None, log_level: str =
         print(f"error: config {config_path} is for party{cfg.role}, not party{role}", file=sys.stderr)
         return 2
     logs.configure(cfg.name, cfg.observability.log_format, log_level)
+    restrict_umask()  # every file the party and its workers write: 0600 / 0700 (server.file_modes)
     from server.evidence.signing import SigningError
     from server.runtime import PartyServer  # heavy imports after argument checks
 

@@ -21,6 +21,7 @@ from server.config import PartyConfig
 from server.coordinator import RoundCoordinator
 from server.evidence.certifier import Attestor, Certifier
 from server.evidence.signing import load_identity
+from server.file_modes import check_private
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import JobStore
 from server.jobs.manager import JobManager
@@ -40,6 +41,7 @@ STOP_GRACE_S = 2.0
 class PartyServer:
     def __init__(self, cfg: PartyConfig):
         self.cfg = cfg
+        check_private(cfg.data_dir)  # a store others can read is refused, naming the path
         identity = load_identity(cfg)  # a misconfigured signing key stops the start, with the reason
         self.state = PartyState(cfg, Store(cfg.data_dir, cfg.role))
         self.peer = PeerClient(cfg, self.state.stopping)
