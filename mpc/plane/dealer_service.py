@@ -49,12 +49,21 @@ class DealerLimits:
     idle_timeout_s: float = 600.0  #: a session with no request for this long is closed
     max_request_elements: int = 1 << 25  #: per tensor of one request (2^25 int64 = 256 MiB)
     remember_sessions: int = 4096  #: finished session ids kept to refuse a second run
+    handshake_timeout_s: float = 5.0  #: TLS handshake and hello of a new connection, at most
+    max_unauthenticated: int = 64  #: connections not yet through TLS and hello (a new one closes the oldest)
+    max_unauthenticated_per_source: int = 8  #: the same, per source address
 
     def __post_init__(self) -> None:
-        for name in ("max_sessions", "max_request_elements", "remember_sessions"):
+        for name in (
+            "max_sessions",
+            "max_request_elements",
+            "remember_sessions",
+            "max_unauthenticated",
+            "max_unauthenticated_per_source",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"limits.{name} must be a positive integer")
-        for name in ("join_timeout_s", "idle_timeout_s"):
+        for name in ("join_timeout_s", "idle_timeout_s", "handshake_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"limits.{name} must be positive")
 
