@@ -6,13 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from server import logs
 from server.config import ConfigError, load_config
 from server.file_modes import restrict_umask
+from server.tls_floor import require_tls13
 
 
 def run_party(config_path: str | Path, role: int | None = None, log_level: str = "INFO") -> int:
     """Load the config (checking its role when given), then serve until SIGINT/SIGTERM."""
+    require_tls13()  # before anything loads gRPC (server.tls_floor)
+    from server import logs
+
     try:
         cfg = load_config(config_path)
     except ConfigError as exc:

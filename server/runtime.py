@@ -31,21 +31,50 @@ from server.peer_service import PeerService
 from server.request_context import RequestIdInterceptor
 from server.state import PartyState
 from server.store import Store
-from server.tls import channel_options, client_port_credentials, peer_port_credentials
+from server.tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
+from server.tls_floor import check_tls13
 
 log = logging.getLogger(__name__)
 PEER_THREADS = 8  #: concurrent calls on the peer port (only the other party calls it)
 STOP_GRACE_S = 2.0
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+"""gRPC sets SO_REUSEPORT by default, so a second process on a party's port binds it too and
+the kernel splits the connections between them; without it the second bind fails."""
+
+
+def bind_exclusively(server: grpc.Server, key: str, address: str, credentials: grpc.ServerCredentials) -> int:
+    """Bind `address` (the config's `key`) for this server alone, or raise OSError naming both.
+    gRPC reports a failed bind by raising RuntimeError (recent versions) or returning 0."""
+    try:
+        port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
+    if not port:
+        raise OSError(
+            f"{key} = {address!r}: cannot bind this address (another process holds the port, or the "
+            "host has no such address)"
+        )
+    return port
+
+
+def serve_metrics(listen: str, certfile, keyfile):
+    """The metrics endpoint, or OSError naming `observability.metrics_listen` when it cannot bind."""
+    try:
+        return metrics.serve(listen, certfile, keyfile)
+    except OSError as exc:
+        raise OSError(f"observability.metrics_listen = {listen!r}: cannot bind: {exc.strerror or exc}") from None
 
 
 class PartyServer:
     def __init__(self, cfg: PartyConfig):
         self.cfg = cfg
         check_private(cfg.data_dir)  # a store others can read is refused, naming the path
+        check_own_certificate(cfg)
+        check_tls13()  # the gRPC ports accept TLS 1.3 only (server.tls_floor)
         identity = load_identity(cfg)  # a misconfigured signing key stops the start, with the reason
         self.state = PartyState(cfg, Store(cfg.data_dir, cfg.role))
         self.peer = PeerClient(cfg, self.state.stopping)
-        opts = channel_options(cfg.limits.max_message_bytes)
+        opts = channel_options(cfg.limits.max_message_bytes) + [EXCLUSIVE_PORT]
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
             interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
@@ -70,15 +99,13 @@ class PartyServer:
             JobPeerService(self.state, self.job_follower, attestor) if self.job_follower else PeerService(self.state)
         )
         peer_pb2_grpc.add_PeerServiceServicer_to_server(peer_service, self.peer_server)
-        self.port = self.server.add_secure_port(cfg.listen, client_port_credentials(cfg))
-        self.peer_port = self.peer_server.add_secure_port(cfg.peer_listen, peer_port_credentials(cfg))
-        if not self.port or not self.peer_port:
-            raise OSError(f"cannot bind {cfg.listen} or {cfg.peer_listen}")
+        self.port = bind_exclusively(self.server, "listen", cfg.listen, client_port_credentials(cfg))
+        self.peer_port = bind_exclusively(self.peer_server, "peer_listen", cfg.peer_listen, peer_port_credentials(cfg))
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
         metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()))
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
-        self.metrics_server = metrics.serve(obs.metrics_listen, *tls) if obs.metrics_listen else None
+        self.metrics_server = serve_metrics(obs.metrics_listen, *tls) if obs.metrics_listen else None
 
     def _halted(self) -> bool:
         rec = self.state.store.current_round()
