@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
+import ssl
 import threading
 import time
 from dataclasses import asdict
 from typing import Any
 
+from mpc.plane.rendezvous import ping
+from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
 from server.evidence.certifier import Certifier
@@ -307,15 +309,19 @@ class JobManager(JobRunnerBase):
             return self.install_result(job, str(worker.result["model_hash"]))
         return outcome or Failure("party0 worker", "party0 worker ended without a result")
 
+    def _dealer_tls(self) -> ssl.SSLContext:
+        tls = self.cfg.tls
+        return client_context(TlsFiles(tls.ca, tls.cert, tls.key))
+
     def _await_dealer(self, job_id: str, attempt: int) -> None:
-        """Wait until the dealer service accepts connections (an attempt is not spent on a
-        dealer that is down, as none is spent on an unreachable party1)."""
+        """Wait until the dealer service answers a TLS hello (`ping_dealer`; an attempt is not
+        spent on a dealer that is down, as none is spent on an unreachable party1)."""
         host, port = self.cfg.jobs.dealer_address
         delay = self.cfg.jobs.retry_backoff_s
         while True:
             self._check_stop()
             try:
-                socket.create_connection((host, port), timeout=PEER_PROBE_S).close()
+                ping(host, port, self._dealer_tls(), self.cfg.jobs.dealer_identity, PEER_PROBE_S, "the dealer")
                 return
             except OSError as exc:
                 step = f"session attempt {attempt}: waiting for the dealer service at {self.cfg.jobs.dealer} ({exc})"
