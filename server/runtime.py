@@ -11,7 +11,7 @@ import threading
 from concurrent import futures
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 
 from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
 from server import metrics
@@ -28,6 +28,7 @@ from server.jobs.manager import JobManager
 from server.jobs.services import JobAdminService, JobPeerService
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
+from server.readiness import Readiness, peer_check, store_check
 from server.request_context import RequestIdInterceptor
 from server.state import PartyState
 from server.store import Store
@@ -95,6 +96,7 @@ class PartyServer:
             )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.readiness = Readiness(self.health, self._checks(), self.state.stopping)
         peer_service = (
             JobPeerService(self.state, self.job_follower, attestor) if self.job_follower else PeerService(self.state)
         )
@@ -107,6 +109,27 @@ class PartyServer:
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
         self.metrics_server = serve_metrics(obs.metrics_listen, *tls) if obs.metrics_listen else None
 
+    def _checks(self) -> list:
+        """What this party needs to make progress (server.readiness)."""
+        return [
+            peer_check(self.peer.channel, self.cfg.peer_address),
+            store_check(self.cfg.data_dir),
+            self._training_check,
+            self._dealer_check,
+        ]
+
+    def _training_check(self) -> tuple[str, str] | None:
+        rec = self.state.store.current_round()
+        if rec is None or rec.state != "failed":
+            return None
+        return "training_halted", f"training is halted: round {rec.round} failed ({rec.error})"
+
+    def _dealer_check(self) -> tuple[str, str] | None:
+        for job in self.jobs.all():
+            if job.state == "running" and "waiting for the dealer service" in job.step:
+                return "dealer_unreachable", f"job {job.job_id}: {job.step}"
+        return None
+
     def _halted(self) -> bool:
         rec = self.state.store.current_round()
         return rec is not None and rec.state == "failed"
@@ -118,7 +141,7 @@ class PartyServer:
             self.coordinator.start()
         if self.job_manager is not None:
             self.job_manager.start()
-        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.readiness.start()  # liveness SERVING now; "" once the party can make progress
         log.info("%s serving clients on %s, peer on %s", self.cfg.name, self.cfg.listen, self.cfg.peer_listen)
 
     def stop(self) -> None:

@@ -35,6 +35,7 @@ from mpc.plane.certs import make_certs
 from mpc.ports import free_port
 from server.config import token_digest
 from server.file_modes import private_dir
+from server.readiness import LIVENESS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HEALTH_TIMEOUT_S = 120.0  #: a party imports torch at start; slow on a loaded machine
@@ -231,6 +232,8 @@ class LocalDeployment:
                 proc.wait()
 
     def wait_healthy(self, role: int, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+        """Wait until party `role` serves (its liveness service; it may not make progress yet,
+        e.g. while the other party starts: server.readiness)."""
         creds = grpc.ssl_channel_credentials(root_certificates=self.ca_cert.read_bytes())
         end = time.time() + timeout_s
         with grpc.secure_channel(self.address(role), creds) as ch:
@@ -243,7 +246,7 @@ class LocalDeployment:
                     )
                 try:
                     if (
-                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        stub.Check(health_pb2.HealthCheckRequest(service=LIVENESS), timeout=1).status
                         == health_pb2.HealthCheckResponse.SERVING
                     ):
                         return
