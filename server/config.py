@@ -8,6 +8,7 @@ docs/SERVICE.md generated from it); an unknown key or section is refused before 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -15,9 +16,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpc.config_schema import SchemaError, address
+from mpc.config_schema import Schema, SchemaError, address
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
-from server.config_schema import party_schema
+from server.config_schema import build_party_schema
 from server.dp_config import DP_KEYS, DPConfig, parse_dp_config
 from server.headroom import round_sample_budget
 from server.jobs.job_config import JobConfig
@@ -164,6 +165,13 @@ class PartyConfig:
     @property
     def name(self) -> str:
         return f"party{self.role}"
+
+
+@functools.cache
+def party_schema() -> Schema:
+    """The one schema of a party's file (server.config_schema), with the defaults of the
+    dataclasses above; docs/SERVICE.md's table is generated from it."""
+    return build_party_schema(RoundConfig, PrivacyConfig, LimitConfig, AdmissionConfig, ObservabilityConfig, JobConfig)
 
 
 def _require(table: dict, key: str, where: str):

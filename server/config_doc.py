@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mpc.config_schema import Schema
 from mpc.plane.dealer_config import DEALER_SCHEMA
-from server.config_schema import party_schema
+from server.config import party_schema
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

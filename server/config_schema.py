@@ -1,6 +1,7 @@
 """The party configuration's schema: every section and key of a party's TOML, once.
 
-`server.config` checks a file against `party_schema()` before reading any value (an
+`server.config` builds the schema once (`party_schema()`, with its dataclasses' defaults)
+and checks a file against it before reading any value (an
 unknown key or section is refused with the nearest known spelling, `mpc.config_schema`),
 and the reference table of docs/SERVICE.md is generated from it (`python -m
 server.config_doc`). Defaults of the dataclass-backed sections are read from the
@@ -10,8 +11,6 @@ that the document is current.
 """
 
 from __future__ import annotations
-
-import functools
 
 from mpc.config_schema import Key, Schema, Section, dataclass_keys
 
@@ -102,12 +101,11 @@ def _keys(section: str, names: tuple[str, ...], defaults: dict[str, str]) -> tup
     return tuple(Key(n, defaults.get(n, ""), OTHER[f"{section}.{n}"]) for n in names)
 
 
-@functools.cache
-def party_schema() -> Schema:
-    """The schema of a party's TOML (built once; needs the dataclasses of server.config)."""
-    from server.config import AdmissionConfig, LimitConfig, ObservabilityConfig, PrivacyConfig, RoundConfig
-    from server.jobs.job_config import JobConfig
-
+def build_party_schema(
+    rounds: type, privacy: type, limits: type, admission: type, observability: type, jobs: type
+) -> Schema:
+    """The schema of a party's TOML, with the defaults of the dataclasses that hold each table
+    (server.config passes them and keeps the result: `server.config.party_schema`)."""
     return Schema(
         "party",
         (
@@ -124,16 +122,16 @@ def party_schema() -> Schema:
             ),
             Section("auth", _keys("auth", ("admin_token_sha256",), {"admin_token_sha256": '""'})),
             Section("auth.clients", (Key("<client id>", "", OTHER["auth.clients"]),), free=True),
-            Section("rounds", dataclass_keys(RoundConfig, ROUNDS)),
+            Section("rounds", dataclass_keys(rounds, ROUNDS)),
             Section(
                 "privacy",
-                dataclass_keys(PrivacyConfig, {"min_cohort": OTHER["privacy.min_cohort"]})
+                dataclass_keys(privacy, {"min_cohort": OTHER["privacy.min_cohort"]})
                 + tuple(Key(n, d, m) for n, (d, m) in DP.items()),
             ),
-            Section("limits", dataclass_keys(LimitConfig, LIMITS)),
-            Section("admission", dataclass_keys(AdmissionConfig, ADMISSION)),
-            Section("observability", dataclass_keys(ObservabilityConfig, OBSERVABILITY)),
-            Section("jobs", dataclass_keys(JobConfig, JOBS)),
+            Section("limits", dataclass_keys(limits, LIMITS)),
+            Section("admission", dataclass_keys(admission, ADMISSION)),
+            Section("observability", dataclass_keys(observability, OBSERVABILITY)),
+            Section("jobs", dataclass_keys(jobs, JOBS)),
             Section("unlearning", ()),
             Section("unlearning.parameters", (Key("<parameter>", "", OTHER["unlearning.parameters"]),), free=True),
             Section("unlearning.bounds", (Key("<parameter>", "", OTHER["unlearning.bounds"]),), free=True),

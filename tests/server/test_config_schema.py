@@ -22,8 +22,8 @@ from server.config import (
     PrivacyConfig,
     RoundConfig,
     parse_config,
+    party_schema,
 )
-from server.config_schema import party_schema
 from server.jobs.job_config import JobConfig
 from tests.server.test_server_config import BASE
 
