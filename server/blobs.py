@@ -1,7 +1,8 @@
 """Durable file writes: temp file in the target directory, fsync, rename, fsync directory.
 
 After `atomic_write` returns, the file exists with its full content or (after a crash
-before the rename) not at all; it never exists half-written.
+before the rename) not at all; it never exists half-written. Files are created 0600 and
+directories 0700 (server.file_modes).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+
+from server.file_modes import open_private, private_dir
 
 
 def fsync_dir(path: Path) -> None:
@@ -21,9 +24,9 @@ def fsync_dir(path: Path) -> None:
 
 def write_temp(directory: Path, data: bytes | memoryview) -> Path:
     """Write `data` to a fresh temp file in `directory` and fsync it (not yet visible)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     tmp = directory / f".tmp-{secrets.token_hex(8)}"
-    with open(tmp, "wb") as fh:
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())

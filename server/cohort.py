@@ -6,7 +6,11 @@ A committed round publishes M_i, and with M_{i−1} public, (M_{i−1} − M_i)/
 `[privacy] min_cohort` members does not commit; instead (docs/SERVICE.md, "Round protocol"):
 
 * `[rounds] opening = "auto"`: the round stays open, its deadline is extended and its record
-  carries a note (`wait_note`) until k consistent pairs are held;
+  carries a note (`wait_note`) until k consistent pairs are held. A round with no upload
+  at all is an idle deployment, not a round below its cohort: it waits with `idle_note`,
+  without a warning or a count in `starfish_rounds_below_cohort_total` (so the
+  StarfishRoundBelowCohort alert does not fire on an idle deployment), and a job that
+  pauses training ends it at once;
 * `opening = "on_request"` (an external server chose the round's clients) and a round an
   unlearning job must end: the round is abandoned on both parties (`abandon_reason`); its
   acknowledged uploads stay stored and count again when round i (same M_{i−1}) opens again.
@@ -33,6 +37,12 @@ def wait_note(round_index: int, consistent: int, k: int) -> str:
         f"round {round_index} waits: {consistent} consistent upload(s), fewer than the minimum cohort "
         f"{k} ([privacy] min_cohort); the deadline was extended"
     )
+
+
+def idle_note(round_index: int) -> str:
+    """The note of an open round that no client has uploaded to (an idle deployment): it waits,
+    and this is neither a warning nor a round below its cohort (no metric counts it)."""
+    return f"round {round_index} waits for uploads (none yet); the deadline was extended"
 
 
 def abandon_reason(round_index: int, consistent: int, k: int, paused: bool) -> str:

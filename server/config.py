@@ -2,11 +2,13 @@
 
 One file per party. Paths inside it are relative to the file's directory.
 Client and admin credentials are stored as sha256 hex digests of the tokens, so a
-leaked config file does not leak credentials. See docs/SERVICE.md for every key.
+leaked config file does not leak credentials. Every key: server.config_schema (and the table of
+docs/SERVICE.md generated from it); an unknown key or section is refused before anything else.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -14,7 +16,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpc.config_schema import Schema, SchemaError, address
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from server.config_schema import build_party_schema
 from server.dp_config import DP_KEYS, DPConfig, parse_dp_config
 from server.headroom import round_sample_budget
 from server.jobs.job_config import JobConfig
@@ -181,6 +185,13 @@ class PartyConfig:
         return f"party{self.role}"
 
 
+@functools.cache
+def party_schema() -> Schema:
+    """The one schema of a party's file (server.config_schema), with the defaults of the
+    dataclasses above; docs/SERVICE.md's table is generated from it."""
+    return build_party_schema(RoundConfig, PrivacyConfig, LimitConfig, AdmissionConfig, ObservabilityConfig, JobConfig)
+
+
 def _require(table: dict, key: str, where: str):
     if key not in table:
         raise ConfigError(f"missing key '{key}' in [{where}]")
@@ -301,8 +312,21 @@ def _auth(auth: dict) -> tuple[dict[str, str], str]:
     return clients, admin
 
 
+def _check_schema(data: dict) -> None:
+    """Every key and section known (server.config_schema), every address a valid host:port,
+    before any value is read or anything binds."""
+    try:
+        party_schema().check(data)
+        for key in ("listen", "peer_listen", "peer_address"):
+            if key in data:
+                address(data[key], key)
+    except SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def parse_config(data: dict, base: Path) -> PartyConfig:
     """Validate a parsed TOML document; relative paths are resolved against `base`."""
+    _check_schema(data)
     role = _require(data, "role", "top level")
     if role not in (0, 1):
         raise ConfigError(f"role must be 0 or 1, got {role!r}")

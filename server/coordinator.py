@@ -223,6 +223,10 @@ class RoundCoordinator:
         if ending or (below_k and cohort.must_abandon(self.cfg.rounds.opening, ending)):
             self._abandon(rec.round, consistent, ending)
             return
+        if consistent == 0:  # an idle deployment: nothing to warn about (server.cohort)
+            self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s, cohort.idle_note(rec.round))
+            log.debug(cohort.idle_note(rec.round))
+            return
         note = cohort.wait_note(rec.round, consistent, k) if below_k else ""
         self.store.extend_deadline(rec.round, time.time() + self.cfg.rounds.deadline_s, note)
         if below_k:
@@ -239,6 +243,9 @@ class RoundCoordinator:
         self.peer.unary("AbandonRound", peer_pb2.AbandonRequest(round=round_index, reason=reason))
         self.store.set_round_state(round_index, "abandoned", reason)
         self.state.mark_ended(round_index)
+        if consistent == 0:  # nobody uploaded: ended, not a round below its cohort
+            log.info(reason)
+            return
         metrics.round_below_cohort(cohort.ABANDON)
         log.warning(reason)
 

@@ -6,12 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from server import logs
 from server.config import ConfigError, load_config
+from server.file_modes import restrict_umask
+from server.tls_floor import require_tls13
 
 
 def run_party(config_path: str | Path, role: int | None = None, log_level: str = "INFO") -> int:
     """Load the config (checking its role when given), then serve until SIGINT/SIGTERM."""
+    require_tls13()  # before anything loads gRPC (server.tls_floor)
+    from server import logs
+
     try:
         cfg = load_config(config_path)
     except ConfigError as exc:
@@ -21,6 +25,7 @@ def run_party(config_path: str | Path, role: int | None = None, log_level: str =
         print(f"error: config {config_path} is for party{cfg.role}, not party{role}", file=sys.stderr)
         return 2
     logs.configure(cfg.name, cfg.observability.log_format, log_level)
+    restrict_umask()  # every file the party and its workers write: 0600 / 0700 (server.file_modes)
     from server.evidence.signing import SigningError
     from server.runtime import PartyServer  # heavy imports after argument checks
 

@@ -13,7 +13,8 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_round_members | histogram | agreed members per committed round |
 | starfish_rounds_failed_total | counter | rounds failed (model hash mismatch, peer refused) |
 | starfish_training_halted | gauge | 1 while the newest round is failed (training stopped) |
-| starfish_rounds_below_cohort_total{action} | counter | rounds below the minimum cohort: waiting, abandoned, refused |
+| starfish_rounds_below_cohort_total{action} | counter | rounds below k, by action (not rounds without uploads) |
+| starfish_not_ready{reason} | gauge | 1 while health is NOT_SERVING, by reason (server.readiness) |
 | starfish_uploads_accepted_total{kind,duplicate} | counter | uploads stored (kind: round, task) |
 | starfish_uploads_refused_total{kind,reason} | counter | uploads refused, by reason |
 | starfish_share_pair_mismatches_total{reason} | counter | clients excluded: their two shares are not one pair |
@@ -98,6 +99,7 @@ STEP_SECONDS = Histogram(
 STEP_BYTES = Counter("starfish_mpc_step_bytes", "protocol step bytes", ["step", "phase"], **_kw)
 ERASED = Counter("starfish_clients_erased", "client erasures carried out", **_kw)
 CERTIFICATES = Counter("starfish_certificates", "erasure certificates by outcome", ["outcome"], **_kw)
+NOT_READY = Gauge("starfish_not_ready", "1 while the party cannot make progress, by reason", ["reason"], **_kw)
 STORE_BYTES = Gauge("starfish_store_bytes", "bytes of the store on disk", ["kind"], **_kw)
 
 
@@ -114,6 +116,13 @@ def round_failed() -> None:
 
 #: label values of `starfish_rounds_below_cohort_total` (server.cohort)
 COHORT_ACTIONS = ("waiting", "abandoned", "refused")
+
+
+def not_ready(reason: str) -> None:
+    """Why the party cannot make progress now ("" when it can: no sample; server.readiness)."""
+    NOT_READY.clear()
+    if reason:
+        NOT_READY.labels(reason).set(1)
 
 
 def round_below_cohort(action: str) -> None:

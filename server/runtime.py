@@ -11,7 +11,7 @@ import threading
 from concurrent import futures
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 
 from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
 from server import metrics
@@ -21,29 +21,61 @@ from server.config import PartyConfig
 from server.coordinator import RoundCoordinator
 from server.evidence.certifier import Attestor, Certifier
 from server.evidence.signing import load_identity
+from server.file_modes import check_private
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import JobStore
 from server.jobs.manager import JobManager
 from server.jobs.services import JobAdminService, JobPeerService
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
+from server.readiness import Readiness, peer_check, store_check
 from server.request_context import RequestIdInterceptor
 from server.state import PartyState
 from server.store import Store
-from server.tls import channel_options, client_port_credentials, peer_port_credentials
+from server.tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
+from server.tls_floor import check_tls13
 
 log = logging.getLogger(__name__)
 PEER_THREADS = 8  #: concurrent calls on the peer port (only the other party calls it)
 STOP_GRACE_S = 2.0
+EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+"""gRPC sets SO_REUSEPORT by default, so a second process on a party's port binds it too and
+the kernel splits the connections between them; without it the second bind fails."""
+
+
+def bind_exclusively(server: grpc.Server, key: str, address: str, credentials: grpc.ServerCredentials) -> int:
+    """Bind `address` (the config's `key`) for this server alone, or raise OSError naming both.
+    gRPC reports a failed bind by raising RuntimeError (recent versions) or returning 0."""
+    try:
+        port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
+    if not port:
+        raise OSError(
+            f"{key} = {address!r}: cannot bind this address (another process holds the port, or the "
+            "host has no such address)"
+        )
+    return port
+
+
+def serve_metrics(listen: str, certfile, keyfile):
+    """The metrics endpoint, or OSError naming `observability.metrics_listen` when it cannot bind."""
+    try:
+        return metrics.serve(listen, certfile, keyfile)
+    except OSError as exc:
+        raise OSError(f"observability.metrics_listen = {listen!r}: cannot bind: {exc.strerror or exc}") from None
 
 
 class PartyServer:
     def __init__(self, cfg: PartyConfig):
         self.cfg = cfg
+        check_private(cfg.data_dir)  # a store others can read is refused, naming the path
+        check_own_certificate(cfg)
+        check_tls13()  # the gRPC ports accept TLS 1.3 only (server.tls_floor)
         identity = load_identity(cfg)  # a misconfigured signing key stops the start, with the reason
         self.state = PartyState(cfg, Store(cfg.data_dir, cfg.role))
         self.peer = PeerClient(cfg, self.state.stopping)
-        opts = channel_options(cfg.limits.max_message_bytes)
+        opts = channel_options(cfg.limits.max_message_bytes) + [EXCLUSIVE_PORT]
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
             interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
@@ -64,20 +96,40 @@ class PartyServer:
             )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.readiness = Readiness(self.health, self._checks(), self.state.stopping)
         peer_service = (
             JobPeerService(self.state, self.job_follower, attestor) if self.job_follower else PeerService(self.state)
         )
         peer_pb2_grpc.add_PeerServiceServicer_to_server(peer_service, self.peer_server)
-        self.port = self.server.add_secure_port(cfg.listen, client_port_credentials(cfg))
-        self.peer_port = self.peer_server.add_secure_port(cfg.peer_listen, peer_port_credentials(cfg))
-        if not self.port or not self.peer_port:
-            raise OSError(f"cannot bind {cfg.listen} or {cfg.peer_listen}")
+        self.port = bind_exclusively(self.server, "listen", cfg.listen, client_port_credentials(cfg))
+        self.peer_port = bind_exclusively(self.peer_server, "peer_listen", cfg.peer_listen, peer_port_credentials(cfg))
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
         metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()))
         metrics.validation_enabled(cfg.validation.enabled)
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
-        self.metrics_server = metrics.serve(obs.metrics_listen, *tls) if obs.metrics_listen else None
+        self.metrics_server = serve_metrics(obs.metrics_listen, *tls) if obs.metrics_listen else None
+
+    def _checks(self) -> list:
+        """What this party needs to make progress (server.readiness)."""
+        return [
+            peer_check(self.peer.channel, self.cfg.peer_address),
+            store_check(self.cfg.data_dir),
+            self._training_check,
+            self._dealer_check,
+        ]
+
+    def _training_check(self) -> tuple[str, str] | None:
+        rec = self.state.store.current_round()
+        if rec is None or rec.state != "failed":
+            return None
+        return "training_halted", f"training is halted: round {rec.round} failed ({rec.error})"
+
+    def _dealer_check(self) -> tuple[str, str] | None:
+        for job in self.jobs.all():
+            if job.state == "running" and "waiting for the dealer service" in job.step:
+                return "dealer_unreachable", f"job {job.job_id}: {job.step}"
+        return None
 
     def _halted(self) -> bool:
         rec = self.state.store.current_round()
@@ -90,7 +142,7 @@ class PartyServer:
             self.coordinator.start()
         if self.job_manager is not None:
             self.job_manager.start()
-        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.readiness.start()  # liveness SERVING now; "" once the party can make progress
         log.info("%s serving clients on %s, peer on %s", self.cfg.name, self.cfg.listen, self.cfg.peer_listen)
         if self.cfg.validation.enabled:
             log.info("input validation ON: uploads and task answers are checked in 2PC before use")

@@ -38,6 +38,7 @@ from mpc.masks import MaskSeedError, expand_mask
 from proto.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
 from server import blobs
 from server.config import CLIENT_ID_RE
+from server.file_modes import private_dir, private_sqlite_path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
@@ -209,11 +210,11 @@ class Store:
                 f"file:{self.root / 'meta.sqlite'}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
             )
             return
-        self.root.mkdir(parents=True, exist_ok=True)
         for sub in ("models", "shares", "tasks"):
-            (self.root / sub).mkdir(exist_ok=True)
+            private_dir(self.root / sub)
         blobs.remove_stale_temps(self.root)
-        self._db = sqlite3.connect(self.root / "meta.sqlite", check_same_thread=False, isolation_level=None)
+        db_path = private_sqlite_path(self.root / "meta.sqlite")
+        self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA secure_delete=ON")  # erased rows (seeds, scalar shares) are zeroed

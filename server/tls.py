@@ -3,14 +3,34 @@
 * client/admin port: server-side TLS (clients verify the party against the CA) and
   per-call tokens;
 * peer port: mutual TLS; the caller must present a certificate signed by the CA whose
-  common name is the other party's name (checked in `server.auth.require_peer`).
+  common name is the other party's name (checked in `server.auth.require_peer`);
+* both ports accept TLS 1.3 only (`server.tls_floor`), and a party serves only with a
+  certificate that names its own role (`check_own_certificate`).
 """
 
 from __future__ import annotations
 
 import grpc
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from server.config import PartyConfig
+
+
+class CertificateRoleError(OSError):
+    """This party's TLS certificate names another identity than its role."""
+
+
+def check_own_certificate(cfg: PartyConfig) -> None:
+    """Refuse to serve with a certificate whose common name is not `party<role>` (e.g. party0
+    started with party1's files would answer the peer port as the other party)."""
+    cert = x509.load_pem_x509_certificate(_read(cfg.tls.cert))
+    names = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if names != [cfg.name]:
+        raise CertificateRoleError(
+            f"tls.cert {cfg.tls.cert} names {', '.join(map(repr, names)) or 'no one'}, but this is "
+            f"{cfg.name} (role = {cfg.role}): a party serves only with its own certificate"
+        )
 
 
 def _read(path) -> bytes:

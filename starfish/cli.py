@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from server.tls_floor import require_tls13
+
 #: command modules, in the order `--help` lists them
 COMMANDS = (
     "demo",
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    require_tls13()  # before the commands load gRPC: `starfish party` serves TLS 1.3 only (server.tls_floor)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -34,6 +34,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mpc.plane.certs import make_certs
 from mpc.ports import free_port
 from server.config import token_digest
+from server.file_modes import private_dir
+from server.readiness import LIVENESS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HEALTH_TIMEOUT_S = 120.0  #: a party imports torch at start; slow on a loaded machine
@@ -85,7 +87,9 @@ class LocalDeployment:
         if self.cred_path.exists():
             self.creds = json.loads(self.cred_path.read_text())
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)  # 0700: certificates' keys, credentials, both stores (server.file_modes)
+        for role in (0, 1):
+            private_dir(self.data_dir(role))
         other = self.same_identity_as
         if other is not None:
             shutil.copytree(other.root / "certs", self.root / "certs")
@@ -181,7 +185,7 @@ class LocalDeployment:
     # -- processes -----------------------------------------------------------------------
     def start(self, role: int | None = None) -> None:
         """Start party `role`, or (None) the dealer service and both parties."""
-        (self.root / "logs").mkdir(exist_ok=True)
+        private_dir(self.root / "logs")
         if role is None:
             self.start_dealer()
         for r in (0, 1) if role is None else (role,):
@@ -230,6 +234,8 @@ class LocalDeployment:
                 proc.wait()
 
     def wait_healthy(self, role: int, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+        """Wait until party `role` serves (its liveness service; it may not make progress yet,
+        e.g. while the other party starts: server.readiness)."""
         creds = grpc.ssl_channel_credentials(root_certificates=self.ca_cert.read_bytes())
         end = time.time() + timeout_s
         with grpc.secure_channel(self.address(role), creds) as ch:
@@ -242,7 +248,7 @@ class LocalDeployment:
                     )
                 try:
                     if (
-                        stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                        stub.Check(health_pb2.HealthCheckRequest(service=LIVENESS), timeout=1).status
                         == health_pb2.HealthCheckResponse.SERVING
                     ):
                         return

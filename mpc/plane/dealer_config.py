@@ -15,63 +15,89 @@
     max_request_elements = 33554432
     remember_sessions = 4096
 
-Every key is documented in docs/DEPLOY.md. Unknown keys are refused.
+Every key: DEALER_SCHEMA below (docs/DEPLOY.md's table is generated from it). An unknown key
+or section is refused, naming the nearest known spelling (mpc.config_schema).
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from mpc.config_schema import Key, Schema, SchemaError, Section, address, dataclass_keys
 from mpc.plane.dealer_service import DealerConfig, DealerLimits
 from mpc.plane.tls import TlsFiles
 
 
-class DealerConfigError(ValueError):
+class DealerConfigError(SchemaError):
     """The dealer configuration is missing a key or holds an invalid value."""
+
+
+LIMITS = {
+    "max_sessions": "sessions served at once; further joins are refused with a reason",
+    "join_timeout_s": "how long the first party of a session waits for the second",
+    "idle_timeout_s": "a session without a request for this long is closed",
+    "max_request_elements": "per tensor of one request (2^25 int64 = 256 MiB)",
+    "remember_sessions": "finished session ids kept, so an id can never run twice",
+    "handshake_timeout_s": "a connection that has not finished TLS and its hello in this time is closed",
+    "max_unauthenticated": "connections still in TLS or hello, all sources together; a new one closes the oldest",
+    "max_unauthenticated_per_source": "the same per source address",
+}
+DEALER_SCHEMA = Schema(
+    "dealer",
+    (
+        Section("", (Key("listen", "", "the one address the dealer binds, `host:port`", required=True),)),
+        Section(
+            "tls",
+            tuple(
+                Key(name, "", meaning, required=True)
+                for name, meaning in (
+                    ("ca", "CA certificate (path relative to this file)"),
+                    ("cert", "the dealer's certificate; its common name is the dealer's identity"),
+                    ("key", "its private key"),
+                )
+            ),
+        ),
+        Section(
+            "parties",
+            (
+                Key("party0", '"party0"', "certificate identity allowed to join as rank 0"),
+                Key("party1", '"party1"', "certificate identity allowed to join as rank 1"),
+            ),
+        ),
+        Section("limits", dataclass_keys(DealerLimits, LIMITS)),
+    ),
+)
 
 
 def split_address(value: Any, key: str) -> tuple[str, int]:
     """ "host:port" (IPv6 as "[::1]:7300") → (host, port)."""
-    if not isinstance(value, str) or ":" not in value:
-        raise DealerConfigError(f"{key} must be 'host:port', got {value!r}")
-    host, _, port = value.rpartition(":")
-    host = host.strip("[]")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise DealerConfigError(f"{key} must be 'host:port' with a port in 1..65535, got {value!r}")
-    return host, int(port)
-
-
-def _table(data: dict[str, Any], name: str, known: set[str]) -> dict[str, Any]:
-    table = data.get(name, {})
-    if not isinstance(table, dict):
-        raise DealerConfigError(f"[{name}] must be a table")
-    unknown = set(table) - known
-    if unknown:
-        raise DealerConfigError(f"unknown key(s) {sorted(unknown)} in [{name}]")
-    return table
+    try:
+        return address(value, key)
+    except SchemaError as exc:
+        raise DealerConfigError(str(exc)) from None
 
 
 def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
-    """Validate a parsed dealer.toml; relative paths are resolved against `base`."""
-    unknown = set(data) - {"listen", "tls", "parties", "limits"}
-    if unknown:
-        raise DealerConfigError(f"unknown key(s) {sorted(unknown)} at the top level")
+    """Validate a parsed dealer.toml (every key known: DEALER_SCHEMA); relative paths are
+    resolved against `base`."""
+    try:
+        DEALER_SCHEMA.check(data)
+    except SchemaError as exc:
+        raise DealerConfigError(str(exc)) from None
     host, port = split_address(data.get("listen"), "listen")
-    tls_t = _table(data, "tls", {"ca", "cert", "key"})
+    tls_t = data.get("tls", {})
     missing = {"ca", "cert", "key"} - set(tls_t)
     if missing:
         raise DealerConfigError(f"missing key(s) {sorted(missing)} in [tls]")
     tls = TlsFiles(*(base / str(tls_t[k]) for k in ("ca", "cert", "key")))
-    parties_t = _table(data, "parties", {"party0", "party1"})
+    parties_t = data.get("parties", {})
     parties = (str(parties_t.get("party0", "party0")), str(parties_t.get("party1", "party1")))
     if parties[0] == parties[1]:
         raise DealerConfigError("[parties] party0 and party1 must be different identities")
-    limits_t = _table(data, "limits", {f.name for f in fields(DealerLimits)})
     try:
-        limits = DealerLimits(**limits_t)
+        limits = DealerLimits(**data.get("limits", {}))
     except (TypeError, ValueError) as exc:
         raise DealerConfigError(f"bad [limits]: {exc}") from None
     return DealerConfig(host, port, tls, parties, limits)

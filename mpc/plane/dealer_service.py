@@ -4,6 +4,8 @@ Run by the third operator (`starfish dealer --config dealer.toml`). It listens o
 configured address only, accepts TLS 1.3 connections from the two configured party
 identities only, and serves one MPC session per job attempt:
 
+0. a party may check that the service is up: it connects (TLS, both certificates checked)
+   and says hello {"ping": true}; the dealer answers {"ok": true} and closes;
 1. a party connects and says hello {"session": "<job id>.<attempt>", "rank": r}; its
    certificate must name the identity configured for rank r;
 2. when both ranks of the session have joined (within `join_timeout_s`), the dealer
@@ -12,10 +14,13 @@ identities only, and serves one MPC session per job attempt:
 3. party 0 sends requests ({"kind", "shapes"}, `mpc.plane.dealer_ops`) and receives its
    share V_0 of each correlated value, until it says {"bye": true} or disconnects.
 
-Bounds: at most `max_sessions` sessions at once (further hellos are refused with a
-reason), at most `max_request_elements` per tensor, an idle session (no request for
-`idle_timeout_s`) is closed, and a session id that has run cannot be joined again (the
-last `remember_sessions` ids are kept) — a retried job attempt uses a new id. A session
+Unauthenticated connections (before TLS and the hello are through) are bounded per source
+and in time (`handshake_timeout_s`, `max_unauthenticated[_per_source]`; mpc.plane.pending):
+a silent or slow client cannot keep a party out. Bounds: at most `max_sessions` sessions
+at once (further hellos are refused with a reason), at most `max_request_elements` per
+tensor, an idle session (no request for `idle_timeout_s`) is closed, and a session id
+that has run cannot be joined again (the last `remember_sessions` ids are kept) — a
+retried job attempt uses a new id. A session
 whose party dies or misbehaves is dropped with all its state; other sessions are not
 affected. The dealer never receives a data share; it logs session ids, identities,
 request kinds and sizes, never keys.
@@ -35,11 +40,13 @@ from typing import Any
 
 from mpc.plane.channel import Channel, RemoteError
 from mpc.plane.dealer_ops import RequestError, parse
+from mpc.plane.pending import PendingConnections
 from mpc.plane.prg import Prg, new_key
-from mpc.plane.rendezvous import HANDSHAKE_TIMEOUT_S, bind, check_session_id, read_hello
+from mpc.plane.rendezvous import bind, check_session_id, read_hello
 from mpc.plane.tls import PeerRefused, TlsFiles, peer_identity, server_context, wrap
 
 log = logging.getLogger(__name__)
+SWEEP_S = 1.0  #: the accept loop closes overdue unauthenticated connections at least this often
 
 
 @dataclass(frozen=True)
@@ -49,12 +56,21 @@ class DealerLimits:
     idle_timeout_s: float = 600.0  #: a session with no request for this long is closed
     max_request_elements: int = 1 << 25  #: per tensor of one request (2^25 int64 = 256 MiB)
     remember_sessions: int = 4096  #: finished session ids kept to refuse a second run
+    handshake_timeout_s: float = 5.0  #: TLS handshake and hello of a new connection, at most
+    max_unauthenticated: int = 64  #: connections not yet through TLS and hello (a new one closes the oldest)
+    max_unauthenticated_per_source: int = 8  #: the same, per source address
 
     def __post_init__(self) -> None:
-        for name in ("max_sessions", "max_request_elements", "remember_sessions"):
+        for name in (
+            "max_sessions",
+            "max_request_elements",
+            "remember_sessions",
+            "max_unauthenticated",
+            "max_unauthenticated_per_source",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"limits.{name} must be a positive integer")
-        for name in ("join_timeout_s", "idle_timeout_s"):
+        for name in ("join_timeout_s", "idle_timeout_s", "handshake_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"limits.{name} must be positive")
 
@@ -133,6 +149,11 @@ class DealerService:
         self._stop = threading.Event()
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        lim = config.limits
+        self.pending = PendingConnections(
+            lim.handshake_timeout_s, lim.max_unauthenticated_per_source, lim.max_unauthenticated, "dealer"
+        )
+        self._sessions_conns = 0  #: authenticated connections (bounded by 2 per session + 4)
         self.sock = bind(config.host, config.port)
         self.port = int(self.sock.getsockname()[1])
         self._thread = threading.Thread(target=self._accept_loop, name="dealer-accept", daemon=True)
@@ -164,37 +185,59 @@ class DealerService:
         return self._ctx
 
     def _accept_loop(self) -> None:
-        max_conns = 2 * self.config.limits.max_sessions + 4
+        """Accept, admitting each connection as pending (mpc.plane.pending); once a second at
+        least, close pending connections past the handshake bound."""
+        self.sock.settimeout(SWEEP_S)
         while not self._stop.is_set():
+            self.pending.sweep()
             try:
                 conn, addr = self.sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return  # closed by stop()
             with self._conns_lock:
-                if len(self._conns) >= max_conns:
-                    conn.close()
-                    log.warning("refused a connection from %s: %d connections open", addr[0], max_conns)
-                    continue
                 self._conns.add(conn)
+            self.pending.add(conn, str(addr[0]))
             threading.Thread(
                 target=self._serve, args=(conn, addr), name=f"dealer-{addr[0]}:{addr[1]}", daemon=True
             ).start()
 
+    def _handshake(self, raw: socket.socket, where: str) -> tuple[Channel, dict[str, Any], str]:
+        """TLS, the peer's identity and its hello, within `handshake_timeout_s`."""
+        wait = self.config.limits.handshake_timeout_s
+        ctx = self._context()
+        sock = raw if ctx is None else wrap(ctx, raw, wait, server_side=True)
+        identity = peer_identity(sock) if ctx is not None else ""  # type: ignore[arg-type]
+        link, hello = read_hello(sock, wait, f"{identity or 'peer'} at {where}")
+        return link, hello, identity
+
     def _serve(self, raw: socket.socket, addr: tuple[Any, ...]) -> None:
         where = f"{addr[0]}:{addr[1]}"
+        counted = False
         try:
-            ctx = self._context()
-            sock = raw if ctx is None else wrap(ctx, raw, HANDSHAKE_TIMEOUT_S, server_side=True)
-            identity = peer_identity(sock) if ctx is not None else ""  # type: ignore[arg-type]
-            link, hello = read_hello(sock, HANDSHAKE_TIMEOUT_S, f"{identity or 'peer'} at {where}")
+            link, hello, identity = self._handshake(raw, where)
+            self.pending.authenticated(raw)
+            if hello.get("ping") is True:  # a party checking that the dealer is up (dealer_client.ping)
+                link.send_json({"ok": True})
+                log.debug("dealer: %s at %s checked the service is up", identity or "peer", where)
+                return
+            with self._conns_lock:
+                counted = self._sessions_conns < 2 * self.config.limits.max_sessions + 4
+                self._sessions_conns += counted
+            if not counted:
+                link.send_error(f"the dealer serves {self.config.limits.max_sessions} sessions already; retry later")
+                return
             self._session(link, hello, identity, where)
         except (ConnectionError, TimeoutError, OSError, ValueError) as exc:
             log.warning("dealer: connection from %s ended: %s", where, exc)
         except Exception:  # a bug in one session must not take the service down
             log.exception("dealer: connection from %s failed", where)
         finally:
+            self.pending.authenticated(raw)  # no longer pending, whatever happened
             with self._conns_lock:
                 self._conns.discard(raw)
+                self._sessions_conns -= counted
             raw.close()
 
     # ---------------------------------------------------------------- one session

@@ -10,8 +10,10 @@ ONE session; party 1 connects twice (`connect_peer`), once per lane (see
 and the listening side answers {"ok": true} or an error frame. A connection that fails
 TLS, names another identity or another session is refused and logged; party 0 keeps
 listening until its peer's two lanes are in or the session timeout passes, then closes
-the listener. Without TLS (`ctx=None`, loopback benchmarks only) the session id is the
-only check.
+the listener. Handshakes run concurrently, and unauthenticated connections are bounded per
+source and in time (mpc.plane.pending), so silent connections cannot keep party 1 out.
+`ping` checks that a service (the dealer) is up with a real TLS hello. Without TLS
+(`ctx=None`, loopback benchmarks only) the session id is the only check.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import logging
 import re
 import socket
 import ssl
+import threading
 import time
 from typing import Any
 
 from mpc.plane.channel import Channel, ChannelClosed, ChannelTimeout, RemoteError
+from mpc.plane.pending import PendingConnections
 from mpc.plane.tls import PeerRefused, peer_identity, require_identity, wrap
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,10 @@ SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 LANES = ("to0", "to1")
 """Lane names, by receiving party: party 1 writes "to0" and reads "to1"."""
 HANDSHAKE_TIMEOUT_S = 10.0
+ACCEPT_POLL_S = 0.05  #: the listener looks at its lanes and overdue handshakes this often
+PENDING_PER_SOURCE = 8  #: unauthenticated connections kept per source (older ones are closed)
+PENDING_TOTAL = 32  #: the same over all sources
+LISTEN_BACKLOG = 128  #: connections the kernel queues until the accept loop takes them
 RETRY_S = 0.1
 RETRY_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT}
 
@@ -56,7 +64,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
-        sock.listen(8)
+        sock.listen(LISTEN_BACKLOG)
     except OSError:
         sock.close()
         raise
@@ -110,6 +118,17 @@ def say_hello(sock: socket.socket, timeout_s: float, peer: str, hello: dict[str,
     return answer
 
 
+def ping(host: str, port: int, ctx: ssl.SSLContext | None, expect: str, timeout_s: float, where: str) -> None:
+    """Check that a service (the dealer) answers: TLS with both certificates checked, a hello
+    {"ping": true} and its {"ok": true}; raises ConnectionError (PeerRefused) otherwise. A
+    bare TCP probe would end in a failed TLS handshake that the service logs as refused."""
+    sock = connect(host, port, ctx, expect, time.monotonic() + timeout_s, where)
+    try:
+        say_hello(sock, timeout_s, f"{where} at {host}:{port}", {"ping": True})
+    finally:
+        sock.close()
+
+
 def read_hello(sock: socket.socket, timeout_s: float, peer: str) -> tuple[Channel, dict[str, Any]]:
     """Read the hello a connecting peer sends first (bounded by `timeout_s`)."""
     link = Channel(sock, timeout_s, peer)
@@ -119,6 +138,63 @@ def read_hello(sock: socket.socket, timeout_s: float, peer: str) -> tuple[Channe
         link.close()
         raise RendezvousError(f"{peer} speaks {hello.get('plane')!r}, not {PLANE_VERSION}")
     return link, hello
+
+
+class _Lanes:
+    """The lanes party 1 has opened so far, filled by the handshake threads."""
+
+    def __init__(self, session_id: str, expect: str, ctx: ssl.SSLContext | None) -> None:
+        self.session_id, self.expect, self.ctx = session_id, expect, ctx
+        self.lock = threading.Lock()
+        self.lanes: dict[str, socket.socket] = {}
+
+    def complete(self) -> bool:
+        with self.lock:
+            return len(self.lanes) == 2
+
+    def admit(self, raw: socket.socket, where: str, deadline: float, pending: PendingConnections) -> None:
+        """One connection: TLS, identity, hello. A refused peer is told why and logged."""
+        wait = max(0.1, min(HANDSHAKE_TIMEOUT_S, deadline - time.monotonic()))
+        try:
+            sock = raw if self.ctx is None else wrap(self.ctx, raw, wait, server_side=True)
+            name = peer_identity(sock) if self.ctx is not None else self.expect  # type: ignore[arg-type]
+            link, hello = read_hello(sock, wait, where)
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            log.warning("MPC listener refused a %s: %s", where, exc)
+            return
+        finally:
+            pending.authenticated(raw)
+        problem = ""
+        if name != self.expect:
+            problem = f"this listener accepts only {self.expect!r}; the certificate names {name!r}"
+        elif hello.get("session") != self.session_id or hello.get("rank") != 1 or hello.get("lane") not in LANES:
+            problem = f"this listener serves session {self.session_id} to party 1 only"
+        if problem:
+            link.send_error(problem)
+            link.close()
+            log.warning("MPC listener refused a %s: %s", where, problem)
+            return
+        self._keep(str(hello["lane"]), sock, link)
+
+    def _keep(self, lane: str, sock: socket.socket, link: Channel) -> None:
+        with self.lock:
+            if len(self.lanes) == 2:  # complete already: a late duplicate
+                link.close()
+                return
+            link.send_json({"ok": True, "rank": 0})
+            old = self.lanes.get(lane)
+            self.lanes[lane] = sock  # a reconnect of the same lane replaces it
+        if old is not None:
+            old.close()
+
+    def channel(self, timeout_s: float) -> Channel:
+        return Channel(self.lanes["to0"], timeout_s, self.expect or "party1", outgoing=self.lanes["to1"])
+
+    def close(self) -> None:
+        with self.lock:
+            for s in self.lanes.values():
+                s.close()
+            self.lanes.clear()
 
 
 class PeerListener:
@@ -131,56 +207,36 @@ class PeerListener:
         self.port = int(self.sock.getsockname()[1])
 
     def accept_peer(self, session_id: str, expect: str, timeout_s: float) -> Channel:
+        """Accept until party 1's two lanes are in. Each connection's TLS handshake and hello
+        run in a thread of their own, bounded per source and in time (mpc.plane.pending): a
+        silent connection neither delays the next one nor keeps party 1 out."""
         deadline = time.monotonic() + timeout_s
-        lanes: dict[str, socket.socket] = {}
+        gate = _Lanes(session_id, expect, self.ctx)
+        pending = PendingConnections(
+            min(HANDSHAKE_TIMEOUT_S, timeout_s), PENDING_PER_SOURCE, PENDING_TOTAL, "MPC listener"
+        )
+        self.sock.settimeout(ACCEPT_POLL_S)
         try:
-            while len(lanes) < 2:
-                conn = self._accept_one(session_id, expect, deadline)
-                if conn is not None:
-                    lane, sock = conn
-                    if lane in lanes:
-                        lanes[lane].close()  # a reconnect of the same lane replaces it
-                    lanes[lane] = sock
+            while not gate.complete():
+                if time.monotonic() >= deadline:
+                    raise RendezvousError(
+                        f"party 1 did not join session {session_id} on {self.host}:{self.port} in time"
+                    )
+                pending.sweep()
+                try:
+                    raw, addr = self.sock.accept()
+                except TimeoutError:
+                    continue
+                pending.add(raw, str(addr[0]))
+                args = (raw, f"connection from {addr[0]}:{addr[1]}", deadline, pending)
+                threading.Thread(target=gate.admit, args=args, name="mpc-listener-handshake", daemon=True).start()
         except BaseException:
-            for s in lanes.values():
-                s.close()
+            gate.close()
             raise
         finally:
+            pending.close_all()
             self.close()
-        return Channel(lanes["to0"], timeout_s, expect or "party1", outgoing=lanes["to1"])
-
-    def _accept_one(self, session_id: str, expect: str, deadline: float) -> tuple[str, socket.socket] | None:
-        """One connection: TLS, identity, hello. A refused peer is told why, logged, and
-        the listener goes on waiting for the real one."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise RendezvousError(f"party 1 did not join session {session_id} on {self.host}:{self.port} in time")
-        self.sock.settimeout(remaining)
-        try:
-            raw, addr = self.sock.accept()
-        except TimeoutError:
-            return None
-        where = f"connection from {addr[0]}:{addr[1]}"
-        wait = min(HANDSHAKE_TIMEOUT_S, remaining)
-        try:
-            sock = raw if self.ctx is None else wrap(self.ctx, raw, wait, server_side=True)
-            name = peer_identity(sock) if self.ctx is not None else expect  # type: ignore[arg-type]
-            link, hello = read_hello(sock, wait, where)
-        except (ConnectionError, TimeoutError, OSError) as exc:
-            log.warning("MPC listener refused a %s: %s", where, exc)
-            return None
-        problem = ""
-        if name != expect:
-            problem = f"this listener accepts only {expect!r}; the certificate names {name!r}"
-        elif hello.get("session") != session_id or hello.get("rank") != 1 or hello.get("lane") not in LANES:
-            problem = f"this listener serves session {session_id} to party 1 only"
-        if problem:
-            link.send_error(problem)
-            link.close()
-            log.warning("MPC listener refused a %s: %s", where, problem)
-            return None
-        link.send_json({"ok": True, "rank": 0})
-        return str(hello["lane"]), sock
+        return gate.channel(timeout_s)
 
     def close(self) -> None:
         self.sock.close()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from server.blobs import fsync_dir
+from server.file_modes import DIR_MODE, open_private, private_dir
 
 if TYPE_CHECKING:  # torch and the algorithm load only in job workers, not at party start
     from mpc.backend import Secret
@@ -56,7 +57,7 @@ def state_digest(public: dict[str, Any], tensors: dict[str, np.ndarray]) -> str:
 
 
 def _write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
+    with os.fdopen(open_private(path), "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -67,7 +68,7 @@ class CheckpointDir:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         for stale in self.root.glob(".tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
 
@@ -89,11 +90,11 @@ class CheckpointDir:
         tensors = {k: v.detach().to(torch.float64).cpu().numpy() for k, v in state.public_tensors().items()}
         digest = state_digest(public, tensors)
         tmp = self.root / f".tmp-{pysecrets.token_hex(6)}"
-        tmp.mkdir()
+        tmp.mkdir(mode=DIR_MODE)
         index: dict[str, Any] = {"public": public, "costs": costs, "digest": digest, "tensors": {}, "secrets": {}}
         for k, (name, arr) in enumerate(sorted(tensors.items())):
             path = tmp / f"p{k}.npy"
-            with open(path, "wb") as fh:
+            with os.fdopen(open_private(path), "wb") as fh:
                 np.save(fh, arr, allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.file_modes import private_dir, private_sqlite_path
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   job_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, targets TEXT NOT NULL, strategy TEXT NOT NULL,
@@ -124,9 +126,10 @@ class JobStore:
 
     def __init__(self, data_dir: Path):
         self.root = Path(data_dir) / "jobs"
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.root / "jobs.sqlite", check_same_thread=False, isolation_level=None)
+        db_path = private_sqlite_path(self.root / "jobs.sqlite")
+        self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
@@ -144,9 +147,7 @@ class JobStore:
             self._db.close()
 
     def job_dir(self, job_id: str) -> Path:
-        path = self.root / job_id
-        path.mkdir(exist_ok=True)
-        return path
+        return private_dir(self.root / job_id)
 
     def _rows(self, where: str = "", args: tuple = ()) -> list[JobRecord]:
         with self._lock:

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
+import ssl
 import threading
 import time
 from dataclasses import asdict
 from typing import Any
 
+from mpc.plane.rendezvous import ping
+from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
 from server.evidence.certifier import Certifier
@@ -233,27 +235,42 @@ class JobManager(JobRunnerBase):
         return self.jobs.get(job.job_id)  # type: ignore[return-value]
 
     def _await_no_open_round(self, job_id: str) -> None:
-        """Wait until no training round is open; after `jobs.pause_training_after_s` the
-        coordinator ends the open round now (closed with its consistent uploads, or abandoned)."""
+        """Wait until no training round is open. A round without uploads is ended at once
+        (abandoned: nothing is lost); otherwise after `jobs.pause_training_after_s` the
+        coordinator ends the open round (closed with its consistent uploads, or abandoned).
+        The job's step says which round it waits for, with how many uploads, and until when."""
         self.jobs.update(job_id, step="waiting for the open training round to finish")
         # a coordinator step that began before the pause may still open a round: let it
         self.state.stopping.wait(3 * self.cfg.rounds.poll_s)
         give_up = time.time() + self.cfg.jobs.pause_training_after_s
+        step = ""
         try:
             while (rec := self.store.current_round()) is not None and rec.state != "failed":
                 self._check_stop()
-                if time.time() >= give_up and not self.state.end_open_round.is_set():
-                    log.warning(
-                        "job %s waited %.0f s for round %d: ending the round now",
-                        job_id,
-                        self.cfg.jobs.pause_training_after_s,
-                        rec.round,
-                    )
-                    self.jobs.update(job_id, step=f"ending training round {rec.round} (waited too long)")
-                    self.state.end_open_round.set()
+                if not self.state.end_open_round.is_set():
+                    step = self._round_wait_step(job_id, rec.round, give_up, step)
                 self.state.stopping.wait(self.cfg.jobs.poll_s)
         finally:
             self.state.end_open_round.clear()
+
+    def _round_wait_step(self, job_id: str, round_index: int, give_up: float, step: str) -> str:
+        """Record why the job waits for round `round_index`, or have the coordinator end it now
+        (no uploads held, or waited `jobs.pause_training_after_s`); returns the step recorded."""
+        held = len(self.store.uploads(round_index))
+        if held == 0 or time.time() >= give_up:
+            why = "it holds no uploads" if held == 0 else f"waited {self.cfg.jobs.pause_training_after_s:.0f} s"
+            new = f"ending training round {round_index} now: {why}"
+            (log.info if held == 0 else log.warning)("job %s: %s", job_id, new)
+            self.state.end_open_round.set()
+        else:
+            until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(give_up))
+            new = (
+                f"waiting for training round {round_index} to end ({held} upload(s) held); it is ended at "
+                f"{until} at the latest ([jobs] pause_training_after_s)"
+            )
+        if new != step:
+            self.jobs.update(job_id, step=new)
+        return new
 
     def prune_failed(self, base_hash: str, any_base: bool = False) -> None:
         """Remove failed jobs' checkpoints that can no longer be adopted, here and on party1."""
@@ -307,15 +324,19 @@ class JobManager(JobRunnerBase):
             return self.install_result(job, str(worker.result["model_hash"]))
         return outcome or Failure("party0 worker", "party0 worker ended without a result")
 
+    def _dealer_tls(self) -> ssl.SSLContext:
+        tls = self.cfg.tls
+        return client_context(TlsFiles(tls.ca, tls.cert, tls.key))
+
     def _await_dealer(self, job_id: str, attempt: int) -> None:
-        """Wait until the dealer service accepts connections (an attempt is not spent on a
-        dealer that is down, as none is spent on an unreachable party1)."""
+        """Wait until the dealer service answers a TLS hello (`ping_dealer`; an attempt is not
+        spent on a dealer that is down, as none is spent on an unreachable party1)."""
         host, port = self.cfg.jobs.dealer_address
         delay = self.cfg.jobs.retry_backoff_s
         while True:
             self._check_stop()
             try:
-                socket.create_connection((host, port), timeout=PEER_PROBE_S).close()
+                ping(host, port, self._dealer_tls(), self.cfg.jobs.dealer_identity, PEER_PROBE_S, "the dealer")
                 return
             except OSError as exc:
                 step = f"session attempt {attempt}: waiting for the dealer service at {self.cfg.jobs.dealer} ({exc})"

@@ -19,6 +19,7 @@ import os
 import sys
 import traceback
 
+from server.file_modes import restrict_umask
 from server.jobs.failures import EXIT_DEALER
 from server.jobs.parent_link import ParentLink
 from server.jobs.process import WorkerSpec
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="server.jobs.worker", description="Starfish job worker (one session attempt; spec read from stdin)"
     )
     parser.parse_args(argv)
+    restrict_umask()  # checkpoints, task files and reports: 0600 / 0700 (server.file_modes)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s worker %(levelname)s %(message)s")
     link = ParentLink()
     _preload()

@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from server import logs
-from server.config import PrivacyConfig, load_config
-from server.runtime import PartyServer
+from server.tls_floor import require_tls13
 
 
 def main(config_path: str, k: int) -> int:
+    require_tls13()  # before gRPC loads, as in `python -m partyN` (server.tls_floor)
+    from server import logs
+    from server.config import PrivacyConfig, load_config
+    from server.runtime import PartyServer
+
     cfg = dataclasses.replace(load_config(config_path), privacy=PrivacyConfig(min_cohort=k))
     logs.configure(cfg.name, cfg.observability.log_format, "INFO")
     PartyServer(cfg).run_until_signal()
