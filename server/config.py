@@ -189,7 +189,9 @@ class PartyConfig:
 def party_schema() -> Schema:
     """The one schema of a party's file (server.config_schema), with the defaults of the
     dataclasses above; docs/SERVICE.md's table is generated from it."""
-    return build_party_schema(RoundConfig, PrivacyConfig, LimitConfig, AdmissionConfig, ObservabilityConfig, JobConfig)
+    return build_party_schema(
+        RoundConfig, PrivacyConfig, LimitConfig, AdmissionConfig, ObservabilityConfig, JobConfig, ValidationConfig
+    )
 
 
 def _require(table: dict, key: str, where: str):

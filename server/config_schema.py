@@ -97,12 +97,20 @@ JOBS = {
 }
 
 
+VALIDATION = {
+    "enabled": 'check every upload and task answer in 2PC before use (docs/SERVICE.md, "Upload check"); '
+    "unset: on when `[jobs] dealer` is set; true needs a dealer",
+    "max_norm": "C, the bound on ‖g‖₂ of an upload or task answer; 0 = the largest the ring allows for the model "
+    "(`mpc.input_check.largest_norm`, fixed at StartTraining)",
+}
+
+
 def _keys(section: str, names: tuple[str, ...], defaults: dict[str, str]) -> tuple[Key, ...]:
     return tuple(Key(n, defaults.get(n, ""), OTHER[f"{section}.{n}"]) for n in names)
 
 
 def build_party_schema(
-    rounds: type, privacy: type, limits: type, admission: type, observability: type, jobs: type
+    rounds: type, privacy: type, limits: type, admission: type, observability: type, jobs: type, validation: type
 ) -> Schema:
     """The schema of a party's TOML, with the defaults of the dataclasses that hold each table
     (server.config passes them and keeps the result: `server.config.party_schema`)."""
@@ -132,6 +140,7 @@ def build_party_schema(
             Section("admission", dataclass_keys(admission, ADMISSION)),
             Section("observability", dataclass_keys(observability, OBSERVABILITY)),
             Section("jobs", dataclass_keys(jobs, JOBS)),
+            Section("validation", dataclass_keys(validation, VALIDATION)),
             Section("unlearning", ()),
             Section("unlearning.parameters", (Key("<parameter>", "", OTHER["unlearning.parameters"]),), free=True),
             Section("unlearning.bounds", (Key("<parameter>", "", OTHER["unlearning.bounds"]),), free=True),
