@@ -58,9 +58,7 @@ def run(members: Sequence[Sequence[str]], targets: tuple[str, ...], min_cohort: 
     states: list[StarfishState] = []
     ctx = UnlearnContext(backend=backend, history=history, oracle=ExactOracle(problem), targets=targets)
     ctx.on_checkpoint = states.append
-    params = StarfishParams(
-        sigma=1.0, eta_u=LR, buffer_size=buffer_size, min_cohort=min_cohort, full_batch_gradients=True
-    )
+    params = StarfishParams(sigma=1.0, eta_u=LR, buffer_size=buffer_size, min_cohort=min_cohort)
     strategy = StarfishStrategy()
     strategy.validate(ctx, params)
     result = strategy.unlearn(ctx, params)
