@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from unlearning.weight_cap import capped_weights, principal_count
+from unlearning.weight_cap import capped_weights, principal_count, principal_of
 
 
 def enrolled(members: Mapping[str, int], configured: Mapping[str, str]) -> dict[str, str]:
@@ -50,15 +50,14 @@ def weights_refusal(
     w_j)) against its own enrollment records and its own k: (weights, principals, refusal or None)."""
     principals = enrolled(members, configured)
     for client in sorted(members):
-        theirs = proposed[client][0] if client in proposed else ""
-        if theirs != principals.get(client, ""):
-            mine = principals.get(client, "") or "none (its own)"
+        theirs = principal_of(client, {client: proposed[client][0]} if client in proposed else {})
+        if theirs != principal_of(client, principals):
             return (
                 {},
                 principals,
                 (
                     f"round {round_index}: party{party} refuses the membership: client {client!r} is enrolled for "
-                    f"principal {mine} here, {theirs or 'none (its own)'} at the other party"
+                    f"principal {principal_of(client, principals)!r} here, {theirs!r} at the other party"
                 ),
             )
     weights = capped_weights(members, principals, k)
