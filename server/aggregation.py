@@ -1,12 +1,14 @@
 """Stage I aggregation on shares (FedAvg; docs/SERVICE.md, "Round protocol").
 
-Each party computes its share of A = Σ_{j∈S} n_j·[g_j] locally with integer weights
+Each party computes its share of A = Σ_{j∈S} w_j·[g_j] locally with integer weights
 (wrapping int64 arithmetic, no truncation). After the exchange both parties hold
-A = A_0 + A_1 (mod 2^64) = Σ n_j·ḡ_j, and both compute, identically,
+A = A_0 + A_1 (mod 2^64) = Σ w_j·ḡ_j, and both compute, identically,
 
-    G = decode(A) / Σ_{j∈S} n_j,        M_i = M_{i−1} − η_l · G
+    G = decode(A) / Σ_{j∈S} w_j,        M_i = M_{i−1} − η_l · G
 
-in float64, rounded to float32. Deterministic numpy code, so the two parties get
+with w_j the capped weights of the cohort (unlearning.weight_cap: w_j = n_j unless one
+principal would hold more than 1/k of the round's weight; integers, w_j ≤ n_j), in float64,
+rounded to float32. Deterministic numpy code, so the two parties get
 bit-identical models; their hashes are compared before commit.
 
 `RunningSums` keeps, per open round, Σ n_j·[g_j] over the uploads accepted so far, added
@@ -53,15 +55,19 @@ class RunningSums:
             return None if entry is None else (entry[0].copy(), dict(entry[1]))
 
 
-def _weighted_sum(store: Store, round_index: int, weights: dict[str, int], num_params: int) -> np.ndarray:
-    """Σ n_j·[g_j] over `weights`, read from the store (n_j checked against the stored one)."""
+def _weighted_sum(
+    store: Store, round_index: int, weights: dict[str, int], num_params: int, samples: dict[str, int] | None = None
+) -> np.ndarray:
+    """Σ w_j·[g_j] over `weights`, read from the store (the stored n_j checked against `samples`,
+    by default the weights themselves)."""
+    samples = weights if samples is None else samples
     acc = np.zeros(num_params, dtype=np.int64)
     clients = sorted(weights)
     with ThreadPoolExecutor(LOAD_THREADS) as pool, np.errstate(over="ignore"):
         for client, bundle in zip(clients, pool.map(lambda c: store.load_share(round_index, c), clients), strict=True):
-            if bundle.n_samples != weights[client]:
+            if bundle.n_samples != samples[client]:
                 raise ValueError(
-                    f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {weights[client]}"
+                    f"client {client!r}: stored n_j {bundle.n_samples} differs from agreed {samples[client]}"
                 )
             if bundle.gradient.size != num_params:
                 raise ValueError(f"client {client!r}: share has {bundle.gradient.size} entries, model has {num_params}")
@@ -70,10 +76,18 @@ def _weighted_sum(store: Store, round_index: int, weights: dict[str, int], num_p
 
 
 def local_aggregate(
-    store: Store, round_index: int, members: dict[str, int], num_params: int, running: RunningSums | None = None
+    store: Store,
+    round_index: int,
+    members: dict[str, int],
+    num_params: int,
+    running: RunningSums | None = None,
+    weights: dict[str, int] | None = None,
 ) -> np.ndarray:
-    """This party's share of Σ_{j∈S} n_j·[g_j] over the agreed members S (int64, wraps mod 2^64):
-    the running sum minus the uploads outside S, plus those of S it does not hold."""
+    """This party's share of Σ_{j∈S} w_j·[g_j] over the agreed members S (int64, wraps mod 2^64),
+    w_j the capped weights (unlearning.weight_cap; default n_j): when no weight was capped, the
+    running sum minus the uploads outside S, plus those of S it does not hold; else from the store."""
+    if weights is not None and weights != members:
+        return _weighted_sum(store, round_index, weights, num_params, samples=members)
     snap = running.snapshot(round_index) if running is not None else None
     if snap is None or snap[0].size != num_params:
         return _weighted_sum(store, round_index, members, num_params)

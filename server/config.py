@@ -166,6 +166,8 @@ class PartyConfig:
     max_abs: float = MAX_ABS_DEFAULT
     admin_token_sha256: str = ""
     clients: dict[str, str] = field(default_factory=dict)  #: client id -> token sha256
+    #: client id -> enrolled principal (organisation); a client without one is its own ([auth.principals])
+    principals: dict[str, str] = field(default_factory=dict)
     rounds: RoundConfig = field(default_factory=RoundConfig)
     limits: LimitConfig = field(default_factory=LimitConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
@@ -300,6 +302,20 @@ def _check_admission(admission: AdmissionConfig) -> AdmissionConfig:
     return admission
 
 
+def _principals(table: dict, clients: dict[str, str]) -> dict[str, str]:
+    """`[auth.principals]`: client id -> the principal (organisation) it was enrolled for."""
+    if not isinstance(table, dict):
+        raise ConfigError("[auth.principals] must be a table of client id = principal name")
+    for cid, principal in table.items():
+        if cid not in clients:
+            raise ConfigError(f"[auth.principals] names client {cid!r}, which has no credential in [auth.clients]")
+        if not isinstance(principal, str) or not CLIENT_ID_RE.match(principal):
+            raise ConfigError(
+                f"principal of client {cid!r} must be letters, digits, '_ . -' (at most 64), got {principal!r}"
+            )
+    return dict(table)
+
+
 def _auth(auth: dict) -> tuple[dict[str, str], str]:
     """`[auth]`: client id -> token digest, and the admin token digest."""
     clients = dict(auth.get("clients", {}))
@@ -347,6 +363,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     if not (math.isfinite(max_abs) and max_abs > 0):
         raise ConfigError(f"fixed_point.max_abs must be a positive finite number, got {max_abs!r}")
     clients, admin = _auth(data.get("auth", {}))
+    principals = _principals(data.get("auth", {}).get("principals", {}), clients)
     rounds = _check_rounds(_sub(RoundConfig, data.get("rounds", {}), "rounds"))
     limits = _check_limits(_sub(LimitConfig, data.get("limits", {}), "limits"), precision, max_abs)
     admission = _check_admission(_sub(AdmissionConfig, data.get("admission", {}), "admission"))
@@ -376,6 +393,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         max_abs=max_abs,
         admin_token_sha256=admin,
         clients=clients,
+        principals=principals,
         rounds=rounds,
         limits=limits,
         admission=admission,

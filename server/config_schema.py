@@ -35,7 +35,11 @@ OTHER = {
     "fixed_point.max_abs": "largest \\|x\\| a client may encode (2^20)",
     "auth.admin_token_sha256": "sha256 hex digest of the admin token",
     "auth.clients": '`client_id = "<sha256 hex of its token>"`; ids: letters, digits, `_ . -`, ≤ 64 characters',
-    "privacy.min_cohort": "k: the fewest clients any revealed aggregate may cover (below 2 refused; docs/PRIVACY.md)",
+    "auth.principals": '`client_id = "<principal>"`: the organisation the operator issued the credential to; '
+    "clients of one principal count once in every cohort and their weights are pooled for the weight cap; "
+    "a client not listed is its own principal; both parties must list the same (docs/PRIVACY.md, \"Principals\")",
+    "privacy.min_cohort": "k: the fewest principals any revealed aggregate may cover, and no principal may hold more "
+    "than 1/k of its weight (below 2 refused; docs/PRIVACY.md)",
     "unlearning.parameters": "the operator's unlearning parameters: what a client's own request gets",
     "unlearning.bounds": "`name = [low, high]`: the range an admin override must lie in",
 }
@@ -130,6 +134,7 @@ def build_party_schema(
             ),
             Section("auth", _keys("auth", ("admin_token_sha256",), {"admin_token_sha256": '""'})),
             Section("auth.clients", (Key("<client id>", "", OTHER["auth.clients"]),), free=True),
+            Section("auth.principals", (Key("<client id>", "", OTHER["auth.principals"]),), free=True),
             Section("rounds", dataclass_keys(rounds, ROUNDS)),
             Section(
                 "privacy",

@@ -44,6 +44,7 @@ from server.stage1_clip import ClipFailed
 from server.state import PartyState
 from server.store import RoundRecord, membership_digest
 from server.upload_check import CheckFailed, Item, LeaderBatch, check_bounds
+from unlearning.weight_cap import capped_weights
 
 log = logging.getLogger(__name__)
 
@@ -205,14 +206,15 @@ class RoundCoordinator:
         theirs = {m.client_id for m in follower.members}
         asked = bool((close_now and members) or (expected and expected <= mine & theirs))
         k = self.cfg.privacy.min_cohort
-        if asked and len(members) >= k:
+        principals = cohort.size(members, cohort.enrolled(members, self.cfg.principals))
+        if asked and principals >= k:
             return True
         on_request_close = asked and self.cfg.rounds.opening == "on_request"
         if not (deadline_passed or on_request_close):
             return False
-        if len(members) >= max(k, self.cfg.rounds.min_clients):
+        if principals >= k and len(members) >= self.cfg.rounds.min_clients:
             return True
-        self._below_minimum(rec, len(members), ending)
+        self._below_minimum(rec, len(members) if principals >= k else principals, ending)
         return False
 
     def _below_minimum(self, rec: RoundRecord, consistent: int, ending: bool) -> None:
@@ -252,15 +254,19 @@ class RoundCoordinator:
     def _finish(self, rec: RoundRecord) -> None:
         i = rec.round
         follower = self.peer.unary("CloseRound", peer_pb2.RoundRef(round=i))
+        k = self.cfg.privacy.min_cohort
         if rec.membership_sha256 is None:
             members, excluded = self._validate(i, *self._decide(i, follower))
-            if len(members) < self.cfg.privacy.min_cohort:  # e.g. a client erased or refused while closing
-                self._abandon(i, len(members), self.state.end_open_round.is_set())
+            principals = cohort.enrolled(members, self.cfg.principals)
+            weights = capped_weights(members, principals, k)
+            if weights is None:  # fewer than k principals (e.g. a client erased or refused while closing)
+                self._abandon(i, cohort.size(members, principals), self.state.end_open_round.is_set())
                 return
             self._record_exclusions(i, follower, excluded)
-            self.store.set_membership(i, members, excluded)
-        members = self.store.round_members(i)
-        refusal = cohort.refusal(self.cfg.role, i, len(members), self.cfg.privacy.min_cohort)
+            self.store.set_membership(i, members, excluded, weights, principals)
+        members, weights = self.store.round_members(i), self.store.round_weights(i)
+        principals = self.store.round_principals(i)
+        refusal = cohort.refusal(self.cfg.role, i, cohort.size(members, principals), k)
         if refusal is not None:  # fixed before this party's k was raised: never aggregated here
             metrics.round_below_cohort(cohort.REFUSED)
             self.store.set_round_state(i, "failed", refusal)
@@ -276,7 +282,11 @@ class RoundCoordinator:
                 membership_sha256=digest,
                 members=[
                     common_pb2.Member(
-                        client_id=c, n_samples=n, binding_sha256=held[c].binding_sha256 if c in held else ""
+                        client_id=c,
+                        n_samples=n,
+                        binding_sha256=held[c].binding_sha256 if c in held else "",
+                        principal=principals.get(c, ""),
+                        weight=weights[c],
                     )
                     for c, n in sorted(members.items())
                 ],
@@ -286,17 +296,18 @@ class RoundCoordinator:
         if self.state.stage1_clip is not None:  # DP: clipped and noised inside 2PC (server.stage1_clip)
             new_hash = self.state.stage1_clip.lead(i, digest, self.peer)
         else:
-            new_hash = self._exchange(rec, digest, members)
+            new_hash = self._exchange(rec, digest, members, weights)
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)
         metrics.round_committed(i, len(members))
         log.info("round %d committed with %d clients, model %s", i, len(members), new_hash[:12])
 
-    def _exchange(self, rec: RoundRecord, digest: str, members: dict[str, int]) -> str:
-        """Step 5–6 without DP: exchange the aggregate shares; store the candidate M_i, its hash."""
+    def _exchange(self, rec: RoundRecord, digest: str, members: dict[str, int], weights: dict[str, int]) -> str:
+        """Step 5–6 without DP: exchange the aggregate shares (weighted by the capped w_j); store the
+        candidate M_i, its hash."""
         i = rec.round
         previous = self.store.model_by_hash(rec.model_in_hash)
-        mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums)
+        mine = local_aggregate(self.store, i, members, previous.params.size, self.state.running_sums, weights)
         data = to_wire(mine)
         header = common_pb2.ShareHeader(
             round=i, shape=[mine.size], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)
@@ -308,6 +319,6 @@ class RoundCoordinator:
         if their_header.membership_sha256 != digest or theirs.size != mine.size:
             raise PeerRefused(None, f"round {i}: party1's aggregate share is over another membership")
         new_params = fedavg_update(
-            previous.params, mine, theirs, sum(members.values()), rec.lr, self.cfg.precision_bits
+            previous.params, mine, theirs, sum(weights.values()), rec.lr, self.cfg.precision_bits
         )
         return self.store.set_round_output(i, previous.arch, new_params, peer_bytes=2 * len(data))

@@ -95,7 +95,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def _require_cohort(self, round_index: int, members: int, context) -> None:
         """This party's own minimum cohort k (server.cohort): no membership of fewer than k
-        clients is fixed here, and no aggregate share of one leaves this party."""
+        principals is fixed here, and no aggregate share of one leaves this party."""
         refusal = cohort.refusal(self.cfg.role, round_index, members, self.cfg.privacy.min_cohort)
         if refusal is not None:
             metrics.round_below_cohort(cohort.REFUSED)
@@ -166,15 +166,23 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: party{self.cfg.role} {refusal}"
                 )
-        self._require_cohort(request.round, len(members), context)
+        enrolled = cohort.enrolled(members, self.cfg.principals)
+        self._require_cohort(request.round, cohort.size(members, enrolled), context)
         unchecked = self._unchecked(request.round, members)
         if unchecked:
             message = f"round {request.round}: party{self.cfg.role} did not see {', '.join(unchecked)} pass validation"
             log.error("membership refused: %s", message)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
+        proposed = {m.client_id: (m.principal, int(m.weight)) for m in request.members}
+        weights, principals, refusal = cohort.weights_refusal(
+            self.cfg.role, request.round, members, proposed, self.cfg.principals, self.cfg.privacy.min_cohort
+        )
+        if refusal is not None:
+            log.error(refusal)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, refusal)
         excluded = {e.client_id: e.reason for e in request.excluded}
         try:
-            digest = self.state.store.set_membership(request.round, members, excluded)
+            digest = self.state.store.set_membership(request.round, members, excluded, weights, principals)
         except StoreError as exc:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         if first_time:
@@ -236,11 +244,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         previous = store.model_by_hash(rec.model_in_hash)
         if leader_share.size != previous.params.size:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "aggregate share length differs from the model size")
-        members = store.round_members(header.round)
-        self._require_cohort(header.round, len(members), context)
-        mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums)
+        members, weights = store.round_members(header.round), store.round_weights(header.round)
+        self._require_cohort(header.round, cohort.size(members, store.round_principals(header.round)), context)
+        mine = local_aggregate(store, header.round, members, previous.params.size, self.state.running_sums, weights)
         new_params = fedavg_update(
-            previous.params, leader_share, mine, sum(members.values()), rec.lr, self.cfg.precision_bits
+            previous.params, leader_share, mine, sum(weights.values()), rec.lr, self.cfg.precision_bits
         )
         digest = store.set_round_output(header.round, previous.arch, new_params, peer_bytes=2 * 8 * mine.size)
         log.info("round %d: aggregate exchanged, candidate model %s", header.round, digest[:12])
@@ -267,7 +275,9 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: clip over another membership")
         if rec.state == "committed":  # a repeated call after the commit: nothing to open again
             return self._ack(rec.model_out_hash)
-        self._require_cohort(request.round, len(self.state.store.round_members(request.round)), context)
+        store = self.state.store
+        size = cohort.size(store.round_members(request.round), store.round_principals(request.round))
+        self._require_cohort(request.round, size, context)
         try:
             host, port = clip_rendezvous(self.cfg, request)
         except ValueError as exc:

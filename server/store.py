@@ -86,6 +86,8 @@ MODEL_CACHE = 2
 ADDED_COLUMNS = (
     ("uploads", "binding_sha256", "TEXT NOT NULL DEFAULT ''"),
     ("task_uploads", "binding_sha256", "TEXT NOT NULL DEFAULT ''"),
+    ("members", "weight", "INTEGER"),  #: the capped aggregation weight w_j (NULL: n_j, a store made before the cap)
+    ("members", "principal", "TEXT NOT NULL DEFAULT ''"),  #: the client's enrolled principal ('' : itself)
 )
 
 
@@ -437,9 +439,17 @@ class Store:
             return None
         return {c for (c,) in self._query("SELECT client FROM close_when WHERE round=?", (round_index,))}
 
-    def set_membership(self, round_index: int, members: dict[str, int], excluded: dict[str, str] | None = None) -> str:
-        """Fix S of round i with weights n_j, and the excluded clients with their reasons
-        (idempotent for the same S); returns its digest."""
+    def set_membership(
+        self,
+        round_index: int,
+        members: dict[str, int],
+        excluded: dict[str, str] | None = None,
+        weights: dict[str, int] | None = None,
+        principals: dict[str, str] | None = None,
+    ) -> str:
+        """Fix S of round i with its n_j, the aggregation weights w_j (default n_j) and the members'
+        principals, and the excluded clients with their reasons (idempotent for the same S);
+        returns its digest."""
         digest = membership_digest(members, round_index)
         rec = self.round_record(round_index)
         if rec is None:
@@ -448,7 +458,14 @@ class Store:
             if rec.membership_sha256 != digest:
                 raise ConflictError(f"round {round_index} already has a different membership")
             return digest
-        stmts = [("INSERT INTO members VALUES (?,?,?)", (round_index, c, int(n))) for c, n in members.items()]
+        weights, principals = weights or {}, principals or {}
+        stmts = [
+            (
+                "INSERT INTO members (round, client, n_samples, weight, principal) VALUES (?,?,?,?,?)",
+                (round_index, c, int(n), int(weights.get(c, n)), principals.get(c, "")),
+            )
+            for c, n in members.items()
+        ]
         stmts += [
             ("INSERT OR REPLACE INTO exclusions VALUES (?,?,?)", (round_index, c, reason))
             for c, reason in (excluded or {}).items()
@@ -461,6 +478,20 @@ class Store:
         """Agreed membership S of round i: client → n_j (public FedAvg weights)."""
         rows = self._query("SELECT client, n_samples FROM members WHERE round=? ORDER BY client", (round_index,))
         return {c: int(n) for c, n in rows}
+
+    def round_weights(self, round_index: int) -> dict[str, int]:
+        """The aggregation weights w_j of round i's members (unlearning.weight_cap; n_j if never capped)."""
+        rows = self._query(
+            "SELECT client, COALESCE(weight, n_samples) FROM members WHERE round=? ORDER BY client", (round_index,)
+        )
+        return {c: int(w) for c, w in rows}
+
+    def round_principals(self, round_index: int) -> dict[str, str]:
+        """The principals recorded for round i's members (only those enrolled under one)."""
+        rows = self._query(
+            "SELECT client, principal FROM members WHERE round=? AND principal != '' ORDER BY client", (round_index,)
+        )
+        return dict(rows)
 
     def exclusions(self, round_index: int) -> dict[str, str]:
         """Clients left out of round i's membership although a party held an upload: client → reason."""

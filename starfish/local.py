@@ -8,7 +8,7 @@ process of its own (`starfish dealer --config dealer.toml`), not a child of a pa
 Layout under `root`::
 
     certs/            CA, party0/party1/dealer TLS and party erasure-signing certificates (mpc.plane.certs)
-    credentials.json  admin token and client tokens (mode 0600; tokens never logged)
+    credentials.json  admin token, client tokens and each client's principal (mode 0600; tokens never logged)
     party0.toml, party1.toml, dealer.toml
     party0/, party1/  data dirs
     logs/partyN.log, logs/dealer.log
@@ -68,6 +68,9 @@ def render_config(values: dict) -> str:
 class LocalDeployment:
     root: Path
     clients: list[str] = field(default_factory=lambda: [f"client{i}" for i in range(5)])
+    #: client → the principal (organisation) its credential is issued to, written to both parties'
+    #: [auth.principals] (docs/PRIVACY.md); a client not named here is enrolled as its own principal
+    principals: dict[str, str] = field(default_factory=dict)
     rounds: dict = field(default_factory=dict)  #: overrides of [rounds]
     limits: dict = field(default_factory=dict)  #: overrides of [limits]
     jobs: dict = field(default_factory=dict)  #: overrides of [jobs]
@@ -98,6 +101,9 @@ class LocalDeployment:
         self.creds = {
             "admin_token": other.creds["admin_token"] if other else secrets.token_urlsafe(32),
             "clients": dict(other.creds["clients"]) if other else {c: secrets.token_urlsafe(32) for c in self.clients},
+            "principals": dict(other.creds.get("principals", {}))
+            if other
+            else {c: self.principals.get(c, c) for c in self.clients},
             "ports": {
                 "client0": free_port(),
                 "client1": free_port(),
@@ -154,6 +160,7 @@ class LocalDeployment:
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},
+                "principals": dict(self.creds.get("principals", {})),
             },
         }
 

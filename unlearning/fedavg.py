@@ -22,6 +22,7 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.errors import UnlearningError
 from unlearning.history import RoundInfo
+from unlearning.weight_cap import capped_weights, fractions
 
 
 class AggregatePrivacy(Protocol):
@@ -44,6 +45,14 @@ def fedavg_weights(info: RoundInfo, clients: Sequence[str]) -> dict[str, float]:
     if total <= 0:
         raise UnlearningError(f"round {info.index}: clients {list(clients)} hold no samples")
     return {c: info.n_samples[c] / total for c in clients}
+
+
+def capped_fedavg_weights(info: RoundInfo, clients: Sequence[str], min_cohort: int) -> dict[str, float] | None:
+    """FedAvg weights over `clients` capped so that no principal holds more than 1/k of them
+    (k = `min_cohort`; unlearning.weight_cap over round `info`'s weights and principals), or None
+    when fewer than k principals remain (such an aggregate is never revealed)."""
+    capped = capped_weights({c: int(info.n_samples[c]) for c in clients}, info.principals, min_cohort)
+    return None if capped is None else fractions(capped)
 
 
 def weighted_sum(backend: Backend, gradients: Secret, weights: Sequence[float]) -> Secret:

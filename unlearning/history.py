@@ -29,8 +29,10 @@ class RoundInfo:
 
     index: int  #: i, 1-based
     clients: tuple[str, ...]  #: clients whose gradients were aggregated in round i
-    n_samples: Mapping[str, int]  #: FedAvg weights n_j (public)
+    n_samples: Mapping[str, int]  #: FedAvg weights n_j Stage I aggregated with (the capped w_j; public)
     lr: float  #: η_l used to form M_i = M_{i−1} − η_l · G_i
+    #: client → enrolled principal (organisation); a client not listed is its own (unlearning.weight_cap)
+    principals: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

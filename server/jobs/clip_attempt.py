@@ -55,13 +55,14 @@ def _clipped_aggregate(backend: CrypTenBackend, store: Store, spec: WorkerSpec, 
     """Steps 2–3: G_i with this party's keyed noise."""
     round_index = spec.base_round + 1
     clients = sorted(members)
-    total = float(sum(members.values()))
+    capped = store.round_weights(round_index)  # the cohort's capped weights (unlearning.weight_cap)
+    total = float(sum(capped[c] for c in clients))
     rows = [backend.load_shares(store.load_share(round_index, c).gradient) for c in clients]
     settings = DPSettings(**spec.dp)
     aggregator = PrivateAggregator(settings)
     key = Stage1Privacy(Path(spec.data_dir), settings).round_key(round_index, spec.parameters["membership_sha256"])
     with backend.step("stage1 clip"):
-        weights = [members[c] / total for c in clients]
+        weights = [capped[c] / total for c in clients]
         summed, sensitivity = aggregator.clipped_sum(backend, backend.stack(rows), weights)
         released = aggregator.reveal_sum(
             backend, summed, sensitivity, clients, f"stage1 round {round_index}", noise_key=key

@@ -1,6 +1,7 @@
 """`StoreHistory`: the `SharedHistory` of a job, read from this party's durable store.
 
-Public parts (models M_0..M_T, memberships, n_j, η_l) come from the store's tables;
+Public parts (models M_0..M_T, memberships, the weights w_j Stage I aggregated with — the
+capped ones of unlearning.weight_cap —, the members' principals, η_l) come from the store's tables;
 secret parts are this party's int64 shares of each upload ([g], [‖g‖], [δ]), wrapped by
 `backend.load_shares` with no communication (the other party loads its own shares in the
 same order). Erased clients are left out of every round's membership: their shares are gone.
@@ -45,10 +46,13 @@ class StoreHistory(SharedHistory):
         if not 1 <= i <= self.base_round:
             raise IndexError(f"round {i} outside 1..{self.base_round}")
         if i not in self._infos:
-            members = {c: n for c, n in self.store.round_members(i).items() if not self.store.is_erased(c)}
+            weights = {c: w for c, w in self.store.round_weights(i).items() if not self.store.is_erased(c)}
+            principals = {c: p for c, p in self.store.round_principals(i).items() if c in weights}
             rec = self.store.round_record(i)
             lr = rec.lr if rec is not None else self.store.global_model(i).lr
-            self._infos[i] = RoundInfo(index=i, clients=tuple(sorted(members)), n_samples=members, lr=float(lr))
+            self._infos[i] = RoundInfo(
+                index=i, clients=tuple(sorted(weights)), n_samples=weights, lr=float(lr), principals=principals
+            )
         return self._infos[i]
 
     def _load(

@@ -47,6 +47,7 @@ from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import RequestError, check_request, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
+from unlearning.weight_cap import principal_count
 
 log = logging.getLogger(__name__)
 PEER_CHECK_EVERY_S = 1.0  #: how often a running attempt asks party1 for its job state
@@ -186,7 +187,7 @@ class JobManager(JobRunnerBase):
         folder = self.jobs.job_dir(job.job_id)
         dealer = dealer_record(folder, self.cfg.jobs.dealer_label, self.cfg.jobs.dealer_independent)
         rounds = [i for i in self.store.committed_rounds() if i <= job.base_round]
-        stage1 = {i: len(self.store.round_members(i)) for i in rounds}
+        stage1 = {i: principal_count(self.store.round_members(i), self.store.round_principals(i)) for i in rounds}
         remaining = len(history_clients(self.store, job.base_round) - set(job.targets))
         dp1 = self.state.stage1_dp
         stage1_dp = dp1.releases(up_to=job.base_round) if dp1 is not None else []

@@ -131,6 +131,7 @@ def render(
     recipe.creds = {
         "admin_token": secrets.token_urlsafe(32),
         "clients": {c: secrets.token_urlsafe(32) for c in clients},
+        "principals": {c: c for c in clients},  # each client enrolled as its own organisation
     }
     fd = os.open(recipe.root / "credentials.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -146,6 +147,7 @@ def render(
         config["auth"] = {
             "admin_token_sha256": token_digest(recipe.creds["admin_token"]),
             "clients": {c: token_digest(t) for c, t in recipe.creds["clients"].items()},
+            "principals": dict(recipe.creds["principals"]),
         }
         recipe.config_path(name).write_text(render_config(config))
     return recipe

@@ -149,7 +149,8 @@ def test_upload_to_only_one_party_excludes_that_client(tmp_path):
         assert {mb.client_id for mb in status.rounds[0].members} == {"a", "b", "d"}
         assert status.rounds[0].committed_unix >= status.rounds[0].opened_unix > 0
         model = clients["a"].fetch_model(1).params
-        expected = fedavg_step(np.zeros(m), [(grads["a"], 4), (grads["b"], 6), (grads["d"], 3)], LR)
+        # three principals at k = 3: no one above a third of the weight, so each counts min n_j = 3
+        expected = fedavg_step(np.zeros(m), [(grads["a"], 3), (grads["b"], 3), (grads["d"], 3)], LR)
         assert np.all(np.abs(model - expected) <= tolerance(LR, expected))
         assert "c" in Store(dep.data_dir(0), 0, readonly=True).uploads(1)  # stored, acked, but not aggregated
         assert [(e.client_id, e.reason) for e in status.rounds[0].excluded] == [

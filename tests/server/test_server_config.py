@@ -24,6 +24,9 @@ def test_defaults_and_relative_paths(tmp_path: Path):
     assert cfg.tls.peer_name == "party1"
     assert cfg.precision_bits == 16
     assert cfg.clients == {"alice": token_digest("t")}
+    assert cfg.principals == {}  # no enrollment record: alice is her own principal
+    auth = {"clients": {"alice": token_digest("t")}, "principals": {"alice": "acme-labs"}}
+    assert parse_config(dict(BASE, auth=auth), tmp_path).principals == {"alice": "acme-labs"}
     assert cfg.limits.chunk_bytes < cfg.limits.max_message_bytes
     assert cfg.signing.cert is None and cfg.observability.metrics_listen == ""  # no signing key, no endpoint
     assert cfg.privacy.min_cohort == 3  # every revealed aggregate covers at least 3 clients
@@ -40,6 +43,8 @@ def test_defaults_and_relative_paths(tmp_path: Path):
         ({"auth": {"clients": {"bad id!": "0" * 64}}}, "invalid client id"),
         ({"auth": {"clients": {"alice": "plaintext-token"}}}, "sha256 hex digest"),
         ({"auth": {"admin_token_sha256": "xyz"}}, "admin_token_sha256"),
+        ({"auth": {"principals": {"bob": "acme"}}}, "names client 'bob', which has no credential"),
+        ({"auth": {"clients": {"bob": "0" * 64}, "principals": {"bob": "a b"}}}, "principal of client 'bob'"),
         ({"rounds": {"deadline": 3}}, "unknown key"),
         ({"rounds": {"opening": "sometimes"}}, "rounds.opening"),
         ({"limits": {"chunk_bytes": 4 * 1024 * 1024}}, "chunk_bytes"),

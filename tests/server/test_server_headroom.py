@@ -73,7 +73,7 @@ def test_membership_excludes_what_does_not_fit():
 @pytest.mark.timeout(300)
 def test_parties_refuse_the_upload_that_would_exceed_the_round_budget(tmp_path):
     """f = 30, max_abs = 2^20: B = 8191. After a (5000), b (5000) is refused by both parties; c (3000)
-    still fits; the round aggregates a and c exactly as plaintext FedAvg."""
+    still fits; the round aggregates a and c exactly as plaintext FedAvg with the capped weights."""
     dep = LocalDeployment(
         tmp_path / "dep",
         clients=["a", "b", "c"],
@@ -104,7 +104,8 @@ def test_parties_refuse_the_upload_that_would_exceed_the_round_budget(tmp_path):
                 time.sleep(0.05)
             status = admin.status()
         assert {m.client_id: m.n_samples for m in status.rounds[0].members} == {"a": 5000, "c": 3000}
-        expected = -0.5 * (5000 * grads["a"] + 3000 * grads["c"]) / 8000
+        # k = 2: no principal above half of the round's weight, so a's 5000 is capped at 3000
+        expected = -0.5 * (3000 * grads["a"] + 3000 * grads["c"]) / 6000
         assert np.allclose(sdks["a"].fetch_model(1).params, expected, atol=1e-6)
         for sdk in sdks.values():
             sdk.close()

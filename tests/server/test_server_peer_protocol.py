@@ -83,12 +83,13 @@ def _to_aggregated(dep, peer, client):
     assert "holds no matching upload of 'u'" in info.value.details()
     grads = {"u": np.random.default_rng(0).normal(size=M), "v": np.random.default_rng(1).normal(size=M)}
     weights = {"u": 3, "v": 5}
+    capped = {"u": 3, "v": 3}  # k = 2: no principal above half of the round's weight (unlearning.weight_cap)
     leader_agg = np.zeros(M, dtype=np.int64)
     for cid, g in grads.items():
         s0, s1 = share(g)
         _upload(dep, client, cid, h0, s1, weights[cid])
         with np.errstate(over="ignore"):
-            leader_agg += weights[cid] * s0
+            leader_agg += capped[cid] * s0
     members = peer.CloseRound(peer_pb2.RoundRef(round=1))
     assert {(m.client_id, m.n_samples) for m in members.members} == {("u", 3), ("v", 5)}
     bindings = {m.client_id: m.binding_sha256 for m in members.members}
@@ -118,23 +119,30 @@ def _to_aggregated(dep, peer, client):
         )
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "party1 refuses a membership of 1 client(s), fewer than its minimum cohort 2" in info.value.details()
-    peer.AgreeMembership(
-        peer_pb2.Membership(
-            round=1,
-            membership_sha256=digest,
-            members=[
-                common_pb2.Member(client_id=c, n_samples=n, binding_sha256=bindings[c]) for c, n in weights.items()
-            ],
-        )
-    )
+
+    def agree(proposed: dict[str, int], principal: str = "") -> None:
+        members = [
+            common_pb2.Member(client_id=c, n_samples=n, binding_sha256=bindings[c], weight=proposed[c])
+            for c, n in weights.items()
+        ]
+        members[0].principal = principal
+        peer.AgreeMembership(peer_pb2.Membership(round=1, membership_sha256=digest, members=members))
+
+    with pytest.raises(grpc.RpcError) as info:  # uncapped weights: v would hold 5/8 > 1/k of the round
+        agree(weights)
+    assert "capped weights for minimum cohort 2 differ for ['v']" in info.value.details()
+    with pytest.raises(grpc.RpcError) as info:  # a principal party1 did not enroll u for
+        agree(capped, principal="org")
+    assert "client 'u' is enrolled for principal 'u' here, 'org' at the other party" in info.value.details()
+    agree(capped, principal="u")  # a client's own id is its principal
     data = to_wire(leader_agg)
     hdr = common_pb2.ShareHeader(
         round=1, shape=[M], dtype="int64", membership_sha256=digest, content_sha256=sha256_hex(data)
     )
     _, follower_agg = read_share_stream(iter(peer.ExchangeAggregate(share_messages(hdr, data, 64))), M)
     weighted = decode(reconstruct_encoded(leader_agg, follower_agg))
-    expected = (m0 - LR * weighted / 8).astype(np.float32)
-    assert np.allclose(weighted, 3 * grads["u"] + 5 * grads["v"], atol=8 * 2.0**-16)
+    expected = (m0 - LR * weighted / 6).astype(np.float32)
+    assert np.allclose(weighted, 3 * grads["u"] + 3 * grads["v"], atol=6 * 2.0**-16)
     return h0, expected
 
 

@@ -12,7 +12,8 @@ r_k runs through the rounds the replay skipped, in training order, then the repl
 computation, so it counts in T_r^j and lowers ARP by 1/T per round.
 
 Release rule (docs/PRIVACY.md): Ĝ_t is an aggregate of exact gradients at M̂_t, so it is
-revealed only when at least k = `min_cohort` clients answered and M̂_t is not a model Stage I
+revealed only when at least k = `min_cohort` principals answered (FedAvg weights capped at
+1/k per principal, unlearning.weight_cap) and M̂_t is not a model Stage I
 published (there a Stage I aggregate of the same gradients could be differenced with it, as at
 the first replay); otherwise the round is "excluded" and M̂ stays. With DP, Ĝ_t is clipped
 and noised like every aggregate (`reveal_aggregate` with the run's aggregator).
@@ -25,12 +26,13 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from mpc.backend import Secret
-from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.fedavg import capped_fedavg_weights, reveal_aggregate
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.release import anchor_round
 from unlearning.starfish.run_log import ReleaseEntry, RoundEntry
 from unlearning.starfish.state import StarfishState
 from unlearning.strategy import UnlearnContext
+from unlearning.weight_cap import principal_count
 
 #: ask(ctx, state, t, r, clients, reason) -> the answers received (StarfishStrategy._ask)
 Ask = Callable[[UnlearnContext, StarfishState, int, int, Sequence[str], str], Mapping[str, Secret]]
@@ -59,12 +61,13 @@ def recovery_round(ctx: UnlearnContext, params: StarfishParams, state: StarfishS
     if not answered:
         state.log.rounds.append(RoundEntry(t, r, 0, "skipped"))
         return
-    if len(answered) < params.min_cohort or anchor_round(ctx.history, state.model, params.min_step) is not None:
+    weights = capped_fedavg_weights(info, answered, params.min_cohort)  # None: fewer than k principals
+    if weights is None or anchor_round(ctx.history, state.model, params.min_step) is not None:
         state.log.rounds.append(RoundEntry(t, r, len(answered), "recovery"))
-        state.log.releases.append(ReleaseEntry(t, "excluded", [t], len(answered)))
+        cohort = principal_count(dict.fromkeys(answered, 1), info.principals)
+        state.log.releases.append(ReleaseEntry(t, "excluded", [t], cohort))
         return
     with ctx.backend.step("UE"):
-        weights = fedavg_weights(info, answered)
         stacked = ctx.backend.stack([answers[c] for c in answered], dim=0)
         row_weights = [weights[c] for c in answered]
         g_agg = reveal_aggregate(ctx.backend, stacked, row_weights, ctx.privacy, answered, f"stage2 recovery {t}")

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from unlearning.history import SharedHistory
+from unlearning.weight_cap import principal_of
 
 #: combinations enumerated exactly up to this many; beyond it a lower bound is used (holds more)
 EXACT_LIMIT = 4096
@@ -137,21 +138,35 @@ def stage1_coefficients(history: SharedHistory, i: int) -> dict[str, float]:
     return {c: info.n_samples[c] / total for c in info.clients}
 
 
+def enrolled_principals(history: SharedHistory) -> dict[str, str]:
+    """client → principal over the stored rounds (a client not listed is its own principal)."""
+    out: dict[str, str] = {}
+    for i in range(1, history.num_rounds + 1):
+        out.update(history.round_info(i).principals)
+    return out
+
+
 def release_support(pending: PendingRelease, history: SharedHistory) -> int:
-    """The smallest client count of a nonzero combination of the pending update with Stage I aggregates.
+    """The smallest principal count of a nonzero combination of the pending update with Stage I
+    aggregates (clients enrolled for one principal count once; unlearning.weight_cap).
 
     Returns 0 only for an update without contributions.
     """
+    principals = enrolled_principals(history)
+
+    def count(clients: frozenset[str]) -> int:
+        return len({principal_of(c, principals) for c in clients})
+
     per_point = [_options(b, stage1_coefficients(history, i)) for i, b in sorted(pending.blocks.items())]
     opaque = frozenset(pending.opaque)
     total = 1
     for options in per_point:
         total *= len(options)
     if total <= EXACT_LIMIT:
-        sizes = [len(opaque.union(*choice)) for choice in itertools.product(*per_point)]
+        sizes = [count(opaque.union(*choice)) for choice in itertools.product(*per_point)]
     else:  # too many to enumerate: a lower bound (opaque clients always stay; else some point keeps a set)
-        smallest = min((len(o) for options in per_point for o in options if o), default=0)
-        sizes = [len(opaque) if opaque else smallest]
+        smallest = min((count(o) for options in per_point for o in options if o), default=0)
+        sizes = [count(opaque) if opaque else smallest]
     nonzero = [s for s in sizes if s > 0]
     return min(nonzero) if nonzero else 0
 

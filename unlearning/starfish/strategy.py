@@ -31,7 +31,7 @@ import torch
 
 from mpc.backend import Backend, Secret
 from mpc.costs import CostLedger
-from unlearning.fedavg import fedavg_weights, reveal_update, weighted_sum
+from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
@@ -44,6 +44,7 @@ from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.thresholds import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.weight_cap import principal_count
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
             kind = "check" if t % interval == 0 else "estimate"
             gradients, answered = self._estimate(ctx, params, state, step, check=t % interval == 0)
         eta = params.unlearning_rate(info.lr)
-        weights = fedavg_weights(info, participants)
+        # capped so no principal holds more than 1/k; None: fewer than k principals (the step is excluded)
+        weights = capped_fedavg_weights(info, participants, params.min_cohort) or fedavg_weights(info, participants)
         coefficients = [eta * weights[c] for c in participants]
         with ctx.backend.step("UE"):
             if ctx.privacy is None:
@@ -213,18 +215,19 @@ class StarfishStrategy(Strategy[StarfishParams]):
         """Add U_t (with its DP sensitivity) to the pending update; reveal the sum and move M̂
         iff the release rule allows it (with DP: noised for the summed sensitivity).
 
-        A step with fewer than k remaining participants is excluded instead: merged into the
+        A step with fewer than k remaining principals is excluded instead: merged into the
         next update it would hide only behind that aggregate, which is small near convergence.
         """
-        if len(step.participants) < params.min_cohort:
-            state.log.releases.append(ReleaseEntry(step.t, "excluded", [step.t], len(step.participants)))
+        cohort = principal_count(dict.fromkeys(step.participants, 1), ctx.history.round_info(step.r).principals)
+        if cohort < params.min_cohort:
+            state.log.releases.append(ReleaseEntry(step.t, "excluded", [step.t], cohort))
             return
         exact, stored, opaque = contributions
         pending = state.pending
         here = anchor_round(ctx.history, state.model, params.min_step) if exact else None
-        if here is not None and (here == step.r or params.full_batch_gradients):
+        if here is not None:  # at a Stage I point: the vector Stage I aggregated there, whatever the data order
             pending.add_exact(here, exact)
-        else:  # not a vector Stage I aggregated (another point, or round r's data order): opaque
+        else:  # at a point Stage I never published: only the pending sum itself shows it
             opaque = opaque | set(exact)
         if stored:
             pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
