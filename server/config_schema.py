@@ -37,7 +37,7 @@ OTHER = {
     "auth.clients": '`client_id = "<sha256 hex of its token>"`; ids: letters, digits, `_ . -`, ≤ 64 characters',
     "auth.principals": '`client_id = "<principal>"`: the organisation the operator issued the credential to; '
     "clients of one principal count once in every cohort and their weights are pooled for the weight cap; "
-    "a client not listed is its own principal; both parties must list the same (docs/PRIVACY.md, \"Principals\")",
+    'a client not listed is its own principal; both parties must list the same (docs/PRIVACY.md, "Principals")',
     "privacy.min_cohort": "k: the fewest principals any revealed aggregate may cover, and no principal may hold more "
     "than 1/k of its weight (below 2 refused; docs/PRIVACY.md)",
     "unlearning.parameters": "the operator's unlearning parameters: what a client's own request gets",
