@@ -1,7 +1,8 @@
 """Durable file writes: temp file in the target directory, fsync, rename, fsync directory.
 
 After `atomic_write` returns, the file exists with its full content or (after a crash
-before the rename) not at all; it never exists half-written.
+before the rename) not at all; it never exists half-written. A write that fails (a full
+or read-only disk) removes its temp file at once; a crash leaves it to `remove_stale_temps`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ def write_temp(directory: Path, data: bytes | memoryview) -> Path:
     """Write `data` to a fresh temp file in `directory` and fsync it (not yet visible)."""
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".tmp-{secrets.token_hex(8)}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:  # a full or read-only disk: leave no partial temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
     return tmp
 
 
@@ -37,7 +42,12 @@ def publish(tmp: Path, final: Path) -> None:
 
 
 def atomic_write(final: Path, data: bytes) -> None:
-    publish(write_temp(final.parent, data), final)
+    tmp = write_temp(final.parent, data)
+    try:
+        publish(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def remove_stale_temps(root: Path) -> int:

@@ -29,6 +29,7 @@ from server.peer_client import PeerClient
 from server.peer_service import PeerService
 from server.request_context import RequestIdInterceptor
 from server.state import PartyState
+from server.storage_faults import StorageFaultInterceptor
 from server.store import Store
 from server.tls import channel_options, client_port_credentials, peer_port_credentials
 
@@ -46,11 +47,14 @@ class PartyServer:
         opts = channel_options(cfg.limits.max_message_bytes)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
-            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
+            # ids first: refusals carry one; storage faults answered as retryable, innermost
+            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg), StorageFaultInterceptor(cfg.role)],
             options=opts,
         )
         self.peer_server = grpc.server(
-            futures.ThreadPoolExecutor(PEER_THREADS), options=opts, interceptors=[RequestIdInterceptor()]
+            futures.ThreadPoolExecutor(PEER_THREADS),
+            options=opts,
+            interceptors=[RequestIdInterceptor(), StorageFaultInterceptor(cfg.role)],
         )
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
         self.jobs = JobStore(cfg.data_dir)
@@ -73,7 +77,7 @@ class PartyServer:
         if not self.port or not self.peer_port:
             raise OSError(f"cannot bind {cfg.listen} or {cfg.peer_listen}")
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
-        metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()))
+        metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()), cfg.limits.min_free_bytes)
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
         self.metrics_server = metrics.serve(obs.metrics_listen, *tls) if obs.metrics_listen else None
