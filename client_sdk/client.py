@@ -32,7 +32,7 @@ import numpy as np
 
 from client_sdk import errors
 from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
-from client_sdk.retry import RetryPolicy, is_transient
+from client_sdk.retry import LATE_TASK, Behaviour, RetryPolicy, behaviour, is_transient
 from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
 from client_sdk.stats import clip_to_norm
 from client_sdk.status import UploadStatus, combine
@@ -44,6 +44,7 @@ from proto.wire import chunked_messages, collect_model
 log = logging.getLogger(__name__)
 #: definite refusals: the party did not store the half (a retry of the same bytes cannot help)
 REFUSED = (errors.BadRoundError, errors.UploadRejectedError, errors.NotRegisteredError)
+CLOSING_POLL_S = 0.5  #: how often a refused upload asks whether its closing round has an outcome yet
 SETTLE_WAIT_S = 1.0  #: how long forgetting decided outbox entries may retry a party after an upload
 
 
@@ -184,11 +185,13 @@ class Client:
             return errors.NotRegisteredError(f"{where}: {detail}")
         if code == grpc.StatusCode.FAILED_PRECONDITION and "sample budget" in detail:
             return errors.UploadRejectedError(f"{where} refused the upload: {detail}")
+        if behaviour(code, detail) is Behaviour.NEXT_ROUND and LATE_TASK in detail:
+            return errors.TaskExpiredError(f"{where}: {detail}")
         if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
             return errors.BadRoundError(f"{where}: {detail}")
         if code == grpc.StatusCode.ALREADY_EXISTS:
             return errors.ConflictingUploadError(f"{where}: {detail}")
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE):
             return errors.UploadRejectedError(f"{where} refused the request ({code.name}): {detail}")
         return errors.StarfishError(f"{where} failed ({code.name}): {detail}")
 
@@ -383,9 +386,12 @@ class Client:
             until = self.retry.upload_until(entry.deadline, time.time())
             try:
                 sent = self._deliver(entry, until)
+            except errors.TaskExpiredError:
+                self.outbox.remove(entry.target)  # refused as late: dropped at once, never resent
+                raise
             except errors.BadRoundError:
                 if kind == "round":
-                    self._raise_if_closed(int(value))
+                    self._raise_if_closed(int(value), until)
                 raise
             entry = self.outbox.load(entry.target)
         if kind == "task":
@@ -400,10 +406,14 @@ class Client:
             resumed,
         )
 
-    def _raise_if_closed(self, round_index: int) -> None:
-        """After a party refused a round upload: if round i has an outcome without this upload,
-        forget the entry and raise RoundClosedError naming the reason."""
+    def _raise_if_closed(self, round_index: int, until: float) -> None:
+        """After a party refused a round upload: wait (until `until`) while round i is still
+        closing; if it has an outcome without this upload, forget the entry and raise
+        RoundClosedError naming the reason (resubmit in the next round)."""
         status = self.upload_status(round_index)
+        while status.outcome == "pending" and time.time() < until:
+            time.sleep(CLOSING_POLL_S)
+            status = self.upload_status(round_index)
         if status.final and status.outcome != "counted":
             self.outbox.remove(round_target(round_index))
             raise errors.RoundClosedError(
@@ -570,7 +580,11 @@ class Client:
                     continue
                 params = self._task_model(task)
                 gradient, n = grad_fn(params, task)
-                self._submit_task(task, gradient, n)
+                try:
+                    self._submit_task(task, gradient, n)
+                except errors.TaskExpiredError as exc:  # dropped: the job asks again in a new task
+                    log.warning("task %s answered too late; dropped: %s", task.task_id, exc)
+                    continue
                 answered += 1
         finally:
             stop.set()
@@ -579,7 +593,9 @@ class Client:
         return answered
 
     def _watch_tasks(self, party: int, inbox: _TaskInbox, stop: threading.Event, calls: list) -> None:
-        """Follow one party's task stream into `inbox`, reconnecting after transient failures."""
+        """Follow one party's task stream into `inbox`, reconnecting with back-off whenever it
+        ends (a party stopping or restarting); a stream that delivered a task resets the back-off."""
+        retry = 0
         while not stop.is_set():
             call = self._stubs[party].WatchTasks(client_pb2.WatchTasksRequest(), metadata=self._metadata)
             calls.append(call)
@@ -589,10 +605,14 @@ class Client:
                         t.task_id, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline_unix
                     )
                     inbox.offer(party, info)
+                    retry = 0
             except grpc.RpcError as exc:
-                if stop.is_set() or exc.code() == grpc.StatusCode.CANCELLED:
+                if stop.is_set():
                     return
-                stop.wait(self.retry.backoff_s)
+                log.info("party%d: task stream ended (%s); reconnecting", party, exc.code().name)
+            calls.remove(call)
+            retry += 1
+            stop.wait(self.retry.delay(retry))
 
 
 class _TaskInbox:

@@ -30,6 +30,11 @@ class RoundClosedError(BadRoundError):
         self.status = status
 
 
+class TaskExpiredError(BadRoundError):
+    """A party refused a task answer as past its deadline: the answer is dropped, not retried
+    (the job's next task asks again)."""
+
+
 class ModelMismatchError(StarfishError):
     """The two parties serve different models (or encodings): one of them equivocates."""
 
@@ -56,5 +61,6 @@ __all__ = [
     "PartyUnreachableError",
     "RoundClosedError",
     "StarfishError",
+    "TaskExpiredError",
     "UploadRejectedError",
 ]

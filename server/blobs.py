@@ -2,7 +2,8 @@
 
 After `atomic_write` returns, the file exists with its full content or (after a crash
 before the rename) not at all; it never exists half-written. Files are created 0600 and
-directories 0700 (server.file_modes).
+directories 0700 (server.file_modes). A write that fails (a full or read-only disk) removes
+its temp file at once; a crash leaves it to `remove_stale_temps`.
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ def write_temp(directory: Path, data: bytes | memoryview) -> Path:
     """Write `data` to a fresh temp file in `directory` and fsync it (not yet visible)."""
     private_dir(directory)
     tmp = directory / f".tmp-{secrets.token_hex(8)}"
-    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:  # a full or read-only disk: leave no partial temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
     return tmp
 
 
@@ -40,7 +45,12 @@ def publish(tmp: Path, final: Path) -> None:
 
 
 def atomic_write(final: Path, data: bytes) -> None:
-    publish(write_temp(final.parent, data), final)
+    tmp = write_temp(final.parent, data)
+    try:
+        publish(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def remove_stale_temps(root: Path) -> int:

@@ -188,7 +188,8 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             self._refuse(context, grpc.StatusCode.NOT_FOUND, client, what, reason, "unknown_task")
         if task.deadline < time.time():
             reason = f"task {task.task_id} is past its deadline"
-            self._refuse(context, grpc.StatusCode.DEADLINE_EXCEEDED, client, what, reason, "late")
+            # FAILED_PRECONDITION, never DEADLINE_EXCEEDED (a client's own timeout, which it retries)
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "late")
         if header.model_hash != task.model_hash:
             reason = f"task {task.task_id} asks for model {task.model_hash[:12]}…"
             self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "wrong_model")
@@ -237,6 +238,8 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
                 )
             with self.state.tasks_changed:
                 self.state.tasks_changed.wait(TASK_POLL_S)
+        if self.state.stopping.is_set():  # a graceful stop: the SDK reconnects with back-off
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"party{self.cfg.role} is stopping; reconnect")
 
     def GetTaskModel(self, request, context):
         client = authenticate_client(self.cfg, context)

@@ -91,6 +91,9 @@ class RoundConfig:
     poll_s: float = 0.1  #: how often the coordinator looks at upload progress
     peer_timeout_s: float = 30.0  #: per-call deadline on the peer channel
     peer_retry_s: float = 0.5  #: first back-off after a failed peer call (doubles, capped at 5 s)
+    #: after party0 starts or party1 answers again, a round past its deadline waits this long
+    #: before it closes, so that clients retrying into it get through
+    recovery_grace_s: float = 10.0
     #: "auto": party0 opens the next round as soon as the previous one commits; "on_request":
     #: only when the admin asks (AdminService.OpenRound), for an external FL server that samples clients
     opening: str = "auto"
@@ -136,6 +139,8 @@ class LimitConfig:
     max_model_params: int = 50_000_000
     max_samples: int = 1_000_000  #: largest accepted n_j (Σ n_j of a round is bounded by server.headroom)
     max_lr: float = 10.0  #: largest learning rate StartTraining accepts
+    #: no round opens while the data dir has less free space (server.storage_faults; 0: no check)
+    min_free_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -231,6 +236,7 @@ def _positive(value: object, key: str, integer: bool = False, zero_ok: bool = Fa
 def _check_rounds(rounds: RoundConfig) -> RoundConfig:
     for key in ("deadline_s", "poll_s", "peer_timeout_s", "peer_retry_s"):
         _positive(getattr(rounds, key), f"rounds.{key}")
+    _positive(rounds.recovery_grace_s, "rounds.recovery_grace_s", zero_ok=True)
     _positive(rounds.min_clients, "rounds.min_clients", integer=True)
     _positive(rounds.max_rounds, "rounds.max_rounds", integer=True, zero_ok=True)
     if rounds.opening not in ROUND_OPENING:
@@ -284,6 +290,7 @@ def _check_limits(limits: LimitConfig, precision: int, max_abs: float) -> LimitC
     for key in ("max_message_bytes", "chunk_bytes", "max_model_params", "max_samples"):
         _positive(getattr(limits, key), f"limits.{key}", integer=True)
     _positive(limits.max_lr, "limits.max_lr")
+    _positive(limits.min_free_bytes, "limits.min_free_bytes", integer=True, zero_ok=True)
     if limits.chunk_bytes % 8 or limits.chunk_bytes + 4096 > limits.max_message_bytes:
         raise ConfigError("limits.chunk_bytes must be a positive multiple of 8, smaller than max_message_bytes - 4096")
     budget = round_sample_budget(precision, max_abs)

@@ -60,6 +60,7 @@ ROUNDS = {
     "peer_timeout_s": "per-call deadline on the peer channel",
     "peer_retry_s": "first back-off after a failed peer call (doubles, capped at 5 s)",
     "opening": '"auto": the next round opens when the previous commits; "on_request": when the admin asks',
+    "recovery_grace_s": "a round whose deadline passed while a party was away closes this long after both are back",
 }
 LIMITS = {
     "max_message_bytes": "gRPC message cap in both directions; anything larger is streamed",
@@ -67,6 +68,8 @@ LIMITS = {
     "max_model_params": "largest model (parameters)",
     "max_samples": "largest n_j of one client; at most the round's sample budget",
     "max_lr": "largest learning rate `StartTraining` accepts",
+    "min_free_bytes": "no round opens while the data dir has less free space (0: no check; docs/SERVICE.md, "
+    '"Storage faults and recovery")',
 }
 ADMISSION = {
     "max_streams_per_client": "open WatchTasks streams of one client",

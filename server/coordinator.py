@@ -22,6 +22,14 @@ each round). Per round i, every step idempotent on both parties so a restart of 
 6. M_i = M_{i−1} − η_l·decode(A_0 + A_1)/Σ n_j; party1 commits only if its hash of M_i
    equals ours; a mismatch fails the round with a clear error and training halts.
 
+Faults: a storage fault on either party (disk full, read-only store; server.storage_faults)
+leaves the step undone on that party and is retried — it never fails the round; only a refusal
+by party1 (PeerRefused) does. No round opens while the data dir has less than `[limits]
+min_free_bytes` free. A round whose deadline passed while party0 was down or party1
+unreachable closes only `rounds.recovery_grace_s` after they are back, so that clients
+retrying into it get through. A round whose model cannot join the chain (a job installed
+M_i: ConflictError) fails with that error instead of committing beside it.
+
 With `[privacy] dp = true`, steps 5–6 are a clip session instead (server.stage1_clip): the
 aggregate is clipped per client and noised inside 2PC, M_i = M_{i−1} − η_l·G_i from the
 opened G_i; a failed session stores no candidate and the round is retried.
@@ -42,7 +50,8 @@ from server.headroom import round_sample_budget
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.stage1_clip import ClipFailed
 from server.state import PartyState
-from server.store import RoundRecord, membership_digest
+from server.storage_faults import classify, headroom_ok
+from server.store import ConflictError, RoundRecord, membership_digest
 from server.upload_check import CheckFailed, Item, LeaderBatch, check_bounds
 from unlearning.weight_cap import capped_weights
 
@@ -58,6 +67,8 @@ class RoundCoordinator:
         self.cfg = state.config
         self.peer = peer
         self._peer_has_m0 = False
+        self._started = time.time()
+        self._low_space_logged = False
         self.thread = threading.Thread(target=self.run, name="round-coordinator", daemon=True)
 
     def start(self) -> None:
@@ -80,19 +91,28 @@ class RoundCoordinator:
                 metrics.check_batch("failed")
                 log.warning("input check failed: %s; retrying", exc)
                 stop.wait(self.cfg.rounds.peer_retry_s)
-            except PeerRefused as exc:
-                rec = self.store.current_round()
-                if rec is not None and rec.state != "committed":
-                    error = f"round {rec.round} stopped: {exc}"
-                    self.store.set_round_state(rec.round, "failed", error)
-                    metrics.round_failed()
-                    log.error(error)
+            except (PeerRefused, ConflictError) as exc:
+                self._fail_round(exc)
+            except Exception as exc:  # keep serving clients; the next step retries
+                fault = classify(exc)
+                if fault is not None:  # this party cannot write now: retried, never a failed round
+                    metrics.storage_fault("full" if fault.full else "unwritable")
+                    log.warning("round step postponed: party0 %s; retrying", fault)
                 else:
-                    log.error("peer refused: %s", exc)
-                    stop.wait(self.cfg.rounds.peer_retry_s)
-            except Exception:  # keep serving clients; the next step retries
-                log.exception("round coordinator step failed")
+                    log.exception("round coordinator step failed")
                 stop.wait(self.cfg.rounds.peer_retry_s)
+
+    def _fail_round(self, exc: Exception) -> None:
+        """party1 refused a step, or the round's model cannot join the chain: the round fails."""
+        rec = self.store.current_round()
+        if rec is not None and rec.state != "committed":
+            error = f"round {rec.round} stopped: {exc}"
+            self.store.set_round_state(rec.round, "failed", error)
+            metrics.round_failed()
+            log.error(error)
+        else:
+            log.error("peer refused: %s", exc)
+            self.state.stopping.wait(self.cfg.rounds.peer_retry_s)
 
     def step(self) -> bool:
         """Advance training by one step; returns False when there is nothing to do now."""
@@ -109,6 +129,8 @@ class RoundCoordinator:
                 return False
             if self.cfg.rounds.opening == "on_request" and latest + 1 not in self.state.open_requests:
                 return False
+            if not self._enough_space():
+                return False
             self._open(latest + 1)
             return True
         if rec.state == "failed":
@@ -123,6 +145,22 @@ class RoundCoordinator:
             rec = self.store.round_record(rec.round)
         self._finish(rec)
         return True
+
+    def _enough_space(self) -> bool:
+        """`[limits] min_free_bytes` free in the data dir (checked before a round opens)."""
+        ok = headroom_ok(self.cfg.data_dir, self.cfg.limits.min_free_bytes)
+        if not ok and not self._low_space_logged:
+            log.warning("no round opens: the data dir has less than %d bytes free", self.cfg.limits.min_free_bytes)
+        self._low_space_logged = not ok
+        return ok
+
+    def _effective_deadline(self, rec: RoundRecord) -> float:
+        """The round's deadline, or — when it passed while party0 was down or party1 unreachable —
+        `rounds.recovery_grace_s` after both are back (clients still retrying get through)."""
+        back = max(self._started, self.peer.recovered_at)
+        if rec.deadline < back:
+            return back + self.cfg.rounds.recovery_grace_s
+        return rec.deadline
 
     # -- steps ---------------------------------------------------------------------------
     def _send_initial_model(self) -> None:
@@ -197,7 +235,7 @@ class RoundCoordinator:
             expected = set(self.store.registered())
         mine = set(self.store.uploads(rec.round))
         ending = self.state.end_open_round.is_set()
-        deadline_passed = ending or time.time() >= rec.deadline
+        deadline_passed = ending or time.time() >= self._effective_deadline(rec)
         if not deadline_passed and not ((close_now and mine) or (expected and expected <= mine)):
             return False
         follower = self.peer.unary("ListUploads", peer_pb2.RoundRef(round=rec.round))

@@ -36,12 +36,16 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_clients_erased_total | counter | client erasures carried out here |
 | starfish_certificates_total{outcome} | counter | erasure certificates: signed, unsigned, refused, invalid |
 | starfish_store_bytes{kind} | gauge | bytes on disk: shares, tasks, models, database |
+| starfish_store_free_bytes | gauge | free bytes of the file system holding the data dir |
+| starfish_store_min_free_bytes | gauge | `[limits] min_free_bytes`: below it no round opens |
+| starfish_storage_faults_total{kind} | counter | writes that failed: full (disk full), unwritable (read-only, I/O) |
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -101,6 +105,9 @@ ERASED = Counter("starfish_clients_erased", "client erasures carried out", **_kw
 CERTIFICATES = Counter("starfish_certificates", "erasure certificates by outcome", ["outcome"], **_kw)
 NOT_READY = Gauge("starfish_not_ready", "1 while the party cannot make progress, by reason", ["reason"], **_kw)
 STORE_BYTES = Gauge("starfish_store_bytes", "bytes of the store on disk", ["kind"], **_kw)
+FREE_BYTES = Gauge("starfish_store_free_bytes", "free bytes of the file system holding the data dir", **_kw)
+MIN_FREE_BYTES = Gauge("starfish_store_min_free_bytes", "free bytes below which no round opens", **_kw)
+STORAGE_FAULTS = Counter("starfish_storage_faults", "store writes that failed, by kind", ["kind"], **_kw)
 
 
 # -- hooks (called by the service) ---------------------------------------------------------
@@ -211,6 +218,11 @@ def job_costs(costs: Mapping[str, Mapping[str, float]]) -> None:
             STEP_BYTES.labels(step, phase).inc(int(cost.get(f"{phase}_bytes", 0)))
 
 
+def storage_fault(kind: str) -> None:
+    """A write failed: `full` (no space) or `unwritable` (read-only, I/O error); retried."""
+    STORAGE_FAULTS.labels(kind).inc()
+
+
 def client_erased() -> None:
     ERASED.inc()
 
@@ -256,7 +268,16 @@ class _StoreSizes:
             return float(self.sizes.get(kind, 0))
 
 
-def bind(party: str, data_dir: Path, halted: Callable[[], bool], queued: Callable[[], int]) -> None:
+def _free_bytes(data_dir: Path) -> float:
+    try:
+        return float(shutil.disk_usage(data_dir).free)
+    except OSError:
+        return float("nan")
+
+
+def bind(
+    party: str, data_dir: Path, halted: Callable[[], bool], queued: Callable[[], int], min_free_bytes: int = 0
+) -> None:
     """Attach this party's name and its scrape-time values (store sizes, halted, queue).
 
     Each party exports only its side of the peer link: party0 `starfish_peer_up` (NaN until
@@ -268,6 +289,8 @@ def bind(party: str, data_dir: Path, halted: Callable[[], bool], queued: Callabl
     sizes = _StoreSizes(data_dir)
     for kind in (*_StoreSizes.KINDS, "database"):
         STORE_BYTES.labels(kind).set_function(lambda k=kind: sizes.get(k))
+    FREE_BYTES.set_function(lambda: _free_bytes(data_dir))
+    MIN_FREE_BYTES.set(min_free_bytes)
     HALTED.set_function(lambda: float(halted()))
     JOBS_QUEUED.set_function(lambda: float(queued()))
 

@@ -21,12 +21,13 @@ from mpc.fixedpoint import to_wire
 from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import common_pb2, peer_pb2, peer_pb2_grpc
 from proto.wire import StreamError, collect_model, read_share_stream, sha256_hex, share_messages
-from server import cohort, membership, metrics, upload_check_peer
+from server import cohort, membership, metrics, storage_faults, upload_check_peer
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.config import PartyConfig
 from server.stage1_clip import ClipFailed
 from server.state import PartyState
+from server.storage_faults import StorageFault, headroom_ok
 from server.store import ConflictError, StoreError, membership_digest
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,11 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
                 f"round {request.round}: deadline {request.deadline_unix!r} and lr {request.lr!r} "
                 "must be finite, lr > 0",
             )
+        if self.state.store.round_record(request.round) is None and not headroom_ok(
+            self.cfg.data_dir, self.cfg.limits.min_free_bytes
+        ):
+            reason = f"the data dir has less than [limits] min_free_bytes = {self.cfg.limits.min_free_bytes} free"
+            storage_faults.abort(context, StorageFault(reason, full=True), self.cfg.role)
         try:
             rec = self.state.store.open_round(request.round, request.model_hash, request.deadline_unix, request.lr)
         except StoreError as exc:
@@ -307,7 +313,10 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             log.error(error)
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
         if rec.state != "committed":
-            store.commit_round(request.round)
+            try:
+                store.commit_round(request.round)
+            except ConflictError as exc:  # the round's model cannot join this party's chain
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round}: {exc}")
             metrics.round_committed(request.round, len(store.round_members(request.round)))
         log.info("round %d committed, model %s", request.round, rec.model_out_hash[:12])
         return self._ack(rec.model_out_hash)

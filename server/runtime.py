@@ -31,6 +31,7 @@ from server.peer_service import PeerService
 from server.readiness import Readiness, peer_check, store_check
 from server.request_context import RequestIdInterceptor
 from server.state import PartyState
+from server.storage_faults import StorageFaultInterceptor
 from server.store import Store
 from server.tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
 from server.tls_floor import check_tls13
@@ -78,11 +79,14 @@ class PartyServer:
         opts = channel_options(cfg.limits.max_message_bytes) + [EXCLUSIVE_PORT]
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
-            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
+            # ids first: refusals carry one; storage faults answered as retryable, innermost
+            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg), StorageFaultInterceptor(cfg.role)],
             options=opts,
         )
         self.peer_server = grpc.server(
-            futures.ThreadPoolExecutor(PEER_THREADS), options=opts, interceptors=[RequestIdInterceptor()]
+            futures.ThreadPoolExecutor(PEER_THREADS),
+            options=opts,
+            interceptors=[RequestIdInterceptor(), StorageFaultInterceptor(cfg.role)],
         )
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
         self.jobs = JobStore(cfg.data_dir)
@@ -104,7 +108,7 @@ class PartyServer:
         self.port = bind_exclusively(self.server, "listen", cfg.listen, client_port_credentials(cfg))
         self.peer_port = bind_exclusively(self.peer_server, "peer_listen", cfg.peer_listen, peer_port_credentials(cfg))
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
-        metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()))
+        metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()), cfg.limits.min_free_bytes)
         metrics.validation_enabled(cfg.validation.enabled)
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)

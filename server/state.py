@@ -20,7 +20,8 @@ class PartyState:
     tasks_changed: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
     running_sums: RunningSums = field(default_factory=RunningSums)  #: Σ n_j·[g_j] of the open round so far
-    #: set while an unlearning job runs: the coordinator opens no new round
+    #: set while an unlearning job is queued or runs: the coordinator opens no new round. Durable
+    #: (`Store.training_pause`): restored here, before the coordinator or an admin call can open one
     training_paused: threading.Event = field(default_factory=threading.Event)
     #: set by a job that waited `jobs.pause_training_after_s`: the coordinator ends the open
     #: round now (closes it with its consistent uploads, or abandons it below the minimum cohort)
@@ -41,6 +42,8 @@ class PartyState:
     def __post_init__(self) -> None:
         if self.verdicts is None:
             self.verdicts = VerdictLog(self.config.data_dir / "input-checks")
+        if self.store.training_pause() is not None:
+            self.training_paused.set()
         settings = self.config.dp.settings
         if settings is not None and self.stage1_dp is None:
             self.stage1_dp = Stage1Privacy(self.config.data_dir, settings)
@@ -50,6 +53,16 @@ class PartyState:
     @property
     def role(self) -> int:
         return self.config.role
+
+    def pause_training(self, job_id: str) -> None:
+        """Pause training for job `job_id`, durably first (it survives a restart of this party)."""
+        self.store.set_training_pause(job_id)
+        self.training_paused.set()
+
+    def resume_training(self) -> None:
+        """The job ended: rounds open again (the durable record goes first, then the flag)."""
+        self.store.set_training_pause(None)
+        self.training_paused.clear()
 
     def request_open(self, round_index: int) -> None:
         """Ask the coordinator to open round i (it opens only latest committed + 1)."""

@@ -26,6 +26,7 @@ client's shares and returns a receipt.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -74,12 +75,15 @@ CREATE TABLE IF NOT EXISTS tasks (
   deadline REAL NOT NULL, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS erasures (
   client TEXT PRIMARY KEY, receipt TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS training_pause (
+  id INTEGER PRIMARY KEY CHECK (id = 0), job_id TEXT NOT NULL, since REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS task_uploads (
   task_id TEXT PRIMARY KEY, client TEXT NOT NULL, n_samples INTEGER NOT NULL,
   num_params INTEGER NOT NULL, grad_sha256 TEXT NOT NULL, norm_share INTEGER NOT NULL,
   delta_share INTEGER NOT NULL, received REAL NOT NULL, mask_seed BLOB,
   binding_sha256 TEXT NOT NULL DEFAULT '');
 """
+log = logging.getLogger(__name__)
 MODEL_CACHE = 2
 """Models kept in memory after their first read (M_{i−1} and M_i: what a round serves and uses)."""
 #: columns added after a table was first created: (table, column, definition)
@@ -240,6 +244,9 @@ class Store:
             return self._db.execute(sql, args).fetchall()
 
     def _tx(self, statements: list[tuple[str, tuple]]) -> None:
+        """Run `statements` as one transaction: all of them or none. A failed statement or
+        COMMIT (a full or read-only disk: server.storage_faults) rolls back what SQLite has not
+        rolled back itself, and the original error is raised."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -247,8 +254,17 @@ class Store:
                     self._db.execute(sql, args)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
+
+    def _rollback(self) -> None:
+        """End a failed transaction; SQLite may already have rolled it back (SQLITE_FULL at COMMIT)."""
+        if not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:  # the original error is the one to report
+            log.warning("rollback after a failed write: %s", exc)
 
     def _share_path(self, round_index: int, client: str) -> Path:
         if not CLIENT_ID_RE.match(client):
@@ -342,7 +358,9 @@ class Store:
     def install_global_model(self, round_index: int, arch: str, params: np.ndarray, lr: float) -> str:
         """Commit a model made outside a training round (an unlearned model) as M_i, i = T + 1.
 
-        Training then continues from it. Idempotent for the same model; refuses another one.
+        Training then continues from it. Idempotent for the same model; refuses (ConflictError)
+        another one, a chain that moved past M_{i−1}, and a training round i still in progress
+        (the job waits for it: the chain has one writer at a time, see `commit_round`).
         """
         digest = self.put_model(arch, params)
         with self._lock:
@@ -352,9 +370,12 @@ class Store:
                     raise ConflictError(f"global model {round_index} is already {existing[:12]}…")
                 return digest
             if self.latest_committed() != round_index - 1:
-                raise StoreError(
+                raise ConflictError(
                     f"cannot install M_{round_index}: the newest global model is M_{self.latest_committed()}"
                 )
+            busy = self.round_record(round_index)
+            if busy is not None and busy.state not in ("abandoned", "failed"):
+                raise ConflictError(f"cannot install M_{round_index}: training round {round_index} is {busy.state}")
             self._tx([("INSERT INTO global_models VALUES (?,?,?,?)", (round_index, digest, float(lr), time.time()))])
         return digest
 
@@ -517,22 +538,42 @@ class Store:
         return digest
 
     def commit_round(self, round_index: int) -> str:
-        """Make the candidate M_i the committed global model of round i (idempotent)."""
-        rec = self.round_record(round_index)
-        if rec is None or rec.model_out_hash is None:
-            raise StoreError(f"round {round_index} has no aggregated model to commit")
-        if rec.state == "committed":
-            return rec.model_out_hash
-        self._tx(
-            [
-                (
-                    "INSERT OR IGNORE INTO global_models VALUES (?,?,?,?)",
-                    (round_index, rec.model_out_hash, rec.lr, time.time()),
-                ),
-                ("UPDATE rounds SET state='committed' WHERE round=?", (round_index,)),
-            ]
-        )
+        """Make the candidate M_i the committed global model of round i (idempotent).
+
+        One writer of the chain at a time: under the lock that `install_global_model` takes,
+        M_i is added only when the newest model is M_{i−1} and it is the model the round
+        started from; otherwise ConflictError (the round's candidate is not in the chain)."""
+        with self._lock:
+            rec = self.round_record(round_index)
+            if rec is None or rec.model_out_hash is None:
+                raise StoreError(f"round {round_index} has no aggregated model to commit")
+            if rec.state == "committed":
+                return rec.model_out_hash
+            existing = self.global_model_hash(round_index)
+            if existing is not None and existing != rec.model_out_hash:
+                raise ConflictError(f"global model {round_index} is already {existing[:12]}… (installed by a job)")
+            if existing is None and self.global_model_hash(round_index - 1) != rec.model_in_hash:
+                raise ConflictError(f"round {round_index} started from a model that is no longer M_{round_index - 1}")
+            stmts = [("UPDATE rounds SET state='committed' WHERE round=?", (round_index,))]
+            if existing is None:
+                values = (round_index, rec.model_out_hash, rec.lr, time.time())
+                stmts.insert(0, ("INSERT INTO global_models VALUES (?,?,?,?)", values))
+            self._tx(stmts)
         return rec.model_out_hash
+
+    # -- training pause (unlearning jobs) ------------------------------------------------
+    def set_training_pause(self, job_id: str | None) -> None:
+        """Record durably that training is paused for job `job_id` (None: resumed). Written
+        before the job fixes its base model, read before any round can open after a restart."""
+        if job_id is None:
+            self._tx([("DELETE FROM training_pause", ())])
+        else:
+            self._tx([("INSERT OR REPLACE INTO training_pause VALUES (0,?,?)", (job_id, time.time()))])
+
+    def training_pause(self) -> str | None:
+        """The job training is paused for, or None."""
+        rows = self._query("SELECT job_id FROM training_pause")
+        return rows[0][0] if rows else None
 
     # -- uploads -------------------------------------------------------------------------
     def _put_share(
@@ -576,11 +617,17 @@ class Store:
                 if tmp is not None:
                     tmp.unlink(missing_ok=True)
                 raise
-            if tmp is not None:
-                blobs.publish(tmp, path)
             row = {"n_samples": int(n_samples), "num_params": int(num_params), "grad_sha256": digest}
             row |= {"norm_share": norm_v, "delta_share": delta_v, "received": time.time(), "mask_seed": mask_seed}
-            self._insert(table, {**key_cols, **row, "binding_sha256": binding_sha256, **extra})
+            try:
+                if tmp is not None:
+                    blobs.publish(tmp, path)
+                self._insert(table, {**key_cols, **row, "binding_sha256": binding_sha256, **extra})
+            except BaseException:  # no row: no file either (erasure finds shares by their rows)
+                for leftover in (tmp, path if tmp is not None else None):
+                    if leftover is not None:
+                        leftover.unlink(missing_ok=True)
+                raise
         return digest, False
 
     def _insert(self, table: str, cols: dict) -> None:

@@ -31,6 +31,7 @@ from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import MIN_COHORT, RequestError, check_request, check_strategy, with_min_cohort
 from server.state import PartyState
+from server.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class JobFollower(JobRunnerBase):
         if code == 0 and worker.result is not None:
             try:
                 digest = self.install_result(job, str(worker.result["model_hash"]))
-            except (JobFailed, ValueError, OSError) as exc:
+            except (JobFailed, ValueError, OSError, StoreError) as exc:
                 self.jobs.update(job_id, state="failed", error=f"party1 could not install the result: {exc}")
                 return
             self.jobs.finish(job_id, "succeeded", model_hash=digest)

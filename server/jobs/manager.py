@@ -47,6 +47,7 @@ from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import RequestError, check_request, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
+from server.store import ConflictError
 from unlearning.weight_cap import principal_count
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ class JobManager(JobRunnerBase):
             self.jobs.update(job.job_id, failed_process=process)
         self.jobs.finish(job.job_id, "failed", error=error)
         metrics.job_finished("failed", 0.0)
-        self.state.training_paused.clear()
+        self.state.resume_training()
 
     def _check_stop(self) -> None:
         if self.state.stopping.is_set():
@@ -175,7 +176,7 @@ class JobManager(JobRunnerBase):
     def _run(self, job: JobRecord) -> None:
         if job.state == "queued":
             job = self._begin(job)
-        self.state.training_paused.set()
+        self.state.pause_training(job.job_id)
         digest = job.model_hash or self._mpc(job)
         job = self.jobs.get(job.job_id)  # type: ignore[assignment]
         digest = self._await_peer(job, digest)
@@ -203,7 +204,7 @@ class JobManager(JobRunnerBase):
         self.jobs.update(job.job_id, step=f"done: {notice}" if notice else "done")
         self.jobs.finish(job.job_id, "succeeded", model_hash=digest)
         metrics.job_finished("succeeded", report["job"]["seconds"])
-        self.state.training_paused.clear()
+        self.state.resume_training()
         log.info("job %s succeeded: model %s", job.job_id, digest[:12])
 
     def _begin(self, job: JobRecord) -> JobRecord:
@@ -216,7 +217,7 @@ class JobManager(JobRunnerBase):
             self.cfg.unlearning,
             min_cohort=self.cfg.privacy.min_cohort,
         )
-        self.state.training_paused.set()
+        self.state.pause_training(job.job_id)
         self._await_no_open_round(job.job_id)
         base = self.store.latest_committed()
         base_hash = self.store.global_model_hash(base) or ""
@@ -322,12 +323,31 @@ class JobManager(JobRunnerBase):
             if worker is not None and worker.poll() is None:
                 worker.kill()
         if outcome is None and worker is not None and worker.result is not None:
-            return self.install_result(job, str(worker.result["model_hash"]))
+            return self._install(job, str(worker.result["model_hash"]))
         return outcome or Failure("party0 worker", "party0 worker ended without a result")
 
     def _dealer_tls(self) -> ssl.SSLContext:
         tls = self.cfg.tls
         return client_context(TlsFiles(tls.ca, tls.cert, tls.key))
+
+    def _install(self, job: JobRecord, claimed_hash: str) -> str:
+        """Install the unlearned model as M_{T+1}; while a training round T+1 is in progress
+        (the chain has one writer at a time: `Store.install_global_model`) wait for it to end,
+        with training paused. A chain that moved past M_T fails the job with its checkpoints kept."""
+        try:
+            while True:
+                try:
+                    return self.install_result(job, claimed_hash)
+                except ConflictError as exc:
+                    if self.store.latest_committed() != job.base_round:
+                        raise JobFailed(f"the unlearned model cannot be installed: {exc}", "party0") from None
+                    log.warning("job %s waits to install its model: %s", job.job_id, exc)
+                    self.jobs.update(job.job_id, step=f"waiting to install the unlearned model: {exc}")
+                    self.state.end_open_round.set()  # the coordinator ends that round now
+                self._check_stop()
+                self.state.stopping.wait(self.cfg.jobs.poll_s)
+        finally:
+            self.state.end_open_round.clear()
 
     def _await_dealer(self, job_id: str, attempt: int) -> None:
         """Wait until the dealer service answers a TLS hello (`ping_dealer`; an attempt is not

@@ -12,7 +12,13 @@ training never stops: after the Stage I rounds a round opens that no client join
   checkpoints on both parties, and the identical re-filed request resumes from them;
 * seeded random kills of party0's worker, party1's worker, the dealer, party0 and party1 at a
   random checkpoint: every job completes, within the 2PC ≡ plaintext bound (relative L2 ≤ 1e-3)
-  of the undisturbed run of the same job (`STARFISH_FAULT_TRIALS` trials, 2 by default; trial k uses seed 2000 + k).
+  of the undisturbed run of the same job (`STARFISH_FAULT_TRIALS` trials, 2 by default; trial k uses seed 2000 + k);
+* party0 restarted (SIGKILL) during a job at a seeded checkpoint and outage, with training set to
+  continue: no training round is open at any moment while the job runs (the pause is durable),
+  the job's model becomes the next global model and training continues from it
+  (`STARFISH_FAULT_TRIALS` − 1 restarts, at least 1; seed 3000 + k);
+* every client answers one job's tasks too late (refused as past their deadline): the answers
+  are dropped at once, so the next job gets every answer it asks for and ends within the bound.
 
 The undisturbed run of a job is the same computation without faults: Starfish over the
 same stored history with the same answered tasks (`stage2_fixtures.plaintext_reference`).
@@ -24,6 +30,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -36,13 +43,18 @@ from server.jobs.checkpoints import CKPT_RE
 from stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
 
 TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
-CLIENTS = [f"c{i}" for i in range(6 + TRIALS)]  #: c0–c3 fixed tests, c4… random trials, the last one never a target
+RESTARTS = max(1, TRIALS - 1)  #: seeded party0 restarts during a job (training set to continue)
+#: c0–c3 fixed tests, then the random-kill targets, the restart targets, the two jobs of the
+#: late-answer test, and one client that is never a target
+CLIENTS = [f"c{i}" for i in range(7 + TRIALS + RESTARTS)]
+RESTART_TARGETS = CLIENTS[4 + TRIALS : 4 + TRIALS + RESTARTS]
+LATE_TARGETS = CLIENTS[4 + TRIALS + RESTARTS : 6 + TRIALS + RESTARTS]
 ROUNDS = 6
 PARAMS = {"beta": 0.25}
 JOB_TIMEOUT_S = 240
 GAP = 1e-3  #: the 2PC ≡ plaintext bound; fixed-point noise alone reaches ~1e-4 on this model
 VICTIMS = ("party0 worker", "party1 worker", "dealer", "party0", "party1")
-pytestmark = pytest.mark.timeout(600 + 240 * TRIALS)
+pytestmark = pytest.mark.timeout(900 + 240 * (TRIALS + RESTARTS))
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +269,103 @@ def test_random_kills_during_jobs_reach_the_undisturbed_model(service, trial):
     service.erased.append(target)
     assert report["job"]["session_attempts"] >= 2, (victim, after)
     assert gap <= GAP, (victim, after, gap)
+
+
+def _no_round_while(service, job_id: str) -> tuple[admin_pb2.JobStatus, list[int]]:
+    """Poll until the job ends; the training rounds seen open or closing while it was queued or running."""
+    seen: list[int] = []
+    end = time.time() + JOB_TIMEOUT_S
+    while time.time() < end:
+        try:
+            with service.dep.admin() as admin:
+                status, training = admin.job_status(job_id), admin.status()
+        except StarfishError:  # party0 restarting
+            time.sleep(0.05)
+            continue
+        if status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
+            return status, seen
+        if status.state == admin_pb2.JOB_STATE_RUNNING and training.open_round:
+            seen.append(training.open_round)
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not end")
+
+
+@pytest.mark.parametrize("trial", range(RESTARTS))
+def test_party0_restart_during_a_job_opens_no_round_and_training_continues_from_its_model(service, trial):
+    rng = random.Random(3000 + trial)
+    target, after = RESTART_TARGETS[trial], rng.randint(1, 2)
+    with service.dep.admin() as admin:
+        job_id = admin.unlearn([target], parameters=PARAMS)
+    _await(service, job_id, lambda s: _common_checkpoint(service, job_id) >= after, f"checkpoint {after}")
+    _kill_party(service, 0, rng)
+    final, opened = _no_round_while(service, job_id)
+    assert final.state == admin_pb2.JOB_STATE_SUCCEEDED, (final.error, final.last_error)
+    assert not opened, f"training round(s) {sorted(set(opened))} open while the job ran (after={after})"
+    with service.dep.admin() as admin:
+        report = json.loads(admin.job_report(job_id).report_json)
+    gap = _gap_to_undisturbed(service, job_id, report)
+    service.erased.append(target)
+    assert gap <= GAP, (after, gap)
+    base, model_hash = report["job"]["base_round"], report["job"]["model_hash"]
+    with service.dep.admin() as admin:
+        assert admin.global_model(base + 1)[0].model_hash == model_hash  # the job's model is M_{T+1}
+        end = time.time() + 30
+        while not (training := admin.status()).open_round and time.time() < end:
+            time.sleep(0.1)  # training continues: the next round opens from the job's model
+    assert training.open_round == base + 2, training.open_round
+    store = service.store(0)
+    try:
+        assert store.round_record(base + 2).model_in_hash == model_hash
+        assert store.shares_held(target) == 0
+    finally:
+        store.close()
+
+
+def _serve_late(service, cid: str, slow_jobs: set[str]) -> None:
+    """Like `TrainedService.serve`, but the tasks of a job in `slow_jobs` are answered after their deadline."""
+    stop = threading.Event()
+
+    def grad_fn(params, task):
+        if task.job_id in slow_jobs:
+            time.sleep(max(0.0, task.deadline - time.time()) + 0.3)
+        return service.problem.gradient(cid, params), service.problem.n(cid)
+
+    def loop() -> None:
+        with service.dep.client(cid) as cl:
+            while not stop.is_set():
+                try:
+                    cl.serve_tasks(grad_fn, stop=stop)
+                except Exception:  # e.g. a party restarting; keep serving
+                    stop.wait(0.2)
+
+    thread = threading.Thread(target=loop, daemon=True, name=f"late-tasks-{cid}")
+    thread.start()
+    service.serving[cid] = (stop, thread)
+
+
+def test_late_task_answers_are_dropped_and_the_next_job_gets_every_answer(service):
+    first, second = LATE_TARGETS
+    slow: set[str] = set()
+    for cid in list(service.serving):
+        service.unserve(cid)
+        _serve_late(service, cid, slow)
+    try:
+        with service.dep.admin() as admin:
+            late_job = admin.unlearn([first], parameters=PARAMS)
+            slow.add(late_job)
+        _, late_report = _finish(service, late_job)
+        service.erased.append(first)
+        missing = sum(len(e["missing"]) for e in late_report["corrections"]["events"])
+        assert missing > 0, "no task answer of the first job came late"
+        with service.dep.admin() as admin:
+            job_id = admin.unlearn([second], parameters=PARAMS)
+        _, report = _finish(service, job_id)
+        gap = _gap_to_undisturbed(service, job_id, report)
+        service.erased.append(second)
+    finally:
+        for cid in list(service.serving):
+            service.unserve(cid)
+            service.serve(cid)
+    events = report["corrections"]["events"]
+    assert events and all(not e["missing"] for e in events), [e["missing"] for e in events]
+    assert gap <= GAP, gap
