@@ -268,3 +268,23 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if first:
             metrics.client_erased()
         return receipt_message(receipt)
+
+    # -- job RPCs: party1 follows jobs (server.jobs.services.JobPeerService overrides these) ---
+    def _not_a_follower(self, context, method: str) -> None:
+        require_peer(self.cfg, context)
+        context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"{method} is served by party1, which follows jobs; this is party{self.cfg.role}",
+        )
+
+    def StartJob(self, request, context):
+        self._not_a_follower(context, "StartJob")
+
+    def GetPeerJob(self, request, context):
+        self._not_a_follower(context, "GetPeerJob")
+
+    def CancelJob(self, request, context):
+        self._not_a_follower(context, "CancelJob")
+
+    def SignCertificate(self, request, context):
+        self._not_a_follower(context, "SignCertificate")

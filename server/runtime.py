@@ -31,6 +31,7 @@ from server.request_context import RequestIdInterceptor
 from server.state import PartyState
 from server.store import Store
 from server.tls import channel_options, client_port_credentials, peer_port_credentials
+from server.undecodable import UndecodableInterceptor
 
 log = logging.getLogger(__name__)
 PEER_THREADS = 8  #: concurrent calls on the peer port (only the other party calls it)
@@ -46,11 +47,14 @@ class PartyServer:
         opts = channel_options(cfg.limits.max_message_bytes)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
-            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg)],  # ids first: refusals carry one
+            # ids first: refusals carry one
+            interceptors=[RequestIdInterceptor(), UndecodableInterceptor(), AdmissionInterceptor(cfg)],
             options=opts,
         )
         self.peer_server = grpc.server(
-            futures.ThreadPoolExecutor(PEER_THREADS), options=opts, interceptors=[RequestIdInterceptor()]
+            futures.ThreadPoolExecutor(PEER_THREADS),
+            options=opts,
+            interceptors=[RequestIdInterceptor(), UndecodableInterceptor()],
         )
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
         self.jobs = JobStore(cfg.data_dir)
