@@ -245,6 +245,12 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         rec = self._record(request.round, context)
         if rec.model_out_hash is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round} has no aggregated model yet")
+        if rec.state == "committed" and rec.model_out_hash != request.model_hash:
+            context.abort(  # a committed round is final: a late or wrong claim changes nothing
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"round {request.round} is committed with model {rec.model_out_hash[:16]}, "
+                f"not {request.model_hash[:16] or '(empty)'}",
+            )
         if rec.model_out_hash != request.model_hash:
             error = (
                 f"model hash mismatch in round {request.round}: party{self.cfg.role} computed "

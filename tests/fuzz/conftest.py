@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzz_messages import Hints
 
 from starfish.local import LocalDeployment
 
@@ -24,7 +25,9 @@ DIM = 8
 ROUND_WAIT_S = 120.0
 #: strings a fuzzed request may carry besides random text: names the service knows (no trainer:
 #: a trusted call naming one could legitimately erase it) and awkward ones
-HINTS = (FUZZ_CLIENT, "", "party0", "party1", "dealer", "starfish", "random", "j000000000000", "../../etc", "x" * 300)
+HINTS = Hints(
+    names=(FUZZ_CLIENT, "", "party0", "party1", "dealer", "starfish", "random", "j000000000000", "../../etc", "x" * 300)
+)
 
 
 @pytest.fixture(scope="module")

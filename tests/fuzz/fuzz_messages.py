@@ -3,8 +3,9 @@
 * `random_message(descriptor, hints)`: any message of a type, built field by field from its
   descriptor (every scalar type at its full range, NaN and ±inf doubles, enum numbers the
   contract does not define, repeated and map fields, nested messages), strings drawn from
-  random text and from `hints` (names the service knows: client ids, job ids, rounds), so
-  that some requests reach the handlers' deeper checks;
+  random text and from `hints.names` (names the service knows: client ids, job ids), so
+  that some requests reach the handlers' deeper checks; `hints.fields` replaces the values
+  of named fields (e.g. rounds away from the live one);
 * `mutated(seed)`: a valid message's encoding with bytes flipped, cut, inserted or repeated
   (often no longer a valid protobuf: the server must refuse it, not fail);
 * `send(channel, method, payloads, metadata)`: one call with raw bytes on the wire, unary or
@@ -14,8 +15,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import grpc
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
@@ -23,14 +26,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 #: examples per property (`STARFISH_FUZZ_EXAMPLES`; the default keeps the folder near 2 minutes)
-EXAMPLES = int(os.environ.get("STARFISH_FUZZ_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("STARFISH_FUZZ_EXAMPLES", "10"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
-CALL_TIMEOUT_S = 3.0  #: a call may wait (a round's close, a stream): past this it is cut, which is fine
+CALL_TIMEOUT_S = 1.0  #: a call may wait (a round's close, a stream): past this it is cut, which is fine
 MAX_REPLIES = 3
 BAD_CODES = (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL)
 MAX_DEPTH = 3
@@ -47,6 +50,15 @@ _INT_RANGES = {
     FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
     FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
 }
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What a random message draws besides random values: `names` for its strings, and a
+    strategy per field name in `fields` (at every depth) that replaces the random value."""
+
+    names: tuple[str, ...] = ()
+    fields: Mapping[str, st.SearchStrategy] = dataclasses.field(default_factory=dict)
 
 
 def _scalar(field: FieldDescriptor, hints: Sequence[str]) -> st.SearchStrategy:
@@ -67,14 +79,16 @@ def _scalar(field: FieldDescriptor, hints: Sequence[str]) -> st.SearchStrategy:
     return st.one_of(st.sampled_from(list(hints)), text) if hints else text
 
 
-def _field(field: FieldDescriptor, hints: Sequence[str], depth: int) -> st.SearchStrategy:
+def _field(field: FieldDescriptor, hints: Hints, depth: int) -> st.SearchStrategy:
+    if field.name in hints.fields:
+        return hints.fields[field.name]
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return random_message(field.message_type, hints, depth + 1)
-    return _scalar(field, hints)
+    return _scalar(field, hints.names)
 
 
 @st.composite
-def _message(draw, descriptor: Descriptor, hints: Sequence[str], depth: int) -> bytes:
+def _message(draw, descriptor: Descriptor, hints: Hints, depth: int) -> bytes:
     from google.protobuf import message_factory
 
     msg = message_factory.GetMessageClass(descriptor)()
@@ -84,7 +98,7 @@ def _message(draw, descriptor: Descriptor, hints: Sequence[str], depth: int) -> 
         entry = field.message_type
         if entry is not None and entry.GetOptions().map_entry:
             key_f, value_f = entry.fields_by_name["key"], entry.fields_by_name["value"]
-            entries = draw(st.dictionaries(_scalar(key_f, hints), _field(value_f, hints, depth), max_size=3))
+            entries = draw(st.dictionaries(_scalar(key_f, hints.names), _field(value_f, hints, depth), max_size=3))
             for key, value in entries.items():
                 if value_f.type == FieldDescriptor.TYPE_MESSAGE:
                     getattr(msg, field.name)[key].MergeFromString(value)
@@ -104,11 +118,11 @@ def _message(draw, descriptor: Descriptor, hints: Sequence[str], depth: int) -> 
     return msg.SerializeToString()
 
 
-def random_message(descriptor: Descriptor, hints: Sequence[str] = (), depth: int = 0) -> st.SearchStrategy[bytes]:
+def random_message(descriptor: Descriptor, hints: Hints, depth: int = 0) -> st.SearchStrategy[bytes]:
     """The encoding of a random message of type `descriptor` (see the module docstring)."""
     if depth >= MAX_DEPTH:
         return st.just(b"")
-    return _message(descriptor, tuple(hints), depth)
+    return _message(descriptor, hints, depth)
 
 
 @st.composite
