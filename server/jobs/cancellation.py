@@ -1,4 +1,4 @@
-"""Cancelling an unlearning job (admin CancelJob, docs/JOBS.md §9) and the record it leaves.
+"""Cancelling an unlearning job (admin CancelJob, docs/JOBS.md §7) and the record it leaves.
 
 A queued job is cancelled at once. A running job is cancelled by party0's job manager at its
 next check (every `jobs.poll_s`): its worker is killed (the dealer then ends the session, one
