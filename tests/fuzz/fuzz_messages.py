@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 #: examples per property (`STARFISH_FUZZ_EXAMPLES`; the default keeps the folder near 2 minutes)
-EXAMPLES = int(os.environ.get("STARFISH_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("STARFISH_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -1,7 +1,7 @@
 """Random and mutated requests for every RPC of the admin service (party0), with the admin
 credential, and the client credential on Unlearn (a client may file its own request): none
 ends UNKNOWN or INTERNAL; afterwards no process exited, no log holds a traceback and a
-round still trains (conftest.assert_survived)."""
+round still trains (fuzz_deployment.assert_survived)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ import json
 
 import grpc
 import pytest
+from fuzz_deployment import FUZZ_CLIENT, HINTS, assert_survived
 from fuzz_messages import BAD_CODES, FUZZ, mutated, random_message, send
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proto.starfish.v1 import admin_pb2
 from server.auth import CLIENT_ID_KEY, CLIENT_TOKEN_KEY
-
-from conftest import FUZZ_CLIENT, HINTS, assert_survived
 
 METHODS = list(admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods)
 NAMES = ["sigma", "B", "recovery_rounds", "eta", "seed", "x"]

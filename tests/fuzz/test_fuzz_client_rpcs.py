@@ -1,19 +1,18 @@
 """Random and mutated requests for every RPC of the client service (party0 and party1), sent
 with the fuzz client's valid credential: none ends UNKNOWN or INTERNAL; afterwards no
-process exited, no log holds a traceback and a round still trains (conftest.assert_survived)."""
+process exited, no log holds a traceback and a round still trains (fuzz_deployment.assert_survived)."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
+from fuzz_deployment import FUZZ_CLIENT, HINTS, assert_survived
 from fuzz_messages import BAD_CODES, FUZZ, mutated, random_message, send
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proto.starfish.v1 import client_pb2
 from server.auth import CLIENT_ID_KEY, CLIENT_TOKEN_KEY
-
-from conftest import FUZZ_CLIENT, HINTS, assert_survived
 
 METHODS = list(client_pb2.DESCRIPTOR.services_by_name["ClientService"].methods)
 

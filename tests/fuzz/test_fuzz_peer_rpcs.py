@@ -1,7 +1,7 @@
 """Random and mutated requests for every RPC of the peer service, sent to each party with
 the other party's certificate (mutual TLS: the caller the service trusts): none ends
 UNKNOWN or INTERNAL; afterwards no process exited, no log holds a traceback and a round
-still trains (conftest.assert_survived).
+still trains (fuzz_deployment.assert_survived).
 
 The round steps (open, close, agree, exchange, clip, commit, abandon) are commands of the
 trusted peer: one naming the live round is the protocol itself (party1 abandons the round
@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from fuzz_deployment import HINTS, assert_survived
 from fuzz_messages import BAD_CODES, FUZZ, Hints, mutated, random_message, send
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
-
-from conftest import HINTS, assert_survived
 
 METHODS = list(peer_pb2.DESCRIPTOR.services_by_name["PeerService"].methods)
 ROUND_STEPS = {
