@@ -138,6 +138,12 @@ class AdminClient:
             )
         )
 
+    def cancel_job(self, job_id: str) -> admin_pb2.JobStatus:
+        """Cancel a queued or running job; returns its status (CANCELLED once it stopped)."""
+        return self._call(
+            lambda: self.stub.CancelJob(admin_pb2.JobRef(job_id=job_id), metadata=self.metadata, timeout=self.timeout_s)
+        )
+
     def list_jobs(self) -> admin_pb2.ListJobsReply:
         return self._call(
             lambda: self.stub.ListJobs(admin_pb2.ListJobsRequest(), metadata=self.metadata, timeout=self.timeout_s)

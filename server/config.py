@@ -435,4 +435,10 @@ def load_config(path: str | Path) -> PartyConfig:
         raise ConfigError(f"config file {p} does not exist") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from exc
-    return parse_config(data, p.resolve().parent)
+    try:
+        return parse_config(data, p.resolve().parent)
+    except ConfigError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError, OverflowError) as exc:
+        # a table where a value belongs, or a value where a table belongs: refused, never a traceback
+        raise ConfigError(f"config file {p}: a key holds a value of the wrong type or shape: {exc}") from None

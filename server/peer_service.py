@@ -302,6 +302,12 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         rec = self._record(request.round, context)
         if rec.model_out_hash is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"round {request.round} has no aggregated model yet")
+        if rec.state == "committed" and rec.model_out_hash != request.model_hash:
+            context.abort(  # a committed round is final: a late or wrong claim changes nothing
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"round {request.round} is committed with model {rec.model_out_hash[:16]}, "
+                f"not {request.model_hash[:16] or '(empty)'}",
+            )
         if rec.model_out_hash != request.model_hash:
             error = (
                 f"model hash mismatch in round {request.round}: party{self.cfg.role} computed "
@@ -328,3 +334,23 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         if first:
             metrics.client_erased()
         return receipt_message(receipt)
+
+    # -- job RPCs: party1 follows jobs (server.jobs.services.JobPeerService overrides these) ---
+    def _not_a_follower(self, context, method: str) -> None:
+        require_peer(self.cfg, context)
+        context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            f"{method} is served by party1, which follows jobs; this is party{self.cfg.role}",
+        )
+
+    def StartJob(self, request, context):
+        self._not_a_follower(context, "StartJob")
+
+    def GetPeerJob(self, request, context):
+        self._not_a_follower(context, "GetPeerJob")
+
+    def CancelJob(self, request, context):
+        self._not_a_follower(context, "CancelJob")
+
+    def SignCertificate(self, request, context):
+        self._not_a_follower(context, "SignCertificate")

@@ -35,6 +35,7 @@ from server.storage_faults import StorageFaultInterceptor
 from server.store import Store
 from server.tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
 from server.tls_floor import check_tls13
+from server.undecodable import UndecodableInterceptor
 
 log = logging.getLogger(__name__)
 PEER_THREADS = 8  #: concurrent calls on the peer port (only the other party calls it)
@@ -80,13 +81,18 @@ class PartyServer:
         self.server = grpc.server(
             futures.ThreadPoolExecutor(cfg.admission.threads, thread_name_prefix="client-port"),
             # ids first: refusals carry one; storage faults answered as retryable, innermost
-            interceptors=[RequestIdInterceptor(), AdmissionInterceptor(cfg), StorageFaultInterceptor(cfg.role)],
+            interceptors=[
+                RequestIdInterceptor(),
+                UndecodableInterceptor(),
+                AdmissionInterceptor(cfg),
+                StorageFaultInterceptor(cfg.role),
+            ],
             options=opts,
         )
         self.peer_server = grpc.server(
             futures.ThreadPoolExecutor(PEER_THREADS),
             options=opts,
-            interceptors=[RequestIdInterceptor(), StorageFaultInterceptor(cfg.role)],
+            interceptors=[RequestIdInterceptor(), UndecodableInterceptor(), StorageFaultInterceptor(cfg.role)],
         )
         client_pb2_grpc.add_ClientServiceServicer_to_server(ClientService(self.state), self.server)
         self.jobs = JobStore(cfg.data_dir)

@@ -9,9 +9,11 @@
   value is refused with INVALID_ARGUMENT naming the parameter and its bounds.
 * The operator's own parameters must lie within the bounds (checked at config load).
 
-Without an `[unlearning.bounds]` table the defaults below hold: every numeric Starfish
-parameter is bounded to a range that keeps the unlearned model usable (an unlearning rate
-η_u above 1 or a buffer of hundreds of pairs are not in any tested setting).
+Without an `[unlearning.bounds]` table the defaults below hold: every numeric parameter of
+a strategy that runs as a job is bounded to a range that keeps the unlearned model usable
+and the job's duration bounded (an unlearning rate η_u above 1, a buffer of hundreds of
+pairs or hundreds of recovery rounds are not in any tested setting). A numeric parameter
+without a bound is refused (fail closed): a new parameter needs its default bound here.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "hv_bound": (0.1, 1e3),
     "min_step": (0.0, 1e-3),
     "seed": (0, 2**31 - 1),
+    "recovery_rounds": (0, 20),
 }
 
 
@@ -55,8 +58,10 @@ class UnlearningPolicy:
     def check(self, typed: Mapping[str, Any]) -> None:
         """Raise `PolicyError` if a bounded parameter of the parsed request is out of bounds."""
         for name, value in typed.items():
-            if name not in self.bounds or value is None:
+            if value is None or isinstance(value, (bool, str)):
                 continue
+            if name not in self.bounds:
+                raise PolicyError(f"parameter {name} has no operator bound ([unlearning.bounds] {name})")
             low, high = self.bounds[name]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise PolicyError(f"parameter {name} must be a finite number in [{low:g}, {high:g}], got {value!r}")

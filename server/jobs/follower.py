@@ -15,7 +15,6 @@ CancelJob stops the worker and drops the checkpoints (the job's final state stay
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -29,7 +28,14 @@ from server.jobs.failures import RESTARTED, exit_description, last_error_line
 from server.jobs.jobstore import JobStore
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import MIN_COHORT, RequestError, check_request, check_strategy, with_min_cohort
+from server.jobs.validation import (
+    MIN_COHORT,
+    RequestError,
+    check_request,
+    check_strategy,
+    parse_parameters,
+    with_min_cohort,
+)
 from server.state import PartyState
 from server.store import StoreError
 
@@ -51,10 +57,7 @@ class JobFollower(JobRunnerBase):
         """Handle peer StartJob; raises `RequestError` when party1 cannot follow."""
         if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
             raise RequestError("precondition", f"party1's M_{spec.base_round} is not {spec.base_model_hash[:12]}")
-        try:
-            parameters = json.loads(spec.parameters_json or "{}")
-        except json.JSONDecodeError as exc:
-            raise RequestError("invalid", f"job parameters are not JSON: {exc}") from None
+        parameters = parse_parameters(spec.parameters_json)
         k = self.cfg.privacy.min_cohort
         if with_min_cohort(spec.strategy, parameters, k) != parameters:  # raises below k
             raise RequestError("invalid", f"job parameters carry no {MIN_COHORT}; party1's minimum cohort is {k}")
@@ -147,9 +150,10 @@ class JobFollower(JobRunnerBase):
         log.warning("job %s attempt %d failed on party1: %s", job_id, job.attempts if job else 0, error)
         metrics.job_attempt_failed()
 
-    def cancel(self, job_id: str, keep_checkpoints: bool = False) -> None:
-        """Stop the job's worker; a running job becomes cancelled. Its checkpoints are dropped,
-        unless party0 says the job failed (kept for an identical re-filed request)."""
+    def cancel(self, job_id: str, keep_checkpoints: bool = False, by_admin: bool = False) -> None:
+        """Stop the job's worker; a running job becomes cancelled (`by_admin`: also one whose
+        worker failed when party0's stopped first). Its checkpoints are dropped, unless
+        party0 says the job failed (kept for an identical re-filed request)."""
         with self._lock:
             current = self._workers.pop(job_id, None)
         if current is not None:
@@ -157,8 +161,8 @@ class JobFollower(JobRunnerBase):
         job = self.jobs.get(job_id)
         if job is None:
             return
-        if job.state not in ("succeeded", "failed", "cancelled"):
-            self.jobs.finish(job_id, "cancelled", error="cancelled by party0")
+        if job.state not in ("succeeded", "failed", "cancelled") or (by_admin and job.state == "failed"):
+            self.jobs.finish(job_id, "cancelled", error="cancelled by the admin" if by_admin else "cancelled by party0")
         if not keep_checkpoints:
             CheckpointDir(self.jobs.job_dir(job_id) / "checkpoints").remove_all()
 

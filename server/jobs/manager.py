@@ -20,6 +20,10 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    sign the erasure certificate (`server.evidence.certifier`), write the report with both
    parties' erasure receipts and the certificate's status, drop the checkpoints, resume
    training.
+
+A request identical to a queued or running job (same targets, strategy and parameters) is
+answered with that job; one sharing a target with it but asking otherwise is refused. The
+admin's CancelJob ends a queued or running job (`server.jobs.cancellation`).
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
 from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
+from server.jobs.cancellation import CANCELLED_BY_ADMIN, JobCancelled, write_cancellation_report
 from server.jobs.checkpoints import CheckpointDir, held_checkpoint
 from server.jobs.failures import Failure, blame, observe_exit, observe_party1
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
-from server.jobs.jobstore import JobRecord, JobStore, new_job_id
+from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
 from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import RequestError, check_request, history_clients
+from server.jobs.validation import CheckedRequest, RequestError, check_request, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 from server.store import ConflictError
@@ -58,6 +63,7 @@ PEER_PROBES = 3  #: looks at party1's checkpoints before a failure is counted wi
 PEER_SETTLE_S = 3.0  #: how long a failed attempt waits for party1 to notice the session ended
 DEALER_WAIT_MAX_S = 5.0  #: longest pause between two checks of an unreachable dealer service
 WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
+CANCEL_WAIT_S = 30.0  #: how long CancelJob waits for a running job to stop before it answers
 
 
 def _receipt_dict(msg) -> dict[str, Any]:
@@ -79,6 +85,9 @@ class JobManager(JobRunnerBase):
         self.peer = peer
         self.certifier = certifier
         self.wake = threading.Event()
+        self._lock = threading.Lock()  #: orders submit, cancel and the choice of the next job
+        self._current: str | None = None  #: the job the manager thread works on
+        self._cancel = threading.Event()  #: the admin cancelled the current job
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
     # -- requests --------------------------------------------------------------------------
@@ -97,11 +106,76 @@ class JobManager(JobRunnerBase):
             self.cfg.unlearning,
             min_cohort=self.cfg.privacy.min_cohort,
         )
-        job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
+        with self._lock:
+            existing = self._duplicate(checked)
+            if existing is not None:
+                log.info("job %s: the same request again, answered with this %s job", existing.job_id, existing.state)
+                return existing
+            job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
         self._warm_up()
         self.wake.set()
         return job
+
+    def _duplicate(self, checked: CheckedRequest) -> JobRecord | None:
+        """The queued or running job filed with the same targets, strategy and parameters, or
+        None; a job sharing a target but asking otherwise makes the request conflict."""
+        parameters = json.loads(json.dumps(checked.parameters, sort_keys=True))  # as the job table holds them
+        for job in self.jobs.all():
+            shared = sorted(set(job.targets) & set(checked.targets))
+            if job.state in TERMINAL or not shared:
+                continue
+            asked = (sorted(checked.targets), checked.strategy, parameters)
+            if (sorted(job.targets), job.strategy, job.parameters) == asked:
+                return job
+            raise RequestError(
+                "precondition",
+                f"client(s) {shared} are targets of job {job.job_id} ({job.state}) filed with other targets, "
+                "strategy or parameters; wait until it ends or cancel it",
+            )
+        return None
+
+    def cancel(self, job_id: str) -> JobRecord:
+        """Admin CancelJob: a queued job ends now, the running one at the manager's next check
+        (waits up to `CANCEL_WAIT_S`); returns the job. Raises `RequestError` for a job that
+        is unknown, has ended or has installed its unlearned model."""
+        with self._lock:
+            job = self.jobs.get(job_id)
+            if job is None:
+                raise RequestError("not_found", f"no job {job_id!r}")
+            if job.state in TERMINAL:
+                raise RequestError("precondition", f"job {job_id} has already ended ({job.state})")
+            if job.model_hash:
+                raise RequestError(
+                    "precondition", f"job {job_id} has installed its unlearned model and is erasing its targets"
+                )
+            if job_id != self._current:
+                self._finish_cancelled(job, running=False)
+                return self.jobs.get(job_id)  # type: ignore[return-value]
+            self._cancel.set()
+        self.wake.set()
+        end = time.monotonic() + CANCEL_WAIT_S
+        while (job := self.jobs.get(job_id)).state not in TERMINAL and time.monotonic() < end:  # type: ignore[union-attr]
+            self.state.stopping.wait(min(self.cfg.jobs.poll_s, 0.1))
+        return job  # type: ignore[return-value]
+
+    def _finish_cancelled(self, job: JobRecord, running: bool) -> None:
+        """Record a cancellation: party1 stops its worker and drops its checkpoints (the
+        running job's worker here was killed by `_attempt`), party0 drops its own, the
+        report says how far the job went, and training resumes."""
+        if running:
+            try:
+                self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id, by_admin=True))
+            except (PeerRefused, Stopped) as exc:
+                log.warning("job %s: party1 did not confirm the cancellation: %s", job.job_id, exc)
+        folder = self.jobs.job_dir(job.job_id)
+        CheckpointDir(folder / "checkpoints").remove_all()
+        write_cancellation_report(folder, job)
+        self.jobs.finish(job.job_id, "cancelled", error=CANCELLED_BY_ADMIN)
+        if running:
+            metrics.job_finished("cancelled", 0.0)
+            self.state.training_paused.clear()
+        log.info("job %s %s (%s)", job.job_id, CANCELLED_BY_ADMIN, job.step or "queued")
 
     # -- main loop -------------------------------------------------------------------------
     def start(self) -> None:
@@ -124,7 +198,10 @@ class JobManager(JobRunnerBase):
         stop = self.state.stopping
         next_prune = 0.0
         while not stop.is_set():
-            job = self.jobs.next_job()
+            with self._lock:
+                job = self.jobs.next_job()
+                self._current = job.job_id if job is not None else None
+                self._cancel.clear()
             if job is None:
                 if time.time() >= next_prune:
                     next_prune = time.time() + PRUNE_EVERY_S
@@ -137,6 +214,8 @@ class JobManager(JobRunnerBase):
                     self._run(job)
             except Stopped:
                 return
+            except JobCancelled:
+                self._finish_cancelled(self.jobs.get(job.job_id) or job, running=True)
             except JobFailed as exc:
                 self._fail(job, str(exc), exc.process)
             except (RequestError, PeerRefused) as exc:
@@ -168,9 +247,13 @@ class JobManager(JobRunnerBase):
         metrics.job_finished("failed", 0.0)
         self.state.resume_training()
 
-    def _check_stop(self) -> None:
+    def _check_stop(self, cancellable: bool = True) -> None:
+        """Raise `Stopped` when the party stops, `JobCancelled` when the admin cancelled the job
+        (not `cancellable` once the job installed its unlearned model)."""
         if self.state.stopping.is_set():
             raise Stopped("party is stopping")
+        if cancellable and self._cancel.is_set():
+            raise JobCancelled()
 
     # -- one job ---------------------------------------------------------------------------
     def _run(self, job: JobRecord) -> None:
@@ -455,7 +538,7 @@ class JobManager(JobRunnerBase):
     def _await_peer(self, job: JobRecord, digest: str) -> str:
         """Wait until party1 installed the same model; a failed party1 gets another attempt."""
         while True:
-            self._check_stop()
+            self._check_stop(cancellable=False)
             theirs = self.peer.unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id))
             if theirs.state == "succeeded":
                 if theirs.checkpoint_hash != digest:

@@ -1,7 +1,7 @@
 """RPC handlers of unlearning jobs: the admin side (party0) and the peer side (party1).
 
 They extend the Stage I services: `JobAdminService` answers Unlearn, GetJobStatus,
-WatchJob, GetJobModel, GetJobReport, GetJobCertificate and ListJobs; `JobPeerService`
+WatchJob, GetJobModel, GetJobReport, GetJobCertificate, CancelJob and ListJobs; `JobPeerService`
 answers StartJob, GetPeerJob, CancelJob and SignCertificate. Every admin call needs the
 admin credential, except Unlearn filed by a client for itself alone with its client
 credential (docs/JOBS.md §1).
@@ -28,7 +28,13 @@ from server.jobs.checkpoints import held_checkpoint
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
 from server.jobs.manager import JobManager
-from server.jobs.validation import RequestError, parse_parameters
+from server.jobs.validation import (
+    MAX_STATEMENT_BYTES,
+    MAX_STATEMENT_DEPTH,
+    RequestError,
+    bounded_json,
+    parse_parameters,
+)
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
 from server.state import PartyState
@@ -201,9 +207,12 @@ class JobAdminService(AdminService):
         yield from model_messages(header, model.params, self.cfg.limits.chunk_bytes)
 
     def GetJobReport(self, request, context):
+        """The report of a succeeded job, or of a cancelled one (how far it went)."""
         require_admin(self.cfg, context)
-        job = self._finished(request, context)
+        job = self._job(request, context)
         folder = self.jobs.job_dir(job.job_id)
+        if job.state != "cancelled" or not (folder / "report.json").exists():
+            job = self._finished(request, context)
         report = json.loads((folder / "report.json").read_text())
         return admin_pb2.JobReport(
             job_id=job.job_id,
@@ -225,6 +234,15 @@ class JobAdminService(AdminService):
             status=status.get("status", "unsigned"),
             detail=status.get("detail", "this job finished before erasure certificates were signed"),
         )
+
+    def CancelJob(self, request, context):
+        """Cancel a queued or running job (server.jobs.cancellation); the job's status after."""
+        require_admin(self.cfg, context)
+        try:
+            job = self.manager.cancel(request.job_id)
+        except RequestError as exc:
+            context.abort(CODES[exc.kind], str(exc))
+        return self._status(job)
 
     def ListJobs(self, request, context):
         require_admin(self.cfg, context)
@@ -263,16 +281,16 @@ class JobPeerService(PeerService):
 
     def CancelJob(self, request, context):
         require_peer(self.cfg, context)
-        self.follower.cancel(request.job_id, keep_checkpoints=request.keep_checkpoints)
+        self.follower.cancel(request.job_id, keep_checkpoints=request.keep_checkpoints, by_admin=request.by_admin)
         return self._ack(detail=request.job_id)
 
     def SignCertificate(self, request, context):
         """Check party0's statement against this party's own records; sign it or say why not."""
         require_peer(self.cfg, context)
         try:
-            statement = json.loads(request.statement_json)
-        except json.JSONDecodeError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the statement is not JSON: {exc}")
+            statement = bounded_json(request.statement_json, "the statement", MAX_STATEMENT_BYTES, MAX_STATEMENT_DEPTH)
+        except RequestError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if not isinstance(statement, dict):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the statement must be a JSON object")
         try:

@@ -5,6 +5,7 @@ and again when it starts). Each failure names what is wrong; nothing is changed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -27,16 +28,47 @@ class CheckedRequest:
     parameters: dict[str, Any]
 
 
+MAX_PARAMETERS_BYTES = 16 * 1024  #: longest `parameters_json` of an unlearn request (UTF-8 bytes)
+MAX_PARAMETERS_DEPTH = 4  #: deepest nesting of arrays and objects in `parameters_json`
+MAX_STATEMENT_BYTES = 4 * 1024 * 1024  #: longest erasure statement party0 asks party1 to sign
+MAX_STATEMENT_DEPTH = 16  #: deepest nesting of an erasure statement
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of arrays and objects in `text`, counted without parsing (strings skipped),
+    so that the depth bound is checked before the JSON parser's recursion could overflow."""
+    depth = deepest = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def bounded_json(text: str, what: str, max_bytes: int, max_depth: int) -> Any:
+    """Parse JSON `text` of at most `max_bytes` bytes and `max_depth` levels of nesting
+    (both checked first); raises `RequestError("invalid")` naming `what` and the bound."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise RequestError("invalid", f"{what} is {size} bytes long; at most {max_bytes} bytes are accepted")
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise RequestError("invalid", f"{what} nests {depth} levels deep; at most {max_depth} levels are accepted")
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RequestError("invalid", f"{what} is not valid JSON: {exc}") from None
+
+
 def parse_parameters(text: str) -> dict[str, Any]:
-    """Strategy parameters from JSON text (an object; empty text = defaults)."""
+    """Strategy parameters from JSON text (an object of at most `MAX_PARAMETERS_BYTES` bytes
+    and `MAX_PARAMETERS_DEPTH` levels; empty text = defaults)."""
     if not text.strip():
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RequestError("invalid", f"parameters are not valid JSON: {exc}") from None
+    value = bounded_json(text, "parameters_json", MAX_PARAMETERS_BYTES, MAX_PARAMETERS_DEPTH)
     if not isinstance(value, dict):
-        raise RequestError("invalid", "parameters must be a JSON object")
+        raise RequestError("invalid", "parameters_json must be a JSON object")
     return value
 
 

@@ -1,9 +1,12 @@
 """`starfish admin`: operator commands against party0 (training status, start, erase, unlearn,
-a job's result, its signed erasure certificate and its HTML report page).
+the job list, cancelling a job, a job's result, its signed erasure certificate and its HTML
+report page).
 
 Connection settings come from the deployment directory written by `starfish up`
-(`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN. The CA
-certificate also verifies the erasure certificate before anything is written.
+(`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN; these and
+`--json` may stand before or after the subcommand. Replies print as readable lines
+(`starfish.admin_view`), or as JSON with `--json`. The CA certificate also verifies the
+erasure certificate before anything is written.
 """
 
 from __future__ import annotations
@@ -14,39 +17,65 @@ import os
 import sys
 from pathlib import Path
 
+from starfish.errors import CommandError
+
+CONNECTION_HELP = {
+    "--dir": "deployment directory of `starfish up` (default run)",
+    "--address": "party0 address (overrides --dir)",
+    "--ca": "CA certificate (overrides --dir)",
+}
+
+
+def _common_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:
+    """--dir, --address, --ca and --json: on `admin` itself (with the defaults) and on every
+    admin subcommand (without, so a value given before the subcommand is kept)."""
+    default = (lambda value: value) if with_defaults else (lambda value: argparse.SUPPRESS)
+    parser.add_argument("--dir", default=default("run"), help=CONNECTION_HELP["--dir"])
+    parser.add_argument("--address", default=default(None), help=CONNECTION_HELP["--address"])
+    parser.add_argument("--ca", default=default(None), help=CONNECTION_HELP["--ca"])
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print the reply as JSON (for scripts)"
+    )
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "admin", help="operator commands (status, start-training, unlearn, result, certificate, report, erase)"
+        "admin",
+        help="operator commands (status, jobs, start-training, unlearn, cancel, result, certificate, report, erase)",
     )
-    p.add_argument("--dir", default="run", help="deployment directory of `starfish up`")
-    p.add_argument("--address", help="party0 address (overrides --dir)")
-    p.add_argument("--ca", help="CA certificate (overrides --dir)")
+    _common_options(p, with_defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, with_defaults=False)
     sub = p.add_subparsers(dest="admin_command", required=True)
-    stp = sub.add_parser("status", help="training status and round history, or a job's status (--job)")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, parents=[common])
+
+    stp = command("status", "training status and round history, or a job's status (--job)")
     stp.add_argument("--job", help="job id: show this unlearning job's status")
-    un = sub.add_parser("unlearn", help="file an unlearning request (prints the job id)")
+    command("jobs", "list the unlearning jobs: state, progress, elapsed time, step or error")
+    un = command("unlearn", "file an unlearning request (prints the job id)")
     un.add_argument("targets", nargs="+", help="client id(s) to forget")
     un.add_argument("--strategy", default="starfish")
     un.add_argument("--params", default="{}", help='strategy parameters as JSON, e.g. \'{"sigma": 0.6, "B": 2}\'')
     un.add_argument("--wait", action="store_true", help="follow the job until it ends")
-    rs = sub.add_parser(
-        "result", help="a finished job's report summary; --out writes report.json, certificate.json and model.npy"
-    )
+    ca = command("cancel", "cancel a queued or running job (workers stopped, training resumed)")
+    ca.add_argument("job")
+    rs = command("result", "a finished job's report summary; --out writes report.json, certificate.json and model.npy")
     rs.add_argument("job")
     rs.add_argument("--out", help="directory for report.json, certificate.json and model.npy")
-    ce = sub.add_parser("certificate", help="fetch a job's signed erasure certificate, verify it and save it")
+    ce = command("certificate", "fetch a job's signed erasure certificate, verify it and save it")
     ce.add_argument("job")
     ce.add_argument("--out", default="certificate.json", help="file to write (default certificate.json)")
-    rp = sub.add_parser("report", help="a job's report as a self-contained HTML page (with its verified certificate)")
+    rp = command("report", "a job's report as a self-contained HTML page (with its verified certificate)")
     rp.add_argument("job")
     rp.add_argument("--html", required=True, help="HTML file to write")
     rp.add_argument("--certificate-out", help="also save the certificate to this file")
-    st = sub.add_parser("start-training", help="install the initial model M_0 (.npy, float) and start rounds")
+    st = command("start-training", "install the initial model M_0 (.npy, float) and start rounds")
     st.add_argument("--model", required=True, help=".npy file with the flat initial parameters")
     st.add_argument("--arch", required=True, help="architecture name")
     st.add_argument("--lr", type=float, required=True, help="learning rate eta_l")
-    er = sub.add_parser("erase", help="erase a client's shares on both parties")
+    er = command("erase", "erase a client's shares on both parties")
     er.add_argument("client")
     p.set_defaults(func=run)
 
@@ -57,22 +86,42 @@ def _connect(args: argparse.Namespace):
     if args.address:
         token = os.environ.get("STARFISH_ADMIN_TOKEN")
         if not token or not args.ca:
-            raise SystemExit("error: --address needs --ca and $STARFISH_ADMIN_TOKEN")
+            raise CommandError("--address needs --ca and $STARFISH_ADMIN_TOKEN")
         return AdminClient(args.address, token, args.ca)
     from starfish.local import LocalDeployment
 
     root = Path(args.dir)
     if not (root / "credentials.json").exists():
-        raise SystemExit(f"error: {root} holds no deployment (run `starfish up --dir {root}` first)")
+        raise CommandError(f"{root} holds no deployment (run `starfish up --dir {root}` first)")
     return LocalDeployment(root).admin()
 
 
-def run(args: argparse.Namespace) -> int:
+def _load_model(path: str):
+    """The initial model of `start-training`: a float .npy array (no pickled objects)."""
     import numpy as np
-    from google.protobuf.json_format import MessageToDict
 
+    try:
+        params = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CommandError(f"--model {path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--model {path} is not a readable .npy array: {exc}") from None
+    if not isinstance(params, np.ndarray) or params.dtype.kind not in "fiu":
+        raise CommandError(f"--model {path} must hold a numeric array, got {getattr(params, 'dtype', type(params))}")
+    return params
+
+
+def _show(args: argparse.Namespace, reply) -> None:
+    """Print a reply: readable lines, or JSON with --json."""
+    from starfish import admin_view
+
+    print(json.dumps(admin_view.as_data(reply), indent=1) if args.json else admin_view.text(reply))
+
+
+def run(args: argparse.Namespace) -> int:
     from client_sdk.errors import StarfishError
 
+    model = _load_model(args.model) if args.admin_command == "start-training" else None
     admin = _connect(args)
     try:
         if args.admin_command in ("unlearn", "result"):
@@ -81,40 +130,41 @@ def run(args: argparse.Namespace) -> int:
             return _evidence(admin, args)
         if args.admin_command == "status":
             reply = admin.job_status(args.job) if args.job else admin.status()
+        elif args.admin_command == "jobs":
+            reply = admin.list_jobs()
+        elif args.admin_command == "cancel":
+            reply = admin.cancel_job(args.job)
         elif args.admin_command == "start-training":
-            params = np.load(args.model, allow_pickle=False)
-            reply = admin.start_training(args.arch, params, args.lr)
+            reply = admin.start_training(args.arch, model, args.lr)
         else:
             reply = admin.erase(args.client)
     except StarfishError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise CommandError(str(exc)) from None
     finally:
         admin.close()
-    print(json.dumps(MessageToDict(reply), indent=1))
+    _show(args, reply)
     return 0
 
 
 def _jobs(admin, args: argparse.Namespace) -> int:
     """`unlearn` and `result` (errors are raised as StarfishError to the caller)."""
     import numpy as np
-    from google.protobuf.json_format import MessageToDict
 
     from proto.starfish.v1 import admin_pb2
+    from starfish import admin_view
 
     if args.admin_command == "unlearn":
         try:
             params = json.loads(args.params)
         except json.JSONDecodeError as exc:
-            print(f"error: --params is not valid JSON: {exc}", file=sys.stderr)
-            return 2
+            raise CommandError(f"--params is not valid JSON: {exc}") from None
         job_id = admin.unlearn(args.targets, args.strategy, params)
-        print(job_id)
+        print(json.dumps({"job_id": job_id}) if args.json else job_id, flush=True)
         if not args.wait:
             return 0
         final = None
         for final in admin.watch_job(job_id):
-            print(json.dumps(MessageToDict(final)), flush=True)
+            print(json.dumps(admin_view.as_data(final)) if args.json else admin_view.job_text(final), flush=True)
         return 0 if final is not None and final.state == admin_pb2.JOB_STATE_SUCCEEDED else 1
     report = admin.job_report(args.job)
     print(report.summary, end="")

@@ -14,6 +14,9 @@ starfish certs --out DIR --rotate-signing party1
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from starfish.errors import CommandError
 
 
 def register(subparsers) -> None:
@@ -41,9 +44,21 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _require_ca(out: str, what: str) -> None:
+    """Issuing from an existing CA needs its certificate and key in --out."""
+    missing = [name for name in ("ca.pem", "ca.key") if not (Path(out) / name).is_file()]
+    if missing:
+        raise CommandError(
+            f"{what} needs the CA in {out}, which lacks {' and '.join(missing)}; "
+            f"create one with `starfish certs --out {out}`"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from mpc.plane.certs import issue_cert, issue_signing_cert, make_certs
 
+    if args.rotate_signing or args.issue:
+        _require_ca(args.out, "--rotate-signing" if args.rotate_signing else "--issue")
     ips, hosts = ("127.0.0.1", *args.ip), ("localhost", *args.host)
     if args.rotate_signing:
         cert, key = issue_signing_cert(args.out, args.rotate_signing)

@@ -5,14 +5,26 @@ credentials and data under one directory. Stops all on Ctrl-C / SIGTERM.
 One operator runs all three here, so the dealer is not independent: job status and
 reports say "single-operator demo: dealer not independent". A real deployment gives each
 process to its own operator (docs/DEPLOY.md).
+
+One `starfish up` at a time per directory: it holds an exclusive lock on `DIR/up.lock`
+(released when it ends, however it ends); a second one on the same directory is refused
+naming the process that holds it.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
+from typing import IO
+
+from starfish.errors import CommandError
+
+LOCK_FILE = "up.lock"
 
 
 def register(subparsers) -> None:
@@ -38,9 +50,31 @@ def _watch(dep, stop: threading.Event) -> None:
         stop.wait(0.5)
 
 
+def claim(root: Path) -> IO[str]:
+    """Create the deployment directory if needed and take its lock (held while the file is open)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / LOCK_FILE, "a+")  # held open while the command runs
+    except OSError as exc:
+        raise CommandError(f"cannot use {root} as the deployment directory: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "pid unknown"
+        lock.close()
+        raise CommandError(f"{root} is in use by another `starfish up` ({holder}); stop that one first") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def run(args: argparse.Namespace) -> int:
     from starfish.local import LocalDeployment
 
+    lock = claim(Path(args.dir))
     dep = LocalDeployment(
         args.dir,
         clients=[f"client{i}" for i in range(args.clients)],
@@ -62,5 +96,6 @@ def run(args: argparse.Namespace) -> int:
         _watch(dep, stop)
     finally:
         dep.stop()
+        lock.close()
         print("stopped")
     return 0
