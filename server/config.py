@@ -349,26 +349,36 @@ def _check_schema(data: dict) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def parse_config(data: dict, base: Path) -> PartyConfig:
-    """Validate a parsed TOML document; relative paths are resolved against `base`."""
-    _check_schema(data)
-    role = _require(data, "role", "top level")
-    if role not in (0, 1):
-        raise ConfigError(f"role must be 0 or 1, got {role!r}")
+def _tls(data: dict, base: Path, role: int) -> TlsConfig:
+    """`[tls]`: paths resolved against `base`; the peer's name defaults to party<1-role>."""
     tls_t = _require(data, "tls", "top level")
-    tls = TlsConfig(
+    return TlsConfig(
         ca=_path(base, _require(tls_t, "ca", "tls"), "tls.ca"),
         cert=_path(base, _require(tls_t, "cert", "tls"), "tls.cert"),
         key=_path(base, _require(tls_t, "key", "tls"), "tls.key"),
         peer_name=str(tls_t.get("peer_name", f"party{1 - role}")),
     )
-    fp = data.get("fixed_point", {})
+
+
+def _fixed_point(fp: dict) -> tuple[int, float]:
+    """`[fixed_point]`: (precision_bits f in 1..40, max_abs > 0)."""
     precision = fp.get("precision_bits", DEFAULT_PRECISION_BITS)
     if not isinstance(precision, int) or not 1 <= precision <= 40:
         raise ConfigError(f"fixed_point.precision_bits must be an int in [1, 40], got {precision!r}")
     max_abs = float(fp.get("max_abs", MAX_ABS_DEFAULT))
     if not (math.isfinite(max_abs) and max_abs > 0):
         raise ConfigError(f"fixed_point.max_abs must be a positive finite number, got {max_abs!r}")
+    return precision, max_abs
+
+
+def parse_config(data: dict, base: Path) -> PartyConfig:
+    """Validate a parsed TOML document; relative paths are resolved against `base`."""
+    _check_schema(data)
+    role = _require(data, "role", "top level")
+    if role not in (0, 1):
+        raise ConfigError(f"role must be 0 or 1, got {role!r}")
+    tls = _tls(data, base, role)
+    precision, max_abs = _fixed_point(data.get("fixed_point", {}))
     clients, admin = _auth(data.get("auth", {}))
     principals = _principals(data.get("auth", {}).get("principals", {}), clients)
     rounds = _check_rounds(_sub(RoundConfig, data.get("rounds", {}), "rounds"))
