@@ -131,13 +131,13 @@ def test_mpc_backend_matches_plaintext_run(tmp_path: Path) -> None:
     assert mpc["flags"] == plain["flags"] and len(plain["flags"]) >= 1
     assert mpc["client_rounds"] == plain["client_rounds"]
     # the target took part in stored round 1, so the first replay at M_0 (the stored uploads)
-    # could be differenced against Stage I's round-1 aggregate, and so could every later answer
-    # at M_0 whatever its data order: with no accepted pair at M_0 nothing is publishable, every
-    # step is held and dropped, and the run returns M_0 (docs/PRIVACY.md, "Nothing publishable
-    # at M_0"; relative gap 0.73 measured). Both runs decide alike.
+    # could be differenced against Stage I's round-1 aggregate: the release rule holds it and
+    # reveals it merged with step 2, whose answers use round 2's data order (docs/PRIVACY.md).
+    # Both runs decide alike.
     release = plain["report"]["release"]
     assert mpc["report"]["release"] == release
-    assert release["revealed_updates"] == 0 and release["dropped_steps"] == [1, 2, 3, 4, 5, 6]
+    assert release["merged"] == [[1, 2]] and release["dropped_steps"] == []
+    assert plain["gap_to_retrain"]["relative"] < 0.1  # 0.060 measured: the merged step stays close to retraining
     assert abs(mpc["gap_to_retrain"]["relative"] - plain["gap_to_retrain"]["relative"]) < 5e-3
     assert "UE" in mpc["report"]["costs"]
 

@@ -94,9 +94,9 @@ def test_min_cohort_below_two_is_refused(value: object, match: str) -> None:
     assert setup.oracle.requests == []
 
 
-def test_run_holds_the_first_replay_whatever_the_data_order_and_reports_it() -> None:
+def test_full_batch_run_holds_the_first_replay_and_reports_it() -> None:
     setup = make_logreg_setup(rounds=8)
-    report = StarfishStrategy().run(setup.context(params={"sigma": 1.0})).report
+    report = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "full_batch_gradients": True})).report
     release = report["release"]
     assert release["min_cohort"] == 3
     assert release["events"][0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
@@ -141,17 +141,16 @@ def test_version1_checkpoints_are_read_as_a_sorted_set() -> None:
     assert old.selected == state.selected and old.pending.empty and old.held is None
 
 
-def test_answers_in_another_rounds_data_order_do_not_release_the_first_replay() -> None:
-    """An exact answer at M_0 with round 2's data order counts as the vector Stage I aggregated
-    at M_0 (a client whose gradient ignores the order gives exactly it), so merging it with the
-    held first replay still cancels against G_1 down to the target: step 2 is held too."""
+def test_answers_in_another_rounds_data_order_release_the_first_replay() -> None:
+    """By default an exact answer at M_0 with round 2's data order is not the vector Stage I
+    aggregated in round 1 (that used round 1's order): it is opaque, so the held first replay
+    is revealed merged with step 2 instead of waiting for estimates."""
     setup = make_logreg_setup(rounds=8)
     report = StarfishStrategy().run(setup.context(params={"sigma": 1.0})).report
     events = report["release"]["events"]
     assert events[0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
-    assert events[1]["action"] == "held" and events[1]["steps"] == [1, 2] and events[1]["support"] < 3
-    revealed = [e for e in events if e["action"] == "revealed"]
-    assert revealed and revealed[0]["kept_estimates"] and revealed[0]["support"] >= 3
+    assert events[1]["action"] == "revealed" and events[1]["steps"] == [1, 2] and events[1]["support"] >= 3
+    assert report["release"]["dropped_steps"] == []
 
 
 def test_a_run_that_can_reveal_nothing_returns_m0_and_says_so() -> None:

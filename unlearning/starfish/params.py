@@ -55,6 +55,10 @@ class StarfishParams(StrategyParams):
     #: minimum cohort k ≥ 2: a Stage II update is revealed only when every combination of it with the
     #: public Stage I aggregates involves at least k clients (release.py, docs/PRIVACY.md)
     min_cohort: int = 3
+    #: the clients' exact gradient at a model point does not depend on the replayed round's data
+    #: order (full-batch training): the release rule then treats an answer at M_{i−1} as the very
+    #: vector Stage I aggregated in round i, whichever round is replayed (release.py)
+    full_batch_gradients: bool = False
     #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
     recovery_rounds: int = 0
 

@@ -225,9 +225,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
         exact, stored, opaque = contributions
         pending = state.pending
         here = anchor_round(ctx.history, state.model, params.min_step) if exact else None
-        if here is not None:  # at a Stage I point: the vector Stage I aggregated there, whatever the data order
+        if here is not None and (here == step.r or params.full_batch_gradients):
             pending.add_exact(here, exact)
-        else:  # at a point Stage I never published: only the pending sum itself shows it
+        else:  # not a vector Stage I aggregated (another point, or round r's data order): opaque
             opaque = opaque | set(exact)
         if stored:
             pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
