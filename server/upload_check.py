@@ -122,7 +122,13 @@ def open_link(cfg: PartyConfig, batch_id: str) -> DealerLink:
     """Join the batch's dealer session as this party's rank (DealerError when it fails)."""
     host, port = cfg.jobs.dealer_address
     ctx = client_context(TlsFiles(cfg.tls.ca, cfg.tls.cert, cfg.tls.key))
-    return open_dealer_link(host, port, ctx, cfg.jobs.dealer_identity, batch_id, cfg.role, cfg.jobs.session_timeout_s)
+    timeout_s = cfg.jobs.session_timeout_s
+    try:
+        return open_dealer_link(host, port, ctx, cfg.jobs.dealer_identity, batch_id, cfg.role, timeout_s)
+    except DealerError:
+        raise
+    except OSError as exc:  # unreachable, refused, another identity: the dealer's side of the batch
+        raise DealerError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- step vectors

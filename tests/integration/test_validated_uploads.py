@@ -11,6 +11,7 @@ fixed-point tolerance (without the check M_1[0] moves by about −lr·2^30/4).
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 
 import grpc
@@ -67,13 +68,14 @@ def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_re
             admin.start_training("vec-64", m0, LR)
         rng = np.random.default_rng(7)
         honest = {c: (rng.normal(0, 0.05, M), n) for c, n in HONEST.items()}
-        for client, (g, n) in honest.items():
+        for client in [*HONEST, ATTACKER]:  # all registered first: the round waits for every upload
             with dep.client(client) as c:
                 c.register()
+        for client, (g, n) in honest.items():
+            with dep.client(client) as c:
                 c.wait_for_round(after=0, timeout_s=60)
                 c.submit(1, g, n)
         with dep.client(ATTACKER) as c:
-            c.register()
             view = c.wait_for_round(after=0, timeout_s=60)
             _send(dep, ATTACKER, poisoned_round_upload(1, view.model_hash, 40))
         status = wait_committed(dep, 1)
@@ -91,5 +93,42 @@ def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_re
             assert re.search(rf"{ATTACKER}.*(excluded|refused).*upload check", log), role
             assert _metric(dep, role, 'starfish_inputs_refused_total{check="range",kind="round"}') == 1.0
             assert _metric(dep, role, "starfish_validation_enabled") == 1.0
+    finally:
+        dep.stop()
+
+
+def test_a_round_closes_only_once_the_dealer_serves_its_check(tmp_path):
+    """With the dealer down the check batch fails, nothing is decided and the round stays
+    closed-but-uncommitted; once the dealer is back the retried batch passes every client."""
+    dep = LocalDeployment(
+        tmp_path / "dep",
+        clients=list(HONEST),
+        rounds={"deadline_s": 120.0, "poll_s": 0.05, "max_rounds": 1},
+        jobs={"session_timeout_s": 3.0},
+    )
+    dep.start()
+    try:
+        with dep.admin() as admin:
+            admin.start_training("vec-64", np.zeros(M, dtype=np.float32), LR)
+        dep.stop_dealer()
+        rng = np.random.default_rng(8)
+        for client in HONEST:
+            with dep.client(client) as c:
+                c.register()
+        for client, n in HONEST.items():
+            with dep.client(client) as c:
+                c.wait_for_round(after=0, timeout_s=60)
+                c.submit(1, rng.normal(0, 0.05, M), n)
+        failed = 'starfish_input_check_batches_total{outcome="failed"}'
+        end = time.time() + 60
+        while _metric(dep, 0, failed) < 2 and time.time() < end:
+            time.sleep(0.2)
+        assert _metric(dep, 0, failed) >= 2  # retried, not given up
+        with dep.admin() as admin:
+            assert admin.status().latest_committed == 0
+        dep.start_dealer()
+        status = wait_committed(dep, 1, timeout_s=90)
+        assert sorted(m.client_id for m in status.rounds[0].members) == sorted(HONEST)
+        assert "the dealer failed check batch" in (dep.root / "logs" / "party0.log").read_text()
     finally:
         dep.stop()

@@ -52,8 +52,10 @@ def _deployment(root: Path) -> LocalDeployment:
 
 
 def _start_with_k(dep: LocalDeployment, role: int, k: int) -> None:
-    """Start party `role` from its config file with the minimum cohort k set in code."""
+    """Start party `role` from its config file with the minimum cohort k set in code (and the
+    deployment's dealer, which the upload check of every round needs)."""
     (dep.root / "logs").mkdir(exist_ok=True)
+    dep.start_dealer()
     with open(dep.root / "logs" / f"party{role}.log", "ab") as log:
         dep.procs[role] = subprocess.Popen(
             [sys.executable, str(HERE / "low_cohort_party.py"), str(dep.config_path(role)), str(k)],
