@@ -96,3 +96,38 @@ def test_sigterm_during_uploads_is_retried(tmp_path, victim):
             sdk.close()
     finally:
         dep.stop()
+
+
+def test_task_streams_reconnect_with_back_off_across_a_graceful_restart(tmp_path):
+    """A client serving tasks while party1 stops (SIGTERM) and restarts 3 s later opens a few
+    task streams to it, not one per poll (its reconnects back off)."""
+    dep = deployment(tmp_path / "dep", ["c0"], 100)
+    try:
+        with dep.client("c0") as sdk:
+            sdk.register()
+            stub = sdk._stubs[1]
+            opened: list[float] = []
+            watch = stub.WatchTasks
+
+            def counted(*args, **kwargs):
+                opened.append(time.time())
+                return watch(*args, **kwargs)
+
+            stub.WatchTasks = counted
+            stop = threading.Event()
+            serving = threading.Thread(
+                target=sdk.serve_tasks, args=(lambda params, task: (params, 1),), kwargs={"stop": stop}, daemon=True
+            )
+            serving.start()
+            time.sleep(1.0)
+            before = len(opened)
+            dep.stop(1)
+            time.sleep(3.0)
+            dep.start(1)
+            time.sleep(2.0)
+            stop.set()
+            serving.join(10)
+        reconnects = len(opened) - before
+        assert 1 <= reconnects <= 10, f"{reconnects} task streams opened to party1 in about 6 s"
+    finally:
+        dep.stop()
