@@ -2,6 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.starfish-setup-done
+TEST_WORKERS ?= 3  # test files run in parallel (pytest-xdist): most tests wait on their processes
 
 .PHONY: setup demo test bench bench-quick clean
 
@@ -16,7 +17,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m starfish.cli bench
