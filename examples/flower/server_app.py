@@ -32,7 +32,12 @@ def main(grid: Grid, context: Context) -> None:
     train_config = ConfigRecord({"client-lr": float(cfg["client-lr"]), "local-epochs": int(cfg["local-epochs"])})
     with starfish.admin() as admin:
         strategy = StarfishFedAvg(  # Starfish: instead of FedAvg; η = 1 reproduces FedAvg of the fitted models
-            admin, ARCH, 1.0, fraction_train=float(cfg["fraction-train"]), fraction_evaluate=0.0
+            admin,
+            ARCH,
+            1.0,
+            fraction_train=float(cfg["fraction-train"]),
+            fraction_evaluate=0.0,
+            min_available_nodes=int(cfg["min-available-nodes"]),
         )
         initial = ArrayRecord(new_model().state_dict())
         result = strategy.start(
