@@ -20,6 +20,13 @@ pseudo-gradient as shares, and replies with the number answered.
 
 A TRAIN message that is neither is refused: the app would otherwise send its update to
 the Flower server in the clear. Other message types (evaluate, query) pass through.
+
+A train reply the app marked with `request_unlearning` makes the mod, after the upload,
+file the unlearning of the client's own data at party0 with the client credential (the
+operator's parameters) and put the job id in the receipt.
+
+Without `parties` (and `identity`) the mod reads them from the run and node config of each
+message (`starfish_flower.app_config`), so the ClientApp can be built at import.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ once with one message instead of abandoning rounds or waiting for a deadline.
   registered client uploaded, so the unlearning job that waits for that round would wait
   for its deadline;
 * the federation must let FedAvg sample at least k = ``[privacy] min_cohort`` nodes per
-  round: the parties abandon a round with fewer members (docs/PRIVACY.md). FedAvg samples
-  max(⌊N·fraction_train⌋, min_train_nodes) of the N connected nodes.
+  round: the parties abandon a round with fewer members (docs/PRIVACY.md). The strategy
+  samples as FedAvg does, max(⌊N·fraction_train⌋, min_train_nodes) and at most N, among
+  the N connected nodes that are not forgotten.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def sample_size(nodes: int, fraction_train: float, min_train_nodes: int) -> int:
 
 def check_cohort(nodes: int, fraction_train: float, min_train_nodes: int, forgotten: int, k: int) -> None:
     """Refuse sampling that gives a round fewer than k members (k = 0: the party did not say)."""
-    per_round = min(sample_size(nodes, fraction_train, min_train_nodes), nodes) - forgotten
+    eligible = nodes - forgotten  # `StarfishFedAvg.configure_train` samples among these
+    per_round = min(sample_size(eligible, fraction_train, min_train_nodes), eligible)
     if k == 0 or per_round >= k:
         return
-    needed = math.ceil((k + forgotten) / fraction_train) if fraction_train > 0 else k + forgotten
+    needed = max(math.ceil(k / fraction_train), k) + forgotten if fraction_train > 0 else k + forgotten
     raise StarfishError(
         f"Flower samples {per_round} node(s) per round ({nodes} connected, fraction_train {fraction_train:g}, "
         f"min_train_nodes {min_train_nodes}, {forgotten} forgotten) but the parties commit a round only with "

@@ -36,13 +36,16 @@ def test_flowers_default_federation_against_a_minimum_cohort_of_three_is_refused
 @given(st.integers(1, 200), st.floats(0.05, 1.0), st.integers(0, 10), st.integers(0, 5), st.integers(2, 20))
 def test_the_cohort_check_passes_exactly_when_a_round_can_have_k_members(nodes, fraction, min_train, forgotten, k):
     assume(forgotten < nodes)
-    per_round = min(preflight.sample_size(nodes, fraction, min_train), nodes) - forgotten
+    eligible = nodes - forgotten
+    per_round = min(max(int(eligible * fraction), min_train), eligible)
     try:
         preflight.check_cohort(nodes, fraction, min_train, forgotten, k)
         refused = False
     except StarfishError as exc:
         refused = True
         assert f"at least {k} members" in str(exc)
+        needed = int(str(exc).split("run at least ")[1].split()[0])  # the advice is enough nodes
+        assert min(max(int((needed - forgotten) * fraction), min_train), needed - forgotten) >= k
     assert refused == (per_round < k)
 
 
