@@ -75,3 +75,13 @@ address = "$SUPERLINK"
 root-certificates = "$certs/ca.pem"
 TOML
 }
+
+# run_app ARGS…: `flwr run . starfish --stream ARGS…` (output also in DIR/flwr-run.log); fails when the
+# run failed — `flwr run --stream` exits 0 then, and prints Flower's failure lines
+run_app() {
+  flwr run . starfish --stream "$@" 2>&1 | tee "$DIR/flwr-run.log"
+  if grep -q -e "Exit Code" -e "raised an exception" -e "Traceback" "$DIR/flwr-run.log"; then
+    echo "the Flower run failed: see $DIR/flwr-run.log" >&2
+    return 1
+  fi
+}

@@ -20,4 +20,4 @@ for i in 0 1 2 3; do
   PIDS+=($!)
 done
 cd "$HERE"
-flwr run . starfish --stream --run-config "starfish-dir='$DIR/deployment' certificate-dir='$DIR' ${2:-}"
+run_app --run-config "starfish-dir='$DIR/deployment' certificate-dir='$DIR' ${2:-}"

@@ -11,6 +11,6 @@ source "$(dirname "$0")/_env.sh" "$1"
 start_parties 4
 start_superlink --simulation
 cd "$HERE"
-flwr run . starfish --stream \
+run_app \
   --federation-config "num-supernodes=4 client-resources-num-cpus=1 init-args-num-cpus=2" \
   --run-config "starfish-dir='$DIR/deployment' certificate-dir='$DIR' ${2:-}"
