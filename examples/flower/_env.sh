@@ -47,9 +47,11 @@ wait_for() {
   return 1
 }
 
-# start_parties N: dealer, party0 and party1 with credentials for client0…client(N-1), rounds opened on request
+# start_parties N: dealer, party0 and party1 with credentials for client0…client(N-1), rounds opened on
+# request; a round deadline of 600 s (the strategy closes a round as soon as its clients uploaded: the
+# deadline only bounds a round whose clients are slow, e.g. a SuperNode starting a ClientApp process per round)
 start_parties() {
-  "$PY" -m starfish.cli up --dir "$DIR/deployment" --clients "$1" --opening on_request >"$DIR/starfish-up.log" 2>&1 &
+  "$PY" -m starfish.cli up --dir "$DIR/deployment" --clients "$1" --opening on_request --deadline 600 >"$DIR/starfish-up.log" 2>&1 &
   PIDS+=($!)
   wait_for "$DIR/starfish-up.log" "party0 (leader" 300 "the Starfish parties"
 }
