@@ -38,6 +38,8 @@ def training_status(state: PartyState) -> admin_pb2.TrainingStatus:
         registered=store.registered(),
         error=rs.error,
         max_rounds=state.config.rounds.max_rounds,
+        opening=state.config.rounds.opening,
+        min_cohort=state.config.privacy.min_cohort,
     )
     if rs.phase in (common_pb2.ROUND_PHASE_OPEN, common_pb2.ROUND_PHASE_CLOSING):
         msg.open_round = rs.round

@@ -7,7 +7,7 @@ the Starfish SDK (`client_sdk`); see docs/FLOWER.md.
 """
 
 from starfish_flower import offline  # noqa: F401  (before flwr: no telemetry leaves the machine)
-from starfish_flower.mod import StarfishMod
+from starfish_flower.mod import StarfishMod, request_unlearning
 from starfish_flower.settings import Parties, identity_from_credentials, identity_from_node_config
 from starfish_flower.strategy import StarfishFedAvg, UnlearnOutcome
 
@@ -18,4 +18,5 @@ __all__ = [
     "UnlearnOutcome",
     "identity_from_credentials",
     "identity_from_node_config",
+    "request_unlearning",
 ]

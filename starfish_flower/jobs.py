@@ -10,7 +10,6 @@ message naming its tasks; `StarfishMod` answers them with the app's train functi
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -20,9 +19,9 @@ from flwr.serverapp import Grid
 
 from client_sdk.admin import AdminClient
 from proto.starfish.v1 import admin_pb2
-from starfish_flower import keys
+from starfish_flower import keys, logs
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 ENDED = (admin_pb2.JOB_STATE_SUCCEEDED, admin_pb2.JOB_STATE_FAILED, admin_pb2.JOB_STATE_CANCELLED)
 ACTIVE = (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING)
 
@@ -49,17 +48,25 @@ class TaskRelay:
         """Relay the job's tasks to the clients' nodes until the job ends; its final status."""
         sent: set[str] = set()
         end = time.time() + timeout_s
+        shown = ("", -1.0)
         while time.time() < end:
             status = self.admin.job_status(job_id)
             if status.state in ENDED:
                 return status
+            if (status.step, round(status.progress, 1)) != shown:  # progress, each new step or tenth
+                shown = (status.step, round(status.progress, 1))
+                log.info(
+                    "Starfish job %s: %s (%.0f %%, %.0f s)", job_id, status.step, 100 * status.progress, status.seconds
+                )
             tasks = [t for t in self.admin.list_tasks(job_id) if t.task_id not in sent]
             if not tasks:
                 time.sleep(self.poll_s)
                 continue
             sent.update(t.task_id for t in tasks)
             self._relay(grid, tasks, nodes, template, config)
-        raise TimeoutError(f"unlearning job {job_id} did not end within {timeout_s} s")
+        raise TimeoutError(
+            f"waited {timeout_s:.0f} s for unlearning job {job_id} to end; last step: {shown[0] or 'none reported'}"
+        )
 
     def _relay(self, grid: Grid, tasks: list, nodes: Mapping[str, int], template: ArrayRecord, config) -> None:
         by_client: dict[str, list[str]] = defaultdict(list)
@@ -78,6 +85,7 @@ class TaskRelay:
             messages.append(Message(content=content, message_type=MessageType.TRAIN, dst_node_id=nodes[client]))
         if not messages:
             return
+        log.info("Starfish: relaying %d task(s) to %d node(s)", len(tasks), len(messages))
         replies = grid.send_and_receive(messages, timeout=max(1.0, until - time.time() + 5.0))
         for reply in replies:
             if reply.has_error():

@@ -11,3 +11,5 @@ SHARES = "starfish-shares"  #: content sha256 of the share each party acknowledg
 ANSWERED = "starfish-tasks-answered"
 UPLOAD_BYTES = "starfish-upload-bytes"  #: payload bytes the client sent to the two parties
 SDK_SECONDS = "starfish-sdk-seconds"  #: wall time the client spent in the Starfish SDK (checks, sharing, upload)
+UNLEARN_ME = "starfish-unlearn-me"  #: a ClientApp's reply asks for the unlearning of this client's own data
+UNLEARN_JOB = "starfish-unlearn-job"  #: the job a client filed for itself ("" when none)

@@ -20,12 +20,18 @@ pseudo-gradient as shares, and replies with the number answered.
 
 A TRAIN message that is neither is refused: the app would otherwise send its update to
 the Flower server in the clear. Other message types (evaluate, query) pass through.
+
+A train reply the app marked with `request_unlearning` makes the mod, after the upload,
+file the unlearning of the client's own data at party0 with the client credential (the
+operator's parameters) and put the job id in the receipt.
+
+Without `parties` (and `identity`) the mod reads them from the run and node config of each
+message (`starfish_flower.app_config`), so the ClientApp can be built at import.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import threading
 import time
 
@@ -34,12 +40,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, Message
 from flwr.clientapp.typing import ClientAppCallable
 
 from client_sdk import Client, StarfishError, TaskInfo
+from client_sdk.admin import request_own_unlearning
 from proto.wire import model_hash
-from starfish_flower import keys
+from starfish_flower import app_config, keys, logs
 from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
-from starfish_flower.settings import Identity, Parties, identity_from_node_config
+from starfish_flower.settings import Identity, Parties
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 MOD_FAILED_PRECONDITION = 6  #: flwr.common.constant.ErrorCode.MOD_FAILED_PRECONDITION
 #: (party0 address, client id) registered from this process (a simulation actor runs many clients)
 _REGISTERED: set[tuple[str, str]] = set()
@@ -50,14 +57,14 @@ class StarfishMod:
 
     def __init__(
         self,
-        parties: Parties,
+        parties: Parties | None = None,
         identity: Identity | None = None,
         alpha: float = 0.4,
         weight_key: str = "num-examples",
         compress_mask: bool = True,
     ):
-        self.parties = parties
-        self.identity = identity or identity_from_node_config()
+        self.parties = parties  #: None: read from the run/node config of each message (`app_config`)
+        self.identity = identity or app_config.identity
         self.alpha = alpha
         self.weight_key = weight_key
         self.compress_mask = compress_mask
@@ -74,26 +81,43 @@ class StarfishMod:
             raise ValueError(
                 "a train message without a Starfish round: refusing to send the model update to the server in the clear"
             )
-        except (StarfishError, ValueError, TypeError, KeyError) as exc:
+        except (StarfishError, ValueError, TypeError, KeyError, OSError) as exc:
             log.warning("starfish mod: %s", exc)
             return Message(Error(MOD_FAILED_PRECONDITION, f"StarfishMod: {exc}"), reply_to=msg)
 
     # -- connection ------------------------------------------------------------------------
+    def _parties(self, context: Context) -> Parties:
+        return self.parties or app_config.StarfishConfig.from_context(context).parties()
+
     def _client(self, context: Context) -> Client:
         client_id, token = self.identity(context)
+        parties = self._parties(context)
         client = Client(
             client_id,
             token,
-            self.parties.party0,
-            self.parties.party1,
-            self.parties.ca_bytes(),
+            parties.party0,
+            parties.party1,
+            parties.ca_bytes(),
             alpha=self.alpha,
             compress_mask=self.compress_mask,
         )
-        if (self.parties.party0, client_id) not in _REGISTERED:
+        if (parties.party0, client_id) not in _REGISTERED:
             client.register()
-            _REGISTERED.add((self.parties.party0, client_id))
+            _REGISTERED.add((parties.party0, client_id))
         return client
+
+    def _request_unlearning(self, context: Context, reply: Message) -> str:
+        """File the unlearning of this client's own data if the app's reply asks for it
+        (`request_unlearning`); the job id, or "" when not asked. The request carries the
+        client credential and no parameters: party0 runs it with the operator's parameters
+        ([unlearning] parameters), the same policy as the SDK's `request_own_unlearning`."""
+        if keys.UNLEARN_ME not in reply.content.config_records:
+            return ""
+        client_id, token = self.identity(context)
+        parties = self._parties(context)
+        job_id = request_own_unlearning(parties.party0, client_id, token, parties.ca_bytes())
+        log.info("Starfish: %s asked for the unlearning of its own data: job %s", client_id, job_id)
+        return job_id
 
     # -- a training round --------------------------------------------------------------------
     def _train_round(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
@@ -124,6 +148,7 @@ class StarfishMod:
                     keys.SHARES: list(receipt.content_sha256),
                     keys.UPLOAD_BYTES: receipt.bytes_sent,
                     keys.SDK_SECONDS: (checked - started) + (time.perf_counter() - trained),
+                    keys.UNLEARN_JOB: self._request_unlearning(context, reply),
                 }
             )
         return _without_arrays(msg, reply, stamp)
@@ -166,6 +191,15 @@ class StarfishMod:
         )
 
 
+def request_unlearning(reply: Message) -> Message:
+    """Mark a ClientApp's train reply as this client's request to be unlearned: `StarfishMod`
+    uploads the round's shares as usual, then files the unlearning of the client's own data
+    at party0 with its client credential (the operator's parameters) and reports the job id
+    in the receipt; the strategy runs the job before the next round."""
+    reply.content[keys.UNLEARN_ME] = ConfigRecord({keys.UNLEARN_ME: True})
+    return reply
+
+
 def _single(records: dict, what: str):
     if len(records) != 1:
         raise ValueError(f"expected exactly one {what} in the message, found {len(records)}")
@@ -178,7 +212,8 @@ def _record_keys(msg: Message) -> tuple[str, str]:
 
 
 def _without_arrays(msg: Message, reply: Message, stamp: ConfigRecord) -> Message:
-    """The app's reply minus every ArrayRecord, plus the Starfish receipt."""
-    content = RecordDict({k: v for k, v in reply.content.items() if not isinstance(v, ArrayRecord)})
+    """The app's reply minus every ArrayRecord (and the unlearning wish), plus the Starfish receipt."""
+    kept = {k: v for k, v in reply.content.items() if not isinstance(v, ArrayRecord) and k != keys.UNLEARN_ME}
+    content = RecordDict(kept)
     content[keys.REPLY] = stamp
     return Message(content, reply_to=msg)

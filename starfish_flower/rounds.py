@@ -11,7 +11,6 @@ admin API (`client_sdk.admin.AdminClient`; party0 runs with ``[rounds] opening =
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
@@ -21,9 +20,10 @@ from flwr.app import ArrayRecord
 from client_sdk.admin import AdminClient
 from client_sdk.errors import StarfishError
 from proto.starfish.v1 import common_pb2
+from starfish_flower import logs
 from starfish_flower.arrays import flatten, unflatten
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 
 @dataclass(frozen=True)

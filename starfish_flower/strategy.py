@@ -19,23 +19,23 @@ aggregation and server-side evaluation stay Flower's. What changes:
 from __future__ import annotations
 
 import json
-import logging
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
 from client_sdk.admin import AdminClient
 from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2
-from starfish_flower import keys
+from starfish_flower import keys, logs, preflight
 from starfish_flower.jobs import TaskRelay
 from starfish_flower.rounds import CommittedRound, GlobalModel, RoundDriver
 
-log = logging.getLogger(__name__)
+log = logs.get(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class StarfishFedAvg(FedAvg):
         arch: str,
         lr: float,
         round_timeout_s: float = 600.0,
+        nodes_timeout_s: float = 300.0,
         **fedavg_kwargs: Any,
     ):
         super().__init__(**fedavg_kwargs)
@@ -64,6 +65,9 @@ class StarfishFedAvg(FedAvg):
         self.arch = arch
         self.lr = lr
         self.round_timeout_s = round_timeout_s
+        self.nodes_timeout_s = nodes_timeout_s  #: how long `start` waits for min_available_nodes nodes
+        self.min_cohort = 0  #: the parties' k ([privacy] min_cohort), read by `start`
+        self.outcomes: list[UnlearnOutcome] = []  #: every unlearning job this strategy followed to its end
         self.rounds: list[CommittedRound] = []  #: Starfish rounds committed by this strategy
         self.nodes: dict[str, int] = {}  #: Starfish client id → Flower node id (learned from receipts)
         self.forgotten: set[str] = set()  #: targets of the unlearning jobs seen to succeed: never sampled again
@@ -82,7 +86,9 @@ class StarfishFedAvg(FedAvg):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Flower's loop, from the parties' newest model (M_0 = `initial_arrays` on a fresh start)."""
+        """Flower's loop, from the parties' newest model (M_0 = `initial_arrays` on a fresh start),
+        after the checks of `starfish_flower.preflight` (one clear error when they fail)."""
+        self._preflight(grid)
         self._driver = RoundDriver(self.admin, initial_arrays, self.round_timeout_s)
         current = self._driver.install(self.arch, initial_arrays, self.lr)
         self._train_config = train_config or ConfigRecord()
@@ -92,16 +98,35 @@ class StarfishFedAvg(FedAvg):
         super().summary()
         log.info("\t└──> Starfish: aggregation by the two parties (arch %s, η %g)", self.arch, self.lr)
 
+    def _preflight(self, grid: Grid) -> None:
+        """party0 opens rounds on request and FedAvg's sampling can meet the parties' k."""
+        status = self.admin.status()
+        preflight.check_opening(status)
+        self.min_cohort = int(status.min_cohort)
+        nodes = preflight.wait_for_nodes(grid, self.min_available_nodes, self.nodes_timeout_s)
+        preflight.check_cohort(nodes, self.fraction_train, self.min_train_nodes, len(self._skipped()), self.min_cohort)
+
+    def _skipped(self) -> set[int]:
+        """Node ids of forgotten clients: erased clients cannot upload again."""
+        return {self.nodes[c] for c in self.forgotten if c in self.nodes}
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Open Starfish round i and sample as FedAvg does, among the nodes not forgotten."""
         if self.fraction_train == 0.0:
             return []
         model = self._open_round(grid)
         config = ConfigRecord({**dict(config), keys.ROUND: model.round + 1, keys.LR: model.lr, keys.ARCH: model.arch})
-        skip = {self.nodes[c] for c in self.forgotten if c in self.nodes}  # erased clients cannot upload again
-        messages = super().configure_train(server_round, model.arrays, config, grid)
-        return [m for m in messages if m.metadata.dst_node_id not in skip]
+        config["server-round"] = server_round
+        skip = self._skipped()
+        eligible = [n for n in grid.get_node_ids() if n not in skip]
+        size = min(preflight.sample_size(len(eligible), self.fraction_train, self.min_train_nodes), len(eligible))
+        preflight.check_cohort(len(eligible), self.fraction_train, self.min_train_nodes, 0, self.min_cohort)
+        node_ids = random.sample(eligible, size)
+        log.info("configure_train: sampled %d of %d nodes (%d forgotten)", size, len(eligible), len(skip))
+        record = RecordDict({self.arrayrecord_key: model.arrays, self.configrecord_key: config})
+        return self._construct_messages(record, node_ids, MessageType.TRAIN)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -112,6 +137,7 @@ class StarfishFedAvg(FedAvg):
         if not stamps:
             log.warning("Starfish round %d: no client uploaded; the round stays open", driver.latest.round + 1)
             return None, None
+        log.info("Starfish round %d: closing with %d uploads", driver.latest.round + 1, len(stamps))
         done = replace(
             driver.commit(list(stamps)),
             upload_bytes=sum(int(s[keys.UPLOAD_BYTES]) for s in stamps.values()),
@@ -136,25 +162,49 @@ class StarfishFedAvg(FedAvg):
         timeout_s: float = 3600.0,
     ) -> UnlearnOutcome:
         """File an unlearning request, run the clients it asks for, return the unlearned model."""
-        driver = self._require_driver()
+        self._require_driver()
         job_id = self.admin.unlearn(targets, strategy, parameters)
         log.info("Starfish: unlearning %s filed as job %s", targets, job_id)
-        final = self._follow(grid, job_id, timeout_s)
+        return self._conclude(job_id, self._follow(grid, job_id, timeout_s))
+
+    def _conclude(self, job_id: str, final: admin_pb2.JobStatus) -> UnlearnOutcome:
+        """The outcome of a job that ended: on success its targets join `forgotten` (never
+        sampled again) and M̂ is the parties' newest model; logged with a summary."""
+        driver = self._require_driver()
         if final.state != admin_pb2.JOB_STATE_SUCCEEDED:
-            return UnlearnOutcome(job_id, False, final.error, None, "")
-        report = self._forget(job_id)
+            state = admin_pb2.JobState.Name(final.state)
+            log.error("Starfish: unlearning job %s ended %s: %s", job_id, state, final.error)
+            outcome = UnlearnOutcome(job_id, False, final.error, None, "")
+            self.outcomes.append(outcome)
+            return outcome
+        report = json.loads(self.admin.job_report(job_id).report_json)
+        self.forgotten.update(report["job"]["targets"])
         model = driver.refresh()
         if model.hash != report["job"]["model_hash"]:
             raise StarfishError(
                 f"job {job_id} produced {report['job']['model_hash'][:12]}, party0 serves {model.hash[:12]}"
             )
-        return UnlearnOutcome(job_id, True, "", model.arrays, model.hash, report)
+        log.info(
+            "Starfish: unlearning job %s succeeded in %.1f s: %s forgotten, unlearned model %s is global model %d",
+            job_id,
+            final.seconds,
+            ", ".join(report["job"]["targets"]),
+            model.hash[:12],
+            model.round,
+        )
+        outcome = UnlearnOutcome(job_id, True, "", model.arrays, model.hash, report)
+        self.outcomes.append(outcome)
+        return outcome
 
-    def _forget(self, job_id: str) -> dict[str, Any]:
-        """The succeeded job's report; its targets join `forgotten` (never sampled again)."""
-        report = json.loads(self.admin.job_report(job_id).report_json)
-        self.forgotten.update(report["job"]["targets"])
-        return report
+    def settle(self, grid: Grid, timeout_s: float | None = None) -> list[UnlearnOutcome]:
+        """Follow every queued or running unlearning job to its end (e.g. one a client filed
+        for itself in the last round); their outcomes, also appended to `outcomes`."""
+        self._require_driver()
+        ended = [
+            self._conclude(job_id, self._follow(grid, job_id, timeout_s or self.round_timeout_s))
+            for job_id in self.relay.active_jobs()
+        ]
+        return ended
 
     def _follow(self, grid: Grid, job_id: str, timeout_s: float) -> admin_pb2.JobStatus:
         driver = self._require_driver()
@@ -173,8 +223,7 @@ class StarfishFedAvg(FedAvg):
         for _ in range(3):
             for job_id in self.relay.active_jobs():
                 log.info("Starfish: following unlearning job %s before the next round", job_id)
-                if self._follow(grid, job_id, self.round_timeout_s).state == admin_pb2.JOB_STATE_SUCCEEDED:
-                    self._forget(job_id)
+                self._conclude(job_id, self._follow(grid, job_id, self.round_timeout_s))
                 driver.refresh()
             try:
                 return driver.open()
@@ -196,4 +245,6 @@ class StarfishFedAvg(FedAvg):
             client = str(stamp[keys.CLIENT_ID])
             self.nodes[client] = msg.metadata.src_node_id
             stamps[client] = stamp
+            if str(stamp.get(keys.UNLEARN_JOB, "")):
+                log.info("Starfish: %s asked for its own unlearning (job %s)", client, stamp[keys.UNLEARN_JOB])
         return stamps

@@ -72,7 +72,8 @@ def test_metrics(net: nn.Module) -> dict[str, float]:
         }
 
 
-def _train(msg: Message, context: Context) -> Message:
+def train(msg: Message, context: Context) -> Message:
+    """The app's train function: one local epoch on this node's shard, the fitted model and n."""
     net = new_model()
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     config = msg.content["config"]
@@ -86,7 +87,7 @@ def make_client_app(parties: Parties | None, credentials: Path | None) -> Client
     """The ClientApp; with `parties`, every update goes to the Starfish parties as shares."""
     mods = [] if parties is None else [StarfishMod(parties, identity_from_credentials(credentials))]  # Starfish
     app = ClientApp(mods=mods)
-    app.train()(_train)
+    app.train()(train)
     return app
 
 

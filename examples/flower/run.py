@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=4, help="rounds before unlearning")
     p.add_argument("--rounds-after", type=int, default=2, help="rounds after unlearning")
     p.add_argument("--forget", default="auto", help="client to unlearn: an id, auto (one of round 1) or none")
-    p.add_argument("--dir", default=None, help="deployment directory (default: a temporary one)")
+    p.add_argument("--dir", default=None, help="deployment directory, kept (default: a temporary one, removed)")
     p.add_argument("--no-isolation", action="store_true", help="do not run in a loopback-only network namespace")
     return p.parse_args(argv)
 
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         dep.stop()
+        if not args.dir:  # a temporary deployment: its CA key and tokens do not outlive the run
+            shutil.rmtree(root, ignore_errors=True)
     print_summary(log, started, time.time() - started)
     return 0 if any(e.get("succeeded") for e in log) or not plan.forget else 1
 

@@ -6,7 +6,8 @@ import sys
 
 CHECK = """
 import sys
-import starfish_flower, starfish_flower.jobs, starfish_flower.rounds
+import starfish_flower, starfish_flower.jobs, starfish_flower.rounds, starfish_flower.preflight
+import starfish_flower.app_config, starfish_flower.certificates, starfish_flower.logs
 bad = sorted(m for m in sys.modules if m.split(".")[0] in ("server", "unlearning", "crypten", "party0", "party1"))
 print(",".join(bad))
 """

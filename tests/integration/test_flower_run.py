@@ -1,0 +1,93 @@
+"""The example app run the way a Flower developer runs it: `flwr run .` against a SuperLink,
+once on Flower's simulation engine and once on its deployment engine (a SuperLink and four
+SuperNodes as real processes, TLS on loopback), each against the Starfish parties as real
+processes. The commands are the example's own scripts, the ones its README gives
+(`examples/flower/simulation.sh`, `deployment.sh`); each runs in a network namespace with
+loopback only (its processes die with it).
+
+Simulation: a ClientApp asks for its own unlearning in its train reply (client1, from
+Starfish round 2). Deployment: the ServerApp files the unlearning of client2 as admin.
+Both must end with an erasure certificate that verifies offline against the deployment's
+CA and names the model the parties installed, and Starfish's lines in Flower's output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from client_sdk.evidence import verify_certificate
+from server.store import Store
+from starfish.local import LocalDeployment
+from starfish_flower import sandbox
+
+pytestmark = pytest.mark.timeout(900)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower"
+SHORT = "fraction-train=1.0 num-server-rounds=2 rounds-after=1"
+
+
+def run_script(script: str, out: Path, run_config: str) -> str:
+    """Run an example script in a loopback-only namespace; its combined output."""
+    if not sandbox.available():
+        pytest.fail("cannot create a network namespace (unshare --net): Flower and Ray would reach outside addresses")
+    command = sandbox.loopback_only([str(EXAMPLE / script), str(out), run_config])
+    env = {**os.environ, "PYTHON": sys.executable}
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840, check=False)
+    except subprocess.TimeoutExpired as exc:
+        tail = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        pytest.fail(f"{script} did not end within {exc.timeout} s (logs in {out}):\n{tail[-4000:]}")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    for failure in ("Traceback", "raised an exception", "Exit Code"):
+        assert failure not in output, output[-4000:]
+    return output
+
+
+def check_certificate(out: Path, target: str) -> str:
+    """The single certificate the ServerApp wrote verifies and names the parties' unlearned model."""
+    files = sorted(out.glob("j*.json"))
+    assert len(files) == 1, files
+    dep = LocalDeployment(out / "deployment")
+    check = verify_certificate(files[0], ca_certs=[dep.ca_cert])
+    assert check.statement["job"]["targets"] == [target]
+    unlearned = check.statement["models"]["unlearned"]
+    for role in (0, 1):
+        store = Store(dep.data_dir(role), role, readonly=True)
+        assert store.global_model_hash(unlearned["global_round"]) == unlearned["hash"]
+        assert store.latest_committed() == unlearned["global_round"] + 1  # one more round from M̂
+        assert target not in store.round_members(store.latest_committed())
+    return check.statement["job"]["id"]
+
+
+def check_flower_log(output: str, job_id: str) -> None:
+    """Starfish's progress and summary lines are in Flower's own output."""
+    for line in (
+        "Starfish round 1 committed: 4 members",
+        f"Starfish job {job_id}: ",
+        f"Starfish: unlearning job {job_id} succeeded",
+        f"Starfish: erasure certificate of job {job_id} verified",
+        "Starfish round 4 committed: 3 members",
+    ):
+        assert line in output, f"{line!r} missing from Flower's output:\n{output[-3000:]}"
+
+
+def test_flwr_run_on_the_simulation_engine_with_a_client_asking_for_its_unlearning(tmp_path):
+    out = tmp_path / "sim"
+    output = run_script("simulation.sh", out, f"{SHORT} starfish-forget='none' unlearn-me-partition=1")
+    job_id = check_certificate(out, "client1")
+    check_flower_log(output, job_id)
+    assert re.search(rf"client1 asked for the unlearning of its own data: job {job_id}", output)
+
+
+def test_flwr_run_on_the_deployment_engine_with_real_supernodes(tmp_path):
+    out = tmp_path / "dep"
+    output = run_script("deployment.sh", out, f"{SHORT} min-available-nodes=4 starfish-forget='client2'")
+    job_id = check_certificate(out, "client2")
+    check_flower_log(output, job_id)
+    assert "Starfish: relaying" in output  # the job's tasks went to the SuperNodes through Flower
