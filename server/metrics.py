@@ -32,6 +32,7 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_clients_erased_total | counter | client erasures carried out here |
 | starfish_certificates_total{outcome} | counter | erasure certificates: signed, unsigned, refused, invalid |
 | starfish_store_bytes{kind} | gauge | bytes on disk: shares, tasks, models, database |
+| starfish_certificate_expiry_timestamp_seconds{use} | gauge | expiry (unix time) of: tls, ca, signing |
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from mpc.plane.certs import not_after
 
 log = logging.getLogger(__name__)
 disable_created_metrics()  # no `_created` series beside every counter and histogram
@@ -91,6 +94,9 @@ STEP_BYTES = Counter("starfish_mpc_step_bytes", "protocol step bytes", ["step", 
 ERASED = Counter("starfish_clients_erased", "client erasures carried out", **_kw)
 CERTIFICATES = Counter("starfish_certificates", "erasure certificates by outcome", ["outcome"], **_kw)
 STORE_BYTES = Gauge("starfish_store_bytes", "bytes of the store on disk", ["kind"], **_kw)
+CERT_EXPIRY = Gauge(
+    "starfish_certificate_expiry_timestamp_seconds", "unix time at which a certificate expires", ["use"], **_kw
+)
 
 
 # -- hooks (called by the service) ---------------------------------------------------------
@@ -234,6 +240,21 @@ def bind(party: str, data_dir: Path, halted: Callable[[], bool], queued: Callabl
         STORE_BYTES.labels(kind).set_function(lambda k=kind: sizes.get(k))
     HALTED.set_function(lambda: float(halted()))
     JOBS_QUEUED.set_function(lambda: float(queued()))
+
+
+def _expiry(path: Path) -> float:
+    try:
+        return not_after(path)
+    except (OSError, ValueError):
+        return float("nan")  # missing or unreadable: the scrape says so instead of failing
+
+
+def watch_certificates(files: Mapping[str, Path | None]) -> None:
+    """Export the expiry time of each certificate file by use (tls, ca, signing), read at
+    scrape time; the alert StarfishCertificateExpiring fires ahead of it."""
+    for use, path in files.items():
+        if path is not None:
+            CERT_EXPIRY.labels(use).set_function(lambda p=Path(path): _expiry(p))
 
 
 def serve(listen: str, certfile: Path | None = None, keyfile: Path | None = None):
