@@ -18,6 +18,7 @@ COMMANDS = (
     "dealer",
     "up",
     "certs",
+    "deploy",
     "admin",
     "verify",
     "simulate",
