@@ -19,6 +19,7 @@ COMMANDS = (
     "up",
     "certs",
     "deploy",
+    "preflight",
     "admin",
     "verify",
     "simulate",
