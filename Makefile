@@ -5,7 +5,7 @@ STAMP := $(VENV)/.starfish-setup-done
 
 .PHONY: setup demo test bench bench-quick clean
 
-$(STAMP): scripts/setup.sh requirements.txt requirements-flower.txt pyproject.toml
+$(STAMP): scripts/setup.sh requirements/runtime.lock requirements.txt requirements-flower.txt pyproject.toml
 	bash scripts/setup.sh
 
 setup: $(STAMP)
