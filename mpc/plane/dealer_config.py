@@ -56,7 +56,7 @@ def _table(data: dict[str, Any], name: str, known: set[str]) -> dict[str, Any]:
 
 def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
     """Validate a parsed dealer.toml; relative paths are resolved against `base`."""
-    unknown = set(data) - {"listen", "tls", "parties", "limits"}
+    unknown = set(data) - {"listen", "tls", "parties", "limits", "observability"}
     if unknown:
         raise DealerConfigError(f"unknown key(s) {sorted(unknown)} at the top level")
     host, port = split_address(data.get("listen"), "listen")
@@ -74,7 +74,10 @@ def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
         limits = DealerLimits(**limits_t)
     except (TypeError, ValueError) as exc:
         raise DealerConfigError(f"bad [limits]: {exc}") from None
-    return DealerConfig(host, port, tls, parties, limits)
+    metrics = str(_table(data, "observability", {"metrics_listen"}).get("metrics_listen", ""))
+    if metrics:
+        split_address(metrics, "observability.metrics_listen")
+    return DealerConfig(host, port, tls, parties, limits, metrics)
 
 
 def load_dealer_config(path: str | Path) -> DealerConfig:

@@ -1,7 +1,7 @@
 """The deployment description: the three operators' addresses and ports, written once.
 
 A TOML file with tables `[party0]`, `[party1]` (address, client_port, peer_port,
-metrics_port; party0 also mpc_port), `[dealer]` (address, port) and `[admin]`
+metrics_port; party0 also mpc_port), `[dealer]` (address, port, metrics_port) and `[admin]`
 (ports: the administrative ports every host's firewall keeps open, e.g. [22]; sources: the
 addresses allowed to reach them, empty for any). Unknown keys and missing values are
 refused with the key's name, so a typo cannot render a deployment with a default address.
@@ -18,7 +18,7 @@ ROLES = ("party0", "party1", "dealer")
 _KEYS = {
     "party0": {"address", "client_port", "peer_port", "mpc_port", "metrics_port"},
     "party1": {"address", "client_port", "peer_port", "metrics_port"},
-    "dealer": {"address", "port"},
+    "dealer": {"address", "port", "metrics_port"},
 }
 
 
