@@ -6,7 +6,7 @@ TEST_WORKERS ?= 3  # test files run in parallel (pytest-xdist): most tests wait 
 
 .PHONY: setup demo test bench bench-quick clean
 
-$(STAMP): scripts/setup.sh requirements.txt requirements-flower.txt pyproject.toml
+$(STAMP): scripts/setup.sh requirements/runtime.lock requirements.txt requirements-flower.txt pyproject.toml
 	bash scripts/setup.sh
 
 setup: $(STAMP)

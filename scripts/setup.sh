@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv/ at the repository root and install everything Starfish needs.
 # Idempotent: re-running only installs what is missing.
+#   scripts/setup.sh            everything: runtime, tests, benchmarks, Flower, browser
+#   scripts/setup.sh --runtime  an operator's install: torch, the hashed runtime lock, the project
 set -euo pipefail
+MODE=${1:-all}
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -12,6 +15,22 @@ VPY=.venv/bin/python
 PIP="$VPY -m pip install --disable-pip-version-check -q"
 # 1. torch pinned first: an unpinned torch would pull a multi-GB CUDA build.
 $PIP "torch==2.13.0"
+# 1b. the runtime of the parties, the dealer and the SDK from the hashed lock (pip refuses any file
+#     whose hash differs). The hashes are of CPython 3.11 / Linux x86_64 wheels; elsewhere the same
+#     pins are installed without hashes, and setup says so.
+LOCK=requirements/runtime.lock
+if "$VPY" -c 'import platform, sys; sys.exit(not (sys.version_info[:2] == (3, 11) and sys.platform == "linux" and platform.machine() == "x86_64"))'; then
+  $PIP --require-hashes --no-deps -r "$LOCK"
+else
+  echo "note: no hashed wheels of $LOCK for this interpreter or platform; installing its pins without hashes" >&2
+  $PIP --no-deps $(sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' "$LOCK")
+fi
+if [ "$MODE" = --runtime ]; then
+  $PIP --no-deps -e .
+  $VPY -m proto.build
+  echo "runtime installed: $($VPY -c 'import torch, grpc; print("torch", torch.__version__, "grpc", grpc.__version__)')"
+  exit 0
+fi
 # 2. crypten without its stale pins (sklearn, torchvision); then its real needs.
 $PIP --no-deps "crypten==0.4.1"
 $PIP "omegaconf>=2.3" "pyyaml>=6" "scipy>=1.10" "numpy>=1.26,<3" "onnx>=1.16"

@@ -39,6 +39,7 @@ configured address only. Nothing secret is a label or a value: client ids never 
 | starfish_store_free_bytes | gauge | free bytes of the file system holding the data dir |
 | starfish_store_min_free_bytes | gauge | `[limits] min_free_bytes`: below it no round opens |
 | starfish_storage_faults_total{kind} | counter | writes that failed: full (disk full), unwritable (read-only, I/O) |
+| starfish_certificate_expiry_timestamp_seconds{use} | gauge | expiry (unix time) of: tls, ca, signing |
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from mpc.plane.certs import not_after
 
 log = logging.getLogger(__name__)
 disable_created_metrics()  # no `_created` series beside every counter and histogram
@@ -108,6 +111,9 @@ STORE_BYTES = Gauge("starfish_store_bytes", "bytes of the store on disk", ["kind
 FREE_BYTES = Gauge("starfish_store_free_bytes", "free bytes of the file system holding the data dir", **_kw)
 MIN_FREE_BYTES = Gauge("starfish_store_min_free_bytes", "free bytes below which no round opens", **_kw)
 STORAGE_FAULTS = Counter("starfish_storage_faults", "store writes that failed, by kind", ["kind"], **_kw)
+CERT_EXPIRY = Gauge(
+    "starfish_certificate_expiry_timestamp_seconds", "unix time at which a certificate expires", ["use"], **_kw
+)
 
 
 # -- hooks (called by the service) ---------------------------------------------------------
@@ -293,6 +299,21 @@ def bind(
     MIN_FREE_BYTES.set(min_free_bytes)
     HALTED.set_function(lambda: float(halted()))
     JOBS_QUEUED.set_function(lambda: float(queued()))
+
+
+def _expiry(path: Path) -> float:
+    try:
+        return not_after(path)
+    except (OSError, ValueError):
+        return float("nan")  # missing or unreadable: the scrape says so instead of failing
+
+
+def watch_certificates(files: Mapping[str, Path | None]) -> None:
+    """Export the expiry time of each certificate file by use (tls, ca, signing), read at
+    scrape time; the alert StarfishCertificateExpiring fires ahead of it."""
+    for use, path in files.items():
+        if path is not None:
+            CERT_EXPIRY.labels(use).set_function(lambda p=Path(path): _expiry(p))
 
 
 def serve(listen: str, certfile: Path | None = None, keyfile: Path | None = None):

@@ -116,6 +116,7 @@ class PartyServer:
         self.coordinator = RoundCoordinator(self.state, self.peer) if cfg.role == 0 else None
         metrics.bind(cfg.name, cfg.data_dir, self._halted, lambda: len(self.jobs.queued()), cfg.limits.min_free_bytes)
         metrics.validation_enabled(cfg.validation.enabled)
+        metrics.watch_certificates({"tls": cfg.tls.cert, "ca": cfg.tls.ca, "signing": cfg.signing.cert})
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
         self.metrics_server = serve_metrics(obs.metrics_listen, *tls) if obs.metrics_listen else None

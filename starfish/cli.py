@@ -26,6 +26,8 @@ COMMANDS = (
     "dealer",
     "up",
     "certs",
+    "deploy",
+    "preflight",
     "admin",
     "verify",
     "simulate",

@@ -67,6 +67,16 @@ DEALER_SCHEMA = Schema(
             ),
         ),
         Section("limits", dataclass_keys(DealerLimits, LIMITS)),
+        Section(
+            "observability",
+            (
+                Key(
+                    "metrics_listen",
+                    '""',
+                    'Prometheus endpoint `host:port` (loopback or a management network); "" = none',
+                ),
+            ),
+        ),
     ),
 )
 
@@ -100,7 +110,10 @@ def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
         limits = DealerLimits(**data.get("limits", {}))
     except (TypeError, ValueError) as exc:
         raise DealerConfigError(f"bad [limits]: {exc}") from None
-    return DealerConfig(host, port, tls, parties, limits)
+    metrics = str(data.get("observability", {}).get("metrics_listen", ""))
+    if metrics:
+        split_address(metrics, "observability.metrics_listen")
+    return DealerConfig(host, port, tls, parties, limits, metrics)
 
 
 def load_dealer_config(path: str | Path) -> DealerConfig:

@@ -82,6 +82,7 @@ class DealerConfig:
     tls: TlsFiles | None  #: None: plaintext, loopback benchmarks only
     parties: tuple[str, str] = ("party0", "party1")  #: certificate identities of rank 0 and rank 1
     limits: DealerLimits = field(default_factory=DealerLimits)
+    metrics_listen: str = ""  #: Prometheus endpoint ("" = none; mpc.plane.dealer_metrics)
 
 
 class DealerSession:

@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     service.start()
+    if config.metrics_listen:
+        from mpc.plane.dealer_metrics import serve
+
+        serve(config.metrics_listen, service)
     stop.wait()
     service.stop()
     return 0

@@ -24,6 +24,8 @@ from typing import Any
 
 from mpc.plane.certs import make_certs
 from server.config import token_digest
+from starfish.deployment.firewall import ruleset
+from starfish.deployment.spec import load as load_spec
 from starfish.local import render_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -112,7 +114,11 @@ class Recipe:
         return {k: self.map_path(v) for k, v in unit_environment(unit).items()}
 
     def firewall(self, name: str) -> Path:
-        return self.deploy_dir / "firewall" / f"{name}.nft"
+        """The operator's nftables file, rendered from `deploy/deployment.toml` (as
+        `starfish deploy render` does on the operator's host)."""
+        path = self.root / f"{name}.nft"
+        path.write_text(ruleset(load_spec(self.deploy_dir / "deployment.toml"), name))
+        return path
 
 
 def render(

@@ -4,7 +4,9 @@ how severe it is and what it means, and the rules select the scrape job that is 
 
 from __future__ import annotations
 
+import math
 import re
+import time
 
 import yaml
 
@@ -49,3 +51,21 @@ def test_the_rules_select_the_configured_scrape_job():
     assert RULES.name in scrape["rule_files"]
     for job in re.findall(r'up\{job="([^"]+)"\}', RULES.read_text()):
         assert job in jobs
+
+
+def test_certificate_expiry_is_exported_per_use_and_follows_the_files(tmp_path):
+    from mpc.plane.certs import issue_cert, make_ca, not_after
+
+    make_ca(tmp_path)
+    cert, _ = issue_cert(tmp_path, "party0", valid_days=10)
+    metrics.watch_certificates({"tls": cert, "ca": tmp_path / "ca.pem", "signing": None})
+    value = metrics.REGISTRY.get_sample_value
+    assert value("starfish_certificate_expiry_timestamp_seconds", {"use": "tls"}) == not_after(cert)
+    assert value("starfish_certificate_expiry_timestamp_seconds", {"use": "ca"}) == not_after(tmp_path / "ca.pem")
+    issue_cert(tmp_path, "party0", valid_days=200)  # renewal: the next scrape sees the new date
+    assert value("starfish_certificate_expiry_timestamp_seconds", {"use": "tls"}) == not_after(cert)
+    assert not_after(cert) > time.time() + 100 * 86400
+    cert.unlink()
+    assert math.isnan(value("starfish_certificate_expiry_timestamp_seconds", {"use": "tls"}))
+    rules = {r["alert"]: r for group in yaml.safe_load(RULES.read_text())["groups"] for r in group["rules"]}
+    assert "starfish_certificate_expiry_timestamp_seconds" in rules["StarfishCertificateExpiring"]["expr"]

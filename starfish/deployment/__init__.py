@@ -1,0 +1,1 @@
+"""One deployment description (`deploy/deployment.toml`) rendered into each operator's bundle."""
