@@ -118,7 +118,8 @@ def check_acked_counted(dep: LocalDeployment, receipts: dict) -> None:
 
 
 def check_models(dep: LocalDeployment, m: int) -> list[int]:
-    """Every committed M_r equals FedAvg of round r's members from M_{r−1}, on both parties;
+    """Every committed M_r equals FedAvg of round r's members (with their capped weights) from
+    M_{r−1}, on both parties;
     returns the committed rounds."""
     stores = _stores(dep)
     try:
@@ -128,7 +129,8 @@ def check_models(dep: LocalDeployment, m: int) -> list[int]:
             assert members == stores[1].round_members(r), f"round {r}: the parties agreed on different members"
             previous, model = stores[0].global_model(r - 1).params, stores[0].global_model(r)
             assert stores[1].global_model_hash(r) == model.hash, f"round {r}: the parties committed different models"
-            expected = fedavg_step(previous, [(gradient(c, r, m), n) for c, n in members.items()], LR)
+            weights = stores[0].round_weights(r)  # n_j capped so no principal holds over 1/k (weight_cap)
+            expected = fedavg_step(previous, [(gradient(c, r, m), weights[c]) for c in members], LR)
             worst = float(np.max(np.abs(model.params - expected)))
             assert np.all(np.abs(model.params - expected) <= tolerance(LR, expected)), (
                 f"round {r}: committed model differs from FedAvg of its members by up to {worst:.3g}"

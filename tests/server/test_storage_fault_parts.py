@@ -48,7 +48,10 @@ def test_a_full_database_at_commit_leaves_the_round_as_it_was_and_commits_later(
     st, _ = _store(tmp_path)
     _aggregated(st)
     _fill_database(st)
-    big = [("INSERT INTO members VALUES (?,?,?)", (99, f"x{i:05d}" + "y" * 500, 1)) for i in range(200)]
+    big = [
+        ("INSERT INTO members (round, client, n_samples) VALUES (?,?,?)", (99, f"x{i:05d}" + "y" * 500, 1))
+        for i in range(200)
+    ]
     with pytest.raises(sqlite3.OperationalError, match="database or disk is full") as raised:
         st._tx(big)  # the original error, not "cannot rollback - no transaction is active"
     assert isinstance(classify(raised.value), StorageFault) and classify(raised.value).full
