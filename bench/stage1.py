@@ -239,7 +239,7 @@ def _plain_round(r: int, stubs: list, grads: list[np.ndarray], pid: int, m: int)
 def _interleaved(root: Path, m: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
     """Rounds 1..`rounds` of the three arms, interleaved (module doc)."""
     arms = {
-        "starfish": _StarfishArm(root / "starfish", m, {}),
+        "starfish": _StarfishArm(root / "starfish", m, {"enabled": True}),
         "unvalidated": _StarfishArm(root / "unvalidated", m, {"enabled": False}),
     }
     plain = _PlainArm(root, m)

@@ -262,8 +262,8 @@ def _privacy(table: dict, jobs: JobConfig) -> tuple[PrivacyConfig, DPConfig]:
 
 
 def _validation(table: dict, jobs: JobConfig) -> ValidationConfig:
-    """`[validation]`: on by default when a dealer is configured; `enabled = true` needs one."""
-    cfg = _sub(ValidationConfig, {"enabled": bool(jobs.dealer), **table}, "validation")
+    """`[validation]`: off unless `enabled = true`, which needs a dealer."""
+    cfg = _sub(ValidationConfig, table, "validation")
     if not isinstance(cfg.enabled, bool):
         raise ConfigError(f"validation.enabled must be true or false, got {cfg.enabled!r}")
     _positive(cfg.max_norm, "validation.max_norm", zero_ok=True)

@@ -49,6 +49,7 @@ from proto.wire import StreamError, read_chunked, sha256_hex
 from server import metrics
 from server.config import PartyConfig
 from server.peer_client import PeerClient, PeerRefused
+from server.storage_faults import classify
 from server.store import Store
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,8 @@ class LeaderBatch:
         except DealerError as exc:
             raise CheckFailed(f"the dealer failed check batch {self.batch_id}: {exc}", "dealer") from None
         except OSError as exc:
+            if classify(exc) is not None:
+                raise  # party0 cannot write its store now: the coordinator's storage-fault path retries
             raise CheckFailed(f"party0 could not run check batch {self.batch_id}: {exc}", "party0") from None
         except PeerRefused as exc:
             raise CheckFailed(f"party1 ended check batch {self.batch_id}: {exc}") from None

@@ -90,6 +90,7 @@ class TrainedService:
         unlearning: dict | None = None,
         round_cfg: dict | None = None,
         privacy: dict | None = None,
+        validation: dict | None = None,
     ) -> TrainedService:
         """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables."""
         dep = LocalDeployment(
@@ -98,6 +99,7 @@ class TrainedService:
             rounds={"deadline_s": 60.0, "poll_s": 0.05, "max_rounds": rounds, **(round_cfg or {})},
             unlearning=unlearning or {},
             privacy=privacy or {},
+            validation=validation or {},
             jobs={
                 "poll_s": 0.1,
                 "retry_backoff_s": 0.3,

@@ -49,7 +49,12 @@ def _serve_poisoned(svc: TrainedService, stop: threading.Event) -> tuple[Poisoni
 
 def test_a_poisoned_task_answer_is_refused_named_and_the_job_succeeds(tmp_path):
     svc = TrainedService.create(
-        tmp_path / "svc", CLIENTS, rounds=4, jobs={"task_timeout_s": 15.0}, unlearning={"parameters": {"beta": 0.25}}
+        tmp_path / "svc",
+        CLIENTS,
+        rounds=4,
+        jobs={"task_timeout_s": 15.0},
+        unlearning={"parameters": {"beta": 0.25}},
+        validation={"enabled": True},
     )
     stop = threading.Event()
     try:

@@ -28,7 +28,7 @@ from stage1_helpers import fedavg_step, tolerance, wait_committed
 pytestmark = pytest.mark.timeout(300)
 LR = 0.5
 M = 64
-HONEST = {"a": 10, "b": 20, "c": 30}
+HONEST = {"a": 20, "b": 20, "c": 20}  #: equal n_j: the weight cap (at most 1/k of a round each) keeps them
 ATTACKER = "mallory"
 
 
@@ -59,7 +59,10 @@ def _metric(dep, role: int, name: str) -> float:
 
 def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_rest(tmp_path):
     dep = LocalDeployment(
-        tmp_path / "dep", clients=[*HONEST, ATTACKER], rounds={"deadline_s": 120.0, "poll_s": 0.05, "max_rounds": 1}
+        tmp_path / "dep",
+        clients=[*HONEST, ATTACKER],
+        rounds={"deadline_s": 120.0, "poll_s": 0.05, "max_rounds": 1},
+        validation={"enabled": True},
     )
     dep.start()
     try:
@@ -105,6 +108,7 @@ def test_a_round_closes_only_once_the_dealer_serves_its_check(tmp_path):
         clients=list(HONEST),
         rounds={"deadline_s": 120.0, "poll_s": 0.05, "max_rounds": 1},
         jobs={"session_timeout_s": 3.0},
+        validation={"enabled": True},
     )
     dep.start()
     try:

@@ -29,7 +29,9 @@ WEIGHTS = {"u": 3, "v": 5}
 @pytest.fixture
 def closed_round(tmp_path):
     """party1 with round 1 closed over uploads of u and v; (peer stub, bindings)."""
-    dep = LocalDeployment(tmp_path / "dep", clients=list(WEIGHTS), privacy={"min_cohort": 2})
+    dep = LocalDeployment(
+        tmp_path / "dep", clients=list(WEIGHTS), privacy={"min_cohort": 2}, validation={"enabled": True}
+    )
     dep.start(1)
     certs = dep.root / "certs"
     creds = grpc.ssl_channel_credentials(
