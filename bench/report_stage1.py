@@ -78,7 +78,7 @@ def section_stage1(lines: list[str]) -> None:
     verdict = "met" if f["meets_target"] else "**not met**"
     lines.append(f"Target: Starfish round ≤ {f['target_time_overhead']:.1f}× a plain round (wall): {verdict}.\n")
     if "validation_overhead" in f:
-        _check_table(lines, f)
+        _check_table(lines, f, res["meta"]["params"]["params"])
     meta = res["meta"]
     busiest = max(meta["load_average_start"][0], meta["load_average_end"][0])
     if busiest > meta["machine"]["cores"]:
@@ -90,7 +90,7 @@ def section_stage1(lines: list[str]) -> None:
         )
 
 
-def _check_table(lines: list[str], f: dict[str, Any]) -> None:
+def _check_table(lines: list[str], f: dict[str, Any], params: int) -> None:
     """The upload check's cost: the same deployment with `[validation] enabled = false`,
     its rounds interleaved with the validated ones in the same run."""
     lines += [
@@ -101,6 +101,16 @@ def _check_table(lines: list[str], f: dict[str, Any]) -> None:
     ]
     for (label, plain, ratio), (_, _, star, _) in zip(CHECK_ROWS, ROWS, strict=True):
         lines.append(f"| {label} | {_cell(f, plain)} | {_cell(f, star)} | {f[ratio]:.2f}× |")
+    clients = f["starfish_rounds"][0]["members"]
+    check_mb = clients * 2 * 8 * (3 * params + 11) / MB
+    lines.append(
+        f"| party-to-party traffic of the check (MB; from its message sizes, 2·8·(3m + 11) bytes per upload) "
+        f"| 0 | {check_mb:.1f} | — |"
+    )
+    lines.append(
+        "\nThe payload rows count client uploads and downloads and the aggregate exchange; the check's own "
+        "party-to-party messages are the row above (not yet metered by the parties).\n"
+    )
     verdict = "met" if f["meets_validation_target"] else "**not met**"
     lines.append(
         f"\nTarget: a checked round ≤ {f['target_validation_overhead']:.2f}× an unchecked one (wall): {verdict}.\n"
