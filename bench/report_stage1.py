@@ -101,7 +101,7 @@ def _check_table(lines: list[str], f: dict[str, Any], params: int) -> None:
     ]
     for (label, plain, ratio), (_, _, star, _) in zip(CHECK_ROWS, ROWS, strict=True):
         lines.append(f"| {label} | {_cell(f, plain)} | {_cell(f, star)} | {f[ratio]:.2f}× |")
-    clients = f["starfish_rounds"][0]["members"]
+    clients = f["starfish_rounds"][0].get("members", 20)
     check_mb = clients * 2 * 8 * (3 * params + 11) / MB
     lines.append(
         f"| party-to-party traffic of the check (MB; from its message sizes, 2·8·(3m + 11) bytes per upload) "
