@@ -180,11 +180,15 @@ def test_a_busy_machine_is_refused_unless_forced_and_then_marked_loaded(monkeypa
 def test_other_runs_finds_a_live_test_run() -> None:
     import subprocess
     import sys
+    import time
 
     import bench.env as env
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "pytest-marker"])
     try:
+        deadline = time.monotonic() + 10  # until the child has exec'd (its command line is then its own)
+        while not any("pytest-marker" in cmd for cmd in env.other_runs()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert any("pytest-marker" in cmd for cmd in env.other_runs())
     finally:
         proc.kill()

