@@ -2,8 +2,9 @@
 
 Needs only the certificate file and the CA certificate(s) that issued the parties'
 signing certificates (`--ca`, or `--dir` of a local deployment). Exit status 0 when both
-signatures verify, 1 when the certificate is refused (every problem is listed), 2 for a
-usage error (unreadable file, no CA).
+signatures verify (and `--model`, when given, is the unlearned model), 1 when the
+certificate is refused or the model does not match (the mismatch is the first line), 2 for
+a usage error (unreadable file, no CA).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"valid": not problems, "problems": problems, "proves": check.proves()}, indent=1))
         return 0 if not problems else 1
+    mismatch = args.model is not None and check.valid and bool(problems)
+    if mismatch:
+        print(f"MODEL MISMATCH: {args.model} is not the unlearned model this certificate names")
+        print("(the certificate's signatures verify; the model file is not the one they vouch for)")
     for line in check.explain():
         print(line)
     if args.model is not None and check.valid:

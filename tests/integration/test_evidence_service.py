@@ -84,6 +84,10 @@ def test_admin_and_verify_commands(stage2, certified_job, tmp_path):
     statement = json.loads((tmp_path / "cert.json").read_text())["statement"]
     model = np.load(tmp_path / "out" / "model.npy")
     assert model_matches(statement, model) and not model_matches(statement, model + 1e-3)
+    np.save(tmp_path / "other.npy", model + 1e-3)
+    bad = _cli("verify", str(tmp_path / "cert.json"), "--dir", root, "--model", str(tmp_path / "other.npy"))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.stdout.splitlines()[0].startswith("MODEL MISMATCH:"), bad.stdout
 
 
 def _peer_stub(dep):
