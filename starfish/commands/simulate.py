@@ -152,6 +152,10 @@ def _run(args: argparse.Namespace) -> int:
     every = args.eval_every if args.eval_every > 0 else max(1, cfg.rounds // 10)
     rounds = sorted(set(range(every, cfg.rounds + 1, every)) | {cfg.rounds})
     doc: dict[str, Any] = {"config": asdict(cfg), "training": exp.training_summary(rounds)}
+    warning = did_not_learn(doc["training"]["final"]["ter"], exp.evaluator.num_classes, cfg)
+    if warning:
+        doc["warning"] = warning
+        print(f"starfish simulate: warning: {warning}", file=sys.stderr)
     if not args.no_gap:
         with _bar(not args.no_progress, cfg.rounds, "retrain reference") as bar:
             ref = result.retrain_models(lambda i, total: bar.update(1))[-1]
@@ -162,6 +166,20 @@ def _run(args: argparse.Namespace) -> int:
     doc["runs"] = [_unlearn(args, exp, name, params[name], plain) for name in strategies]
     _write_outputs(args, doc)
     return 0
+
+
+def did_not_learn(ter: float, num_classes: int, cfg) -> str | None:
+    """A warning when M_T's test error is within 10 points of guessing (1 − 1/classes):
+    unlearning measured on a model that learned nothing says nothing."""
+    chance = 1.0 - 1.0 / num_classes
+    if ter < chance - 0.10:
+        return None
+    return (
+        f"the trained model's test error is {100 * ter:.1f} % against {100 * chance:.1f} % for guessing: "
+        f"the history did not learn, so its unlearning figures mean little. Train longer or faster, e.g. "
+        f"--rounds {max(20, 2 * cfg.rounds)} --lr {2 * cfg.lr:g}"
+        + (f" --max-train-samples {4 * cfg.max_train_samples}" if cfg.max_train_samples > 0 else "")
+    )
 
 
 def _history(args: argparse.Namespace):

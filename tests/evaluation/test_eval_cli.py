@@ -170,3 +170,20 @@ def test_saved_history_is_reused_with_its_own_settings(tmp_path: Path) -> None:
     assert b["config"] == a["config"] and b["training"]["final"] == a["training"]["final"]
     assert b["runs"][0]["metrics"] == a["runs"][0]["metrics"]
     assert "gap_to_retrain" not in b["runs"][0] and "retrain_reference" not in b
+
+
+def test_a_history_that_did_not_learn_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.json"
+    args = [*BASE, "--strategy", "retrain", "--no-gap", "--json", str(out)]
+    args[args.index("--lr") + 1] = "1e-6"  # a learning rate that moves nothing
+    assert main(args) == 0
+    doc = json.loads(out.read_text())
+    assert "did not learn" in doc["warning"] and "--rounds" in doc["warning"]
+    assert "warning: the trained model's test error" in capsys.readouterr().err
+
+
+def test_a_history_that_learned_is_not_flagged(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    assert main([*BASE, "--strategy", "retrain", "--no-gap", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["training"]["final"]["ter"] < 0.5 and "warning" not in doc
