@@ -83,7 +83,9 @@ def busy_reasons(load: list[float], cores: int, others: list[str]) -> list[str]:
 
 
 def other_runs() -> list[str]:
-    """Command lines of the other live processes that are benchmarks or test runs (Linux /proc)."""
+    """Command lines of the other live processes that are benchmarks or test runs (Linux /proc).
+    A `flock` process is not one: it waits for the shared lock (its run has not started) or
+    holds it for its child, which is itself checked."""
     mine = {os.getpid(), os.getppid()}
     found = []
     for entry in Path("/proc").iterdir():
@@ -92,6 +94,8 @@ def other_runs() -> list[str]:
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
+            continue
+        if cmd.split(" ", 1)[0].endswith("flock"):
             continue
         if "python" in cmd and any(marker in cmd for marker in BUSY_MARKERS):
             found.append(cmd)
