@@ -196,6 +196,8 @@ def test_other_runs_finds_a_live_test_run() -> None:
 
 
 def test_other_runs_ignores_a_test_run_waiting_for_the_shared_lock(tmp_path) -> None:
+    import os
+    import signal
     import subprocess
     import sys
     import time
@@ -209,15 +211,23 @@ def test_other_runs_ignores_a_test_run_waiting_for_the_shared_lock(tmp_path) -> 
         deadline = time.monotonic() + 10
         while subprocess.run(["flock", "-n", str(lock), "true"]).returncode == 0 and time.monotonic() < deadline:
             time.sleep(0.05)  # until the holder has the lock
-        waiter = subprocess.Popen(["flock", str(lock), sys.executable, "-c", "pass", "pytest-waiting"])
-        procs.append(waiter)
-        while "pytest-waiting" not in _cmdline(waiter.pid) and time.monotonic() < deadline:
+        waiters = [
+            subprocess.Popen(
+                [*wrapper, "flock", str(lock), sys.executable, "-c", "pass", "pytest-waiting"], start_new_session=True
+            )
+            for wrapper in ([], ["timeout", "60"])
+        ]
+        procs += waiters
+        while any("pytest-waiting" not in _cmdline(w.pid) for w in waiters) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert "pytest-waiting" in _cmdline(waiter.pid)  # it is there, blocked in flock
+        assert all("pytest-waiting" in _cmdline(w.pid) for w in waiters)  # they are there, blocked in flock
         assert not any("pytest-waiting" in cmd for cmd in env.other_runs())
     finally:
         for proc in procs:
-            proc.kill()
+            if proc is holder:
+                proc.kill()
+            else:  # the wrapper and what it started
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
