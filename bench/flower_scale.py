@@ -26,7 +26,7 @@ load average, and the clients' wall time inside the Starfish SDK (from their rec
 
 Each run happens in a network namespace with loopback only (`starfish_flower.sandbox`).
 `starfish bench --only flower_scale` (N = 100: one pair, N = 1,000: `REPEATS` pairs, 10 % per
-round); `--quick`: N = 20, one pair.
+round); `--quick`: N = 30 (3 per round: the parties' minimum cohort), one pair.
 """
 
 from __future__ import annotations
@@ -333,10 +333,10 @@ def ratios(runs: list[dict[str, Any]], size: int) -> dict[str, Any]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    """N = 100 (one A/B pair) and N = 1,000 (`REPEATS` interleaved pairs); `quick`: N = 20, one pair."""
+    """N = 100 (one A/B pair) and N = 1,000 (`REPEATS` interleaved pairs); `quick`: N = 30, one pair."""
     if not sandbox.available():
         raise RuntimeError("cannot create a loopback-only network namespace (unshare --net) for the simulation")
-    repeats = {20: 1} if quick else {100: 1, 1000: REPEATS}
+    repeats = {30: 1} if quick else {100: 1, 1000: REPEATS}
     rounds = 3 if quick else ROUNDS
     params = {"sizes": list(repeats), "pairs": repeats, "fraction": FRACTION, "rounds": rounds}
     meta = stamp({**params, "model": "mnist_mlp", "params": MODEL_PARAMS})
