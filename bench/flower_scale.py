@@ -52,6 +52,8 @@ EXAMPLE = REPO / "examples" / "flower"
 ROUNDS = 6
 REPEATS = 3  #: interleaved A/B pairs (plain, Starfish) at N = 1,000
 MODES = ("plain", "starfish")
+RUN_TIMEOUT_S = 1200.0  #: one simulation, start to end
+RAY_START_FAILED = "The current node timed out during startup"  #: Ray's message when its raylet did not start
 FRACTION = 0.1
 MODEL_PARAMS = 50_890  #: mnist_mlp
 
@@ -284,24 +286,54 @@ def _round_figures(strategy, admin, clients: int) -> dict[str, Any]:
     return out
 
 
-def _one(mode: str, clients: int, rounds: int) -> dict[str, Any]:
+class RayDidNotStart(RuntimeError):
+    """Ray's node timed out during startup: the run measured nothing (and would hang)."""
+
+
+def _run_child(cmd: list[str], log: Path) -> int:
+    """Run one simulation, output to `log`; its exit code. Killed after RUN_TIMEOUT_S, or at
+    once when Ray's node did not start (RayDidNotStart: Flower's engine then waits forever)."""
+    env = {**os.environ, **offline.SWITCHES}
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    end = time.monotonic() + RUN_TIMEOUT_S
+    while proc.poll() is None:
+        ray_failed = RAY_START_FAILED in log.read_text(errors="replace")
+        if ray_failed or time.monotonic() > end:
+            proc.kill()  # the namespace's processes die with it (sandbox.loopback_only)
+            proc.wait()
+            if ray_failed:
+                raise RayDidNotStart(RAY_START_FAILED)
+            raise RuntimeError(f"the run did not end within {RUN_TIMEOUT_S} s")
+        time.sleep(2.0)
+    return proc.returncode
+
+
+def _measure(mode: str, clients: int, rounds: int) -> dict[str, Any]:
+    """One run in a fresh process: its figures and the load average before and after."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "figures.json"
+        out, log = Path(tmp) / "figures.json", Path(tmp) / "run.log"
         load_before = load_average()
-        cmd = sandbox.loopback_only(
-            [sys.executable, "-m", "bench.flower_scale", mode, str(clients), str(rounds), str(out)]
-        )
-        print(f"   {mode}: {clients} clients, {round(clients * FRACTION)} per round", flush=True)
-        log = Path(tmp) / "run.log"
-        with log.open("wb") as fh:
-            env = {**os.environ, **offline.SWITCHES}
-            done = subprocess.run(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, check=False)
-        if done.returncode != 0:
+        argv = [sys.executable, "-m", "bench.flower_scale", mode, str(clients), str(rounds), str(out)]
+        code = _run_child(sandbox.loopback_only(argv), log)
+        if code != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-            raise RuntimeError(f"{mode} run with {clients} clients failed ({done.returncode}):\n{tail}")
+            raise RuntimeError(f"{mode} run with {clients} clients failed ({code}):\n{tail}")
         figures = json.loads(out.read_text())
     figures["load_average"] = {"start": load_before, "end": load_average()}
     return figures
+
+
+def _one(mode: str, clients: int, rounds: int, again: bool = True) -> dict[str, Any]:
+    """`_measure`; a run whose Ray node did not start is made again, once."""
+    print(f"   {mode}: {clients} clients, {round(clients * FRACTION)} per round", flush=True)
+    try:
+        return _measure(mode, clients, rounds)
+    except RayDidNotStart:
+        if not again:
+            raise
+        print("   Ray's node did not start; running it again", flush=True)
+        return _one(mode, clients, rounds, again=False)
 
 
 def _pairs(size: int, repeats: int, rounds: int) -> list[dict[str, Any]]:
