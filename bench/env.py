@@ -83,7 +83,10 @@ def busy_reasons(load: list[float], cores: int, others: list[str]) -> list[str]:
 
 
 def other_runs() -> list[str]:
-    """Command lines of the other live processes that are benchmarks or test runs (Linux /proc)."""
+    """Command lines of the other live processes that are benchmarks or test runs (Linux /proc):
+    Python interpreters running one. Wrappers are not (`flock` waiting for the shared lock —
+    its run has not started — or `timeout`, `nice`, a shell): the interpreter they start is
+    itself checked once it runs."""
     mine = {os.getpid(), os.getppid()}
     found = []
     for entry in Path("/proc").iterdir():
@@ -93,7 +96,7 @@ def other_runs() -> list[str]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if "python" in cmd and any(marker in cmd for marker in BUSY_MARKERS):
+        if Path(cmd.split(" ", 1)[0]).name.startswith("python") and any(marker in cmd for marker in BUSY_MARKERS):
             found.append(cmd)
     return found
 

@@ -31,13 +31,13 @@ import grpc
 import numpy as np
 
 from client_sdk import errors
+from client_sdk.channels import PartyChannels
 from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
 from client_sdk.retry import LATE_TASK, Behaviour, RetryPolicy, behaviour, is_transient
 from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
 from client_sdk.stats import clip_to_norm
 from client_sdk.status import UploadStatus, combine
 from proto.binding import round_target, task_target
-from proto.channels import reconnect_options
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import chunked_messages, collect_model
 
@@ -105,6 +105,9 @@ class Client:
     other than an upload), `retries` (optional cap on its attempts), `upload_retry_s` (None:
     an upload retries until the round's deadline + `deadline_grace_s`). Outbox: `outbox_dir`
     (default: `default_outbox_root()/<deployment id>/<client id>`, see client_sdk.outbox).
+    Channels: the client opens its own TLS channel to each party, or uses `channels`
+    (client_sdk.channels, shared by several clients of one process; not closed by `close`,
+    and their own message size limit applies).
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class Client:
         deadline_grace_s: float = 10.0,
         outbox_dir: str | Path | None = None,
         clip_norm: float | None = None,
+        channels: PartyChannels | None = None,
     ):
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"tolerance rate alpha must be in (0, 1], got {alpha}")
@@ -145,27 +149,25 @@ class Client:
         #: (open round, f, max |x|, deadline) both parties served
         self._checked_encoding: tuple[int, int, float, float] | None = None
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
-        opts = [
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            *reconnect_options(),
-        ]
         self.addresses = (party0, party1)
-        self._channels = [
-            grpc.secure_channel(a, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
-            for a in self.addresses
-        ]
-        self._stubs = [client_pb2_grpc.ClientServiceStub(ch) for ch in self._channels]
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix=f"sdk-{client_id}")
+        if channels is not None and not channels.serves(party0, party1, root):
+            raise ValueError("the shared channels lead to other parties (addresses or CA differ)")
+        self._own_channels = channels is None
+        self.channels = channels or PartyChannels(party0, party1, root, max_message_bytes)
+        self._stubs = self.channels.stubs
+        #: the calls to both parties in flight; four: two such pairs at once (e.g. registering
+        #: beside the round check), threads started only when needed
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix=f"sdk-{client_id}")
         where = (
             Path(outbox_dir) if outbox_dir is not None else default_outbox_root() / federation_id(root, *self.addresses)
         )
         self.outbox = Outbox(where / client_id if outbox_dir is None else where)
 
     def close(self) -> None:
+        """Release the client's threads; its channels too unless they are shared (`channels`)."""
         self._pool.shutdown(wait=False)
-        for ch in self._channels:
-            ch.close()
+        if self._own_channels:
+            self.channels.close()
 
     def __enter__(self) -> Client:
         return self

@@ -138,7 +138,7 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if store.is_erased(client):
             reason = f"client {client!r} was erased"
             self._refuse(context, grpc.StatusCode.PERMISSION_DENIED, client, what, reason, "erased")
-        if client not in store.registered():
+        if not store.is_registered(client):
             reason = f"client {client!r} is not registered on party{self.cfg.role}; call Register first"
             self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "not_registered")
         rec = store.round_record(header.round)

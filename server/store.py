@@ -740,6 +740,10 @@ class Store:
     def registered(self) -> list[str]:
         return [r[0] for r in self._query("SELECT client FROM clients WHERE erased IS NULL ORDER BY client")]
 
+    def is_registered(self, client: str) -> bool:
+        """`client in registered()`, by its primary key (an upload's check; not a scan of every client)."""
+        return bool(self._query("SELECT 1 FROM clients WHERE client=? AND erased IS NULL", (client,)))
+
     def is_erased(self, client: str) -> bool:
         return bool(self._query("SELECT 1 FROM clients WHERE client=? AND erased IS NOT NULL", (client,)))
 

@@ -27,13 +27,20 @@ operator's parameters) and put the job id in the receipt.
 
 Without `parties` (and `identity`) the mod reads them from the run and node config of each
 message (`starfish_flower.app_config`), so the ClientApp can be built at import.
+
+A process that runs many nodes' ClientApps (a simulation actor) opens its TLS channels to
+the two parties once per deployment and lets every node's SDK client use them; it
+registers each client once, beside that client's first round check. Neither carries a
+credential: every call carries its own node's token (client_sdk.channels).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Error, Message, MessageType, MetricRecord, RecordDict
@@ -41,6 +48,9 @@ from flwr.clientapp.typing import ClientAppCallable
 
 from client_sdk import Client, StarfishError, TaskInfo
 from client_sdk.admin import request_own_unlearning
+from client_sdk.channels import PartyChannels
+from client_sdk.client import RoundView
+from client_sdk.outbox import federation_id
 from proto.wire import model_hash
 from starfish_flower import app_config, keys, logs
 from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
@@ -48,8 +58,27 @@ from starfish_flower.settings import Identity, Parties
 
 log = logs.get(__name__)
 MOD_FAILED_PRECONDITION = 6  #: flwr.common.constant.ErrorCode.MOD_FAILED_PRECONDITION
-#: (party0 address, client id) registered from this process (a simulation actor runs many clients)
+#: (deployment, client id) registered from this process (a simulation actor runs many clients)
 _REGISTERED: set[tuple[str, str]] = set()
+#: this process's TLS channels per deployment (party0, party1, CA digest), shared by its clients
+_CHANNELS: dict[tuple[str, str, str], PartyChannels] = {}
+_CHANNELS_LOCK = threading.Lock()
+_SIDE = ThreadPoolExecutor(4, thread_name_prefix="starfish-register")  #: registrations beside the round check
+
+
+def _channels(party0: str, party1: str, ca: bytes) -> PartyChannels:
+    """The process's channels to these parties, opened on first use. They carry no client
+    identity (each call carries its client's own token: client_sdk.channels)."""
+    key = (party0, party1, hashlib.sha256(ca).hexdigest())
+    with _CHANNELS_LOCK:
+        if key not in _CHANNELS:
+            _CHANNELS[key] = PartyChannels(party0, party1, ca)
+        return _CHANNELS[key]
+
+
+def _registration_key(client: Client) -> tuple[str, str]:
+    """(deployment, client id): a registration holds for this client at these parties only."""
+    return federation_id(client.channels.ca_cert, *client.addresses), client.client_id
 
 
 class StarfishMod:
@@ -90,21 +119,40 @@ class StarfishMod:
         return self.parties or app_config.StarfishConfig.from_context(context).parties()
 
     def _client(self, context: Context) -> Client:
+        """The SDK client of this message's node, on this process's channels to the parties."""
         client_id, token = self.identity(context)
         parties = self._parties(context)
-        client = Client(
+        ca = parties.ca_bytes()
+        return Client(
             client_id,
             token,
             parties.party0,
             parties.party1,
-            parties.ca_bytes(),
+            ca,
             alpha=self.alpha,
             compress_mask=self.compress_mask,
+            channels=_channels(parties.party0, parties.party1, ca),
         )
-        if (parties.party0, client_id) not in _REGISTERED:
+
+    def _registered(self, client: Client) -> Client:
+        """`client`, registered with both parties (once per process and client)."""
+        key = _registration_key(client)
+        if key not in _REGISTERED:
             client.register()
-            _REGISTERED.add((parties.party0, client_id))
+            _REGISTERED.add(key)
         return client
+
+    def _check_in(self, client: Client) -> RoundView:
+        """Both parties' round state; a client not registered from this process registers
+        with both at the same time (the four calls in flight together)."""
+        key = _registration_key(client)
+        if key in _REGISTERED:
+            return client.round_state()
+        registering = _SIDE.submit(client.register)
+        view = client.round_state()
+        registering.result()
+        _REGISTERED.add(key)
+        return view
 
     def _request_unlearning(self, context: Context, reply: Message) -> str:
         """File the unlearning of this client's own data if the app's reply asks for it
@@ -126,7 +174,7 @@ class StarfishMod:
         before = flatten(arrays)
         started = time.perf_counter()
         with self._client(context) as client:
-            view = client.round_state()
+            view = self._check_in(client)
             if not view.is_open or view.round != round_index:
                 raise StarfishError(f"Starfish round {round_index} is not open on both parties (now {view.round})")
             if model_hash(arch, before) != view.model_hash:
@@ -180,7 +228,7 @@ class StarfishMod:
             return self._update(reply, np.asarray(params, dtype=np.float32), lr)
 
         try:
-            with self._client(context) as client:
+            with self._registered(self._client(context)) as client:
                 answered = client.serve_tasks(grad_fn, stop=stop, max_tasks=len(wanted))
                 client_id = client.client_id
         finally:

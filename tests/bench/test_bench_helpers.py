@@ -195,6 +195,51 @@ def test_other_runs_finds_a_live_test_run() -> None:
         proc.wait()
 
 
+def test_other_runs_ignores_a_test_run_waiting_for_the_shared_lock(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import bench.env as env
+
+    lock = tmp_path / "cpu.lock"
+    holder = subprocess.Popen(["flock", str(lock), "sleep", "30"])
+    procs = [holder]
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["flock", "-n", str(lock), "true"]).returncode == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the holder has the lock
+        waiters = [
+            subprocess.Popen(
+                [*wrapper, "flock", str(lock), sys.executable, "-c", "pass", "pytest-waiting"], start_new_session=True
+            )
+            for wrapper in ([], ["timeout", "60"])
+        ]
+        procs += waiters
+        while any("pytest-waiting" not in _cmdline(w.pid) for w in waiters) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all("pytest-waiting" in _cmdline(w.pid) for w in waiters)  # they are there, blocked in flock
+        assert not any("pytest-waiting" in cmd for cmd in env.other_runs())
+    finally:
+        for proc in procs:
+            if proc is holder:
+                proc.kill()
+            else:  # the wrapper and what it started
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _cmdline(pid: int) -> str:
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_stage1_section_shows_the_upload_check_against_the_same_deployment_without_it(monkeypatch) -> None:
     import bench.report_stage1 as section
 

@@ -67,6 +67,7 @@ def test_state_survives_reopen_and_readonly_view(tmp_path: Path):
     st.close()
     ro = Store(tmp_path / "p0", 0, readonly=True)
     assert ro.registered() == ["alice"]
+    assert ro.is_registered("alice") and not ro.is_registered("bob")
     assert np.array_equal(ro.load_share(1, "alice").gradient, g)
     assert ro.global_model(0).hash == h and ro.global_model(0).hash == model_hash("toy", np.arange(M, dtype=np.float32))
 
@@ -127,7 +128,10 @@ def test_erase_returns_receipt_and_deletes_files(tmp_path: Path):
     g, n, d = _one()
     digest, _ = st.put_upload(1, "alice", 3, g, n, d, h)
     st.put_upload(1, "bob", 3, *_one(), h)
+    st.register("alice")
+    assert st.is_registered("alice")
     receipt = st.erase_client("alice")
+    assert not st.is_registered("alice")  # an erased client is no longer registered
     assert receipt.rounds == [1] and receipt.files_deleted == 1 and receipt.bytes_deleted == 8 * M
     assert receipt.content_sha256 == [digest] and receipt.rows_deleted == 1
     assert not (tmp_path / "p0" / "shares" / "r000001" / "alice.i64").exists()
