@@ -66,6 +66,9 @@ def machine() -> dict[str, Any]:
 FORCE_ENV = "STARFISH_BENCH_FORCE"
 """Set to 1 to measure on a busy machine anyway; the result is then marked `"loaded": true`."""
 BUSY_MARKERS = ("pytest", "bench.", "starfish bench", "starfish.cli bench")
+#: programs that only wait for or wrap a run (`flock LOCK python -m pytest …` waiting for the lock):
+#: a run they started is a process of its own, found by its own command line
+WRAPPERS = ("flock", "timeout", "nice")
 
 
 class MachineBusy(RuntimeError):
@@ -90,8 +93,11 @@ def other_runs() -> list[str]:
         if not entry.name.isdigit() or int(entry.name) in mine:
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
+            continue
+        cmd = b" ".join(argv).decode(errors="replace").strip()
+        if Path(argv[0].decode(errors="replace")).name in WRAPPERS:
             continue
         if "python" in cmd and any(marker in cmd for marker in BUSY_MARKERS):
             found.append(cmd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,6 +194,31 @@ def test_other_runs_finds_a_live_test_run() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_other_runs_ignores_a_run_still_waiting_for_the_lock(tmp_path) -> None:
+    """`flock LOCK python … pytest` waiting for a held lock runs nothing yet: it is not a run."""
+    import fcntl
+    import subprocess
+    import sys
+    import time
+
+    import bench.env as env
+
+    lock = tmp_path / "cpu.lock"
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.Popen(["flock", str(lock), sys.executable, "-c", "pass", "pytest-waiting"])
+        try:
+            deadline = time.monotonic() + 10
+            while (
+                not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"flock") and time.monotonic() < deadline
+            ):
+                time.sleep(0.05)  # until the child has exec'd flock
+            assert not any("pytest-waiting" in cmd for cmd in env.other_runs())
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def test_stage1_section_shows_the_upload_check_against_the_same_deployment_without_it(monkeypatch) -> None:
