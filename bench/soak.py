@@ -147,19 +147,23 @@ class Chaos:
         self.restarts: Counter[str] = Counter()
         self.outages: list[float] = []
         self.party_cpu_s = 0.0
+        self.errors: list[str] = []  #: faults that could not be injected (reported, never hidden)
         active = sum(len(g) for g in clients.groups) - len(clients.leavers)
         self.storage = StorageFaults(dep, self.rng, active) if storage else None
 
     def run(self) -> None:
         while not self.stop.wait(self.rng.uniform(2.0, 6.0)):
             roll = self.rng.random()
-            if roll < 0.65 and self.guard.acquire(blocking=False):
-                try:
-                    self._party_fault(roll)
-                finally:
-                    self.guard.release()
-            else:
-                self._client_kill()
+            try:
+                if roll < 0.65 and self.guard.acquire(blocking=False):
+                    try:
+                        self._party_fault(roll)
+                    finally:
+                        self.guard.release()
+                else:
+                    self._client_kill()
+            except Exception as exc:  # noqa: BLE001 - recorded in the result, the soak goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def _party_fault(self, roll: float) -> None:
         if roll >= 0.35 and self.storage is not None:
@@ -370,6 +374,7 @@ def _run_figures(chaos: Chaos, probe: AdminProbe, records: list[dict], loads: li
     """What the faults were and how the clients and the admin fared."""
     return {
         "restarts": dict(chaos.restarts),
+        "chaos_errors": chaos.errors,
         "party_outage_s": _percentiles(chaos.outages),
         "missed_rounds": sum(1 for r in records if "missed" in r),
         "sdk_errors": Counter(r["error"].split(":")[0] for r in records if "error" in r),
