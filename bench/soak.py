@@ -260,6 +260,7 @@ def _verify(dep: LocalDeployment, records: list[dict], params: int, unlearner: U
             "exclusions": dict(exclusions),
             "round_latency_s": _percentiles(latencies),
             "jobs": jobs,
+            "jobs_expected": len(unlearner.leavers),
             "jobs_succeeded": sum(j["succeeded"] for j in jobs),
             "jobs_erased": sum(j["erased"] and j["model_in_chain"] for j in jobs),
         }

@@ -126,7 +126,11 @@ class Unlearner:
             if not self._await(lambda r=last_round: self._admin(lambda a: a.status()).latest_committed >= r, 3600):
                 return
             with self.guard:
-                self.jobs.append(self._one_job(target, last_round, victim=k % 2))
+                try:
+                    self.jobs.append(self._one_job(target, last_round, victim=k % 2))
+                except StarfishError as exc:  # recorded as a job that did not succeed
+                    self.jobs.append({"target": target, "left_after_round": last_round, "state": "ERROR"})
+                    self.jobs[-1].update(error=str(exc), report_json="")
 
     def _one_job(self, target: str, last_round: int, victim: int) -> dict[str, Any]:
         start = time.perf_counter()
