@@ -93,10 +93,11 @@ def other_runs() -> list[str]:
         if not entry.name.isdigit() or int(entry.name) in mine:
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if Path(cmd.split(" ", 1)[0]).name.startswith("python") and any(marker in cmd for marker in BUSY_MARKERS):
+        cmd = b" ".join(argv).decode(errors="replace").strip()
+        if Path(argv[0].decode(errors="replace")).name.startswith("python") and any(m in cmd for m in BUSY_MARKERS):
             found.append(cmd)
     return found
 

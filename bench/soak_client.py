@@ -8,7 +8,9 @@ gradient (`gradient(client, round, m)`) for every open round it has not yet subm
 through the SDK (outbox under ROOT/outbox/<client>, so a restarted process resends the same
 sharings). Each upload both parties acknowledged is appended to ACKLOG as one JSON line,
 flushed and fsynced before the next. The first WATCHERS clients also keep WatchTasks streams
-open on both parties (`serve_tasks`). The process ends when round ROUNDS is committed.
+open on both parties (`serve_tasks`). The process ends when round ROUNDS is committed. A client
+named in the environment variable SOAK_LEAVERS (JSON: client → last round) takes part up to
+that round and then leaves (the soak then has it forgotten by an unlearning job).
 """
 
 from __future__ import annotations
@@ -84,11 +86,11 @@ class Watcher:
                 self.changed.wait(1.0)
 
 
-def client_loop(sdk: Client, watcher: Watcher, log: AckLog, m: int, rounds: int) -> None:
+def client_loop(sdk: Client, watcher: Watcher, log: AckLog, m: int, rounds: int, leave: int) -> None:
     last = 0
     while True:
         view = watcher.next_round(last, rounds)
-        if view is None:
+        if view is None or view.round > leave:
             return
         r = view.round
         try:
@@ -123,7 +125,11 @@ def main(argv: list[str]) -> int:
     sdks = [dep.client(c) for c in clients]
     for sdk in sdks[:watchers]:
         threading.Thread(target=sdk.serve_tasks, args=(lambda params, task: (params * 0, 1), stop), daemon=True).start()
-    threads = [threading.Thread(target=client_loop, args=(s, watcher, log, m, rounds)) for s in sdks]
+    leavers = json.loads(os.environ.get("SOAK_LEAVERS", "{}"))
+    threads = [
+        threading.Thread(target=client_loop, args=(s, watcher, log, m, rounds, leavers.get(s.client_id, rounds)))
+        for s in sdks
+    ]
     for t in threads:
         t.start()
     print("ready", flush=True)

@@ -54,9 +54,13 @@ def atomic_write(final: Path, data: bytes) -> None:
 
 
 def remove_stale_temps(root: Path) -> int:
-    """Delete temp files left by a crash between write and rename; returns how many."""
+    """Delete temp files left by a crash between write and rename; returns how many. A temp
+    *folder* (a job checkpoint being written, server.jobs.checkpoints) is not ours: the job's
+    own `CheckpointDir` clears it when the job resumes."""
     count = 0
     for tmp in root.rglob(".tmp-*"):
+        if tmp.is_dir():
+            continue
         tmp.unlink(missing_ok=True)
         count += 1
     return count

@@ -124,7 +124,7 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
             self.cfg.data_dir, self.cfg.limits.min_free_bytes
         ):
             reason = f"the data dir has less than [limits] min_free_bytes = {self.cfg.limits.min_free_bytes} free"
-            storage_faults.abort(context, StorageFault(reason, full=True), self.cfg.role)
+            storage_faults.abort(context, StorageFault(reason, full=True), self.cfg.role, "OpenRound")
         try:
             rec = self.state.store.open_round(request.round, request.model_hash, request.deadline_unix, request.lr)
         except StoreError as exc:

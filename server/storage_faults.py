@@ -11,7 +11,9 @@ gRPC answer names the reason with a retryable status:
 * UNAVAILABLE when the store cannot be written now (read-only, I/O error).
 
 party0's peer client retries both (server.peer_client) and tells them apart from a refusal,
-so a round resumes on its own once the store is writable again. Before a round opens the
+so a round resumes on its own once the store is writable again. The party whose store failed
+logs each such answer (WARNING, with the call and the reason), so its own log says why its
+callers wait. Before a round opens the
 coordinator checks the free space of the data directory against `[limits] min_free_bytes`
 (`headroom_ok`); the free space is exported as `starfish_store_free_bytes`.
 """
@@ -19,6 +21,7 @@ coordinator checks the free space of the data directory against `[limits] min_fr
 from __future__ import annotations
 
 import errno
+import logging
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -28,6 +31,7 @@ import grpc
 
 from server import metrics
 
+log = logging.getLogger(__name__)
 BUSY_KEY = "x-starfish-busy"
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 UNWRITABLE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
@@ -71,17 +75,19 @@ def headroom_ok(data_dir: Path, min_free_bytes: int) -> bool:
     return min_free_bytes <= 0 or free_bytes(data_dir) >= min_free_bytes
 
 
-def abort(context, fault: StorageFault, role: int) -> None:
+def abort(context, fault: StorageFault, role: int, method: str = "") -> None:
     """Answer a call whose write failed: RESOURCE_EXHAUSTED (full, with the busy key) or UNAVAILABLE."""
     metrics.storage_fault("full" if fault.full else "unwritable")
     detail = f"party{role} cannot write its store now ({fault}); retry"
+    status = "RESOURCE_EXHAUSTED" if fault.full else "UNAVAILABLE"
+    log.warning("%s answered %s: %s", method.rsplit("/", 1)[-1] or "a call", status, detail)
     if fault.full:
         context.set_trailing_metadata(((BUSY_KEY, "storage"),))
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, detail)
     context.abort(grpc.StatusCode.UNAVAILABLE, detail)
 
 
-def _unary(behavior: Callable, role: int) -> Callable:
+def _unary(behavior: Callable, role: int, method: str) -> Callable:
     def run(request, context):
         try:
             return behavior(request, context)
@@ -89,12 +95,12 @@ def _unary(behavior: Callable, role: int) -> Callable:
             fault = classify(exc)
             if fault is None:
                 raise
-            abort(context, fault, role)
+            abort(context, fault, role, method)
 
     return run
 
 
-def _streaming(behavior: Callable, role: int) -> Callable:
+def _streaming(behavior: Callable, role: int, method: str) -> Callable:
     def run(request, context):
         try:
             yield from behavior(request, context)
@@ -102,7 +108,7 @@ def _streaming(behavior: Callable, role: int) -> Callable:
             fault = classify(exc)
             if fault is None:
                 raise
-            abort(context, fault, role)
+            abort(context, fault, role, method)
 
     return run
 
@@ -117,10 +123,11 @@ class StorageFaultInterceptor(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
+        role, method = self.role, handler_call_details.method
         if handler.unary_unary:
-            return handler._replace(unary_unary=_unary(handler.unary_unary, self.role))
+            return handler._replace(unary_unary=_unary(handler.unary_unary, role, method))
         if handler.stream_unary:
-            return handler._replace(stream_unary=_unary(handler.stream_unary, self.role))
+            return handler._replace(stream_unary=_unary(handler.stream_unary, role, method))
         if handler.unary_stream:
-            return handler._replace(unary_stream=_streaming(handler.unary_stream, self.role))
-        return handler._replace(stream_stream=_streaming(handler.stream_stream, self.role))
+            return handler._replace(unary_stream=_streaming(handler.unary_stream, role, method))
+        return handler._replace(stream_stream=_streaming(handler.stream_stream, role, method))

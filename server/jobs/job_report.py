@@ -110,6 +110,7 @@ def build_report(
         "new_global_round": job.base_round + 1,
         "model_hash": model_hash,
         "session_attempts": job.attempts,
+        "rebased": job.rebased,
         "created": job.created,
         "started": job.started,
         "finished": finished,

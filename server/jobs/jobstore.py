@@ -38,6 +38,7 @@ ADDED_COLUMNS = {
     "failed_process": "TEXT NOT NULL DEFAULT ''",
     "adopted_from": "TEXT NOT NULL DEFAULT ''",
     "worker_exit": "INTEGER",
+    "rebased": "INTEGER NOT NULL DEFAULT 0",
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 COLUMNS = (
@@ -98,6 +99,8 @@ class JobRecord:
     adopted_from: str = ""
     #: exit code of this party's last worker once it exited (negative: killed by a signal)
     worker_exit: int | None = None
+    #: times party0 ran the job again from a newer M_T (a training round committed during it)
+    rebased: int = 0
 
     @property
     def progress(self) -> float:

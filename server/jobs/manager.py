@@ -15,7 +15,8 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    hold, in a fresh session (new id, new keys). The failure is blamed on the process that
    caused it (`server.jobs.failures`); `jobs.max_attempts` failures in a row without a new
    common checkpoint fail the job, which keeps its checkpoints;
-3. on success: install M̂ as global model T+1, wait until party1 has installed the same
+3. on success: install M̂ as global model T+1 (a chain that moved past M_T re-bases the job:
+   it runs again from the newest model, `_rebase`), wait until party1 has installed the same
    model (hash compared), erase every target's shares on both parties, have both parties
    sign the erasure certificate (`server.evidence.certifier`), write the report with both
    parties' erasure receipts and the certificate's status, drop the checkpoints, resume
@@ -64,6 +65,10 @@ PEER_SETTLE_S = 3.0  #: how long a failed attempt waits for party1 to notice the
 DEALER_WAIT_MAX_S = 5.0  #: longest pause between two checks of an unreachable dealer service
 WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
 CANCEL_WAIT_S = 30.0  #: how long CancelJob waits for a running job to stop before it answers
+
+
+class ChainMoved(RuntimeError):
+    """A training round committed after M_T: the job's result cannot become M_{T+1}."""
 
 
 def _receipt_dict(msg) -> dict[str, Any]:
@@ -260,9 +265,8 @@ class JobManager(JobRunnerBase):
         if job.state == "queued":
             job = self._begin(job)
         self.state.pause_training(job.job_id)
-        digest = job.model_hash or self._mpc(job)
+        digest = self._unlearned_model(job)
         job = self.jobs.get(job.job_id)  # type: ignore[assignment]
-        digest = self._await_peer(job, digest)
         self.jobs.update(job.job_id, step="erasing")
         receipts = self._erase(job)
         self.jobs.update(job.job_id, step="signing the erasure certificate")
@@ -317,6 +321,67 @@ class JobManager(JobRunnerBase):
         if old is not None and adopt_checkpoints(self.jobs, old.job_id, job, base_hash):
             log.info("job %s resumes from the checkpoints of the identical failed job %s", job.job_id, old.job_id)
         self.prune_failed(base_hash)
+        return self.jobs.get(job.job_id)  # type: ignore[return-value]
+
+    def _unlearned_model(self, job: JobRecord) -> str:
+        """Session attempts until the unlearned model is installed as M_{T+1} on both parties.
+        A chain that moved past M_T (a training round committed inside the job) re-bases the
+        job on the current chain (`_rebase`) and runs it again: the target is never left in a
+        model that training continues from."""
+        while True:
+            job = self.jobs.get(job.job_id)  # type: ignore[assignment]
+            if not job.model_hash and (installed := self._installed_model(job)):
+                self.jobs.update(job.job_id, model_hash=installed)  # installed just before a restart
+                job = self.jobs.get(job.job_id)  # type: ignore[assignment]
+            elif not job.model_hash and self._chain_moved(job):
+                job = self._rebase(job)
+            try:
+                return self._await_peer(job, job.model_hash or self._mpc(job))
+            except ChainMoved as exc:
+                log.warning("job %s: %s", job.job_id, exc)
+
+    def _installed_model(self, job: JobRecord) -> str:
+        """The hash of M_{T+1} when this job installed it (no training round made it: one job
+        runs at a time, with training paused), else ""."""
+        latest = self.store.latest_committed()
+        made_by = self.store.round_record(latest)
+        if latest != job.base_round + 1 or (made_by is not None and made_by.state == "committed"):
+            return ""
+        if self.store.global_model_hash(job.base_round) != job.base_model_hash:
+            return ""
+        return self.store.global_model_hash(latest) or ""
+
+    def _chain_moved(self, job: JobRecord) -> bool:
+        """Whether M_T is no longer the newest global model (the job's result cannot follow it)."""
+        latest = self.store.latest_committed()
+        return latest != job.base_round or self.store.global_model_hash(latest) != job.base_model_hash
+
+    def _rebase(self, job: JobRecord) -> JobRecord:
+        """Run the job again from the current chain: wait until no round is open, T' = the newest
+        committed round, drop both parties' checkpoints (computed from M_T, they cannot be
+        resumed from M_T'), restart the attempt budget. Training stays paused throughout."""
+        self._check_stop()
+        self._await_no_open_round(job.job_id)
+        base = self.store.latest_committed()
+        base_hash = self.store.global_model_hash(base) or ""
+        log.warning(
+            "job %s: the global model moved from M_%d to M_%d during the job; it runs again from M_%d",
+            job.job_id,
+            job.base_round,
+            base,
+            base,
+        )
+        self.peer.unary("CancelJob", peer_pb2.PeerJobRef(job_id=job.job_id))  # party1 drops its checkpoints
+        CheckpointDir(self.jobs.job_dir(job.job_id) / "checkpoints").remove_all()
+        self.jobs.update(
+            job.job_id,
+            base_round=base,
+            base_model_hash=base_hash,
+            failures=0,
+            progress_round=0,
+            rebased=job.rebased + 1,
+            step=f"re-based on global model {base} (a training round committed during the job)",
+        )
         return self.jobs.get(job.job_id)  # type: ignore[return-value]
 
     def _await_no_open_round(self, job_id: str) -> None:
@@ -416,14 +481,14 @@ class JobManager(JobRunnerBase):
     def _install(self, job: JobRecord, claimed_hash: str) -> str:
         """Install the unlearned model as M_{T+1}; while a training round T+1 is in progress
         (the chain has one writer at a time: `Store.install_global_model`) wait for it to end,
-        with training paused. A chain that moved past M_T fails the job with its checkpoints kept."""
+        with training paused. A chain that moved past M_T raises `ChainMoved` (the job re-bases)."""
         try:
             while True:
                 try:
                     return self.install_result(job, claimed_hash)
                 except ConflictError as exc:
-                    if self.store.latest_committed() != job.base_round:
-                        raise JobFailed(f"the unlearned model cannot be installed: {exc}", "party0") from None
+                    if self._chain_moved(job):
+                        raise ChainMoved(f"the unlearned model cannot follow the chain: {exc}") from None
                     log.warning("job %s waits to install its model: %s", job.job_id, exc)
                     self.jobs.update(job.job_id, step=f"waiting to install the unlearned model: {exc}")
                     self.state.end_open_round.set()  # the coordinator ends that round now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,8 +233,6 @@ def test_other_runs_ignores_a_test_run_waiting_for_the_shared_lock(tmp_path) -> 
 
 
 def _cmdline(pid: int) -> str:
-    from pathlib import Path
-
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:

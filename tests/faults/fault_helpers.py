@@ -2,8 +2,12 @@
 
 * Deterministic client data: `gradient(client, round, m)` and `samples(client)`, so a test
   (and a restarted client process) knows every upload without recording it.
+* `configure` / `start_training` / `deployment`: a deployment with fast polling; started with
+  M_0 = 0 installed.
 * `ClientThreads`: SDK clients as threads taking part in rounds 1..R through `run_round`,
   resuming after `PartyUnreachableError`, recording the receipts (both parties acknowledged).
+* `submit_threads` / `receipts_of`: one round's uploads of several clients in flight at once
+  (while a fault is injected), then their receipts once every submit returned.
 * The invariants checked after every fault: `check_acked_counted` (every acknowledged upload
   is stored on both parties, with the binding of its receipt, and counted in its round) and
   `check_models` (every committed model equals plaintext FedAvg of its members within the
@@ -36,18 +40,57 @@ def samples(client: str) -> int:
     return 5 + zlib.crc32(client.encode()) % 20
 
 
-def deployment(root: Path, clients: list[str], m: int, min_cohort: int = 3, **rounds) -> LocalDeployment:
-    """Both parties started, M_0 = 0 ∈ R^m installed with learning rate LR."""
-    dep = LocalDeployment(
+def configure(
+    root: Path, clients: list[str], min_cohort: int = 3, limits: dict | None = None, **rounds
+) -> LocalDeployment:
+    """A deployment of `clients` with fast round polling, not started yet (a test may mount a
+    file system over a party's data dir first)."""
+    return LocalDeployment(
         root,
         clients=clients,
         rounds={"poll_s": 0.05, "peer_retry_s": 0.1, **rounds},
         privacy={"min_cohort": min_cohort},
+        limits=dict(limits or {}),
     )
+
+
+def start_training(dep: LocalDeployment, m: int) -> LocalDeployment:
+    """Start the dealer and both parties; install M_0 = 0 ∈ R^m with learning rate LR."""
     dep.start()
     with dep.admin() as admin:
         admin.start_training("toy", np.zeros(m, dtype=np.float32), LR)
     return dep
+
+
+def deployment(root: Path, clients: list[str], m: int, min_cohort: int = 3, **rounds) -> LocalDeployment:
+    """Both parties started, M_0 = 0 ∈ R^m installed with learning rate LR."""
+    return start_training(configure(root, clients, min_cohort, **rounds), m)
+
+
+def submit_threads(sdks: dict, clients: list[str], r: int, m: int, model_hash: str):
+    """Start one thread per client submitting its round-r gradient; returns (threads, results),
+    results filling with client → receipt (or the exception the submit raised)."""
+    results: dict = {}
+
+    def upload(client: str) -> None:
+        try:
+            results[client] = sdks[client].submit(r, gradient(client, r, m), samples(client), model_hash)
+        except BaseException as exc:  # reported by `receipts_of`
+            results[client] = exc
+
+    threads = [threading.Thread(target=upload, args=(c,), daemon=True) for c in clients]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
+def receipts_of(threads: list[threading.Thread], results: dict, clients: list[str], r: int) -> dict:
+    """Join the submit threads; every submit returned a receipt: {(r, client): receipt}."""
+    for t in threads:
+        t.join(120)
+    failed = {c: v for c, v in results.items() if isinstance(v, BaseException)}
+    assert not failed and len(results) == len(clients), failed
+    return {(r, c): results[c] for c in clients}
 
 
 class ClientThreads:

@@ -16,33 +16,10 @@ import time
 
 import pytest
 
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from fault_helpers import check_acked_counted, check_models, deployment, receipts_of, submit_threads
 from stage1_helpers import wait_committed
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _submit_threads(sdks: dict, clients: list[str], r: int, m: int, model_hash: str):
-    results: dict = {}
-
-    def upload(client: str) -> None:
-        try:
-            results[client] = sdks[client].submit(r, gradient(client, r, m), samples(client), model_hash)
-        except BaseException as exc:  # reported by the test
-            results[client] = exc
-
-    threads = [threading.Thread(target=upload, args=(c,), daemon=True) for c in clients]
-    for t in threads:
-        t.start()
-    return threads, results
-
-
-def _receipts(threads, results: dict, clients: list[str], r: int) -> dict:
-    for t in threads:
-        t.join(120)
-    failed = {c: v for c, v in results.items() if isinstance(v, BaseException)}
-    assert not failed and len(results) == len(clients), failed
-    return {(r, c): results[c] for c in clients}
 
 
 def test_a_returning_party0_waits_for_clients_still_retrying(tmp_path):
@@ -54,13 +31,13 @@ def test_a_returning_party0_waits_for_clients_still_retrying(tmp_path):
             sdk.register()
         view = sdks["c0"].wait_for_round(0, timeout_s=60)
         early, late = clients[:3], clients[3:]
-        receipts = _receipts(*_submit_threads(sdks, early, 1, m, view.model_hash), early, 1)
+        receipts = receipts_of(*submit_threads(sdks, early, 1, m, view.model_hash), early, 1)
         dep.kill(0)
-        threads, results = _submit_threads(sdks, late, 1, m, view.model_hash)
+        threads, results = submit_threads(sdks, late, 1, m, view.model_hash)
         time.sleep(max(0.0, view.deadline - time.time()) + 4.0)  # down well past the deadline
         assert not results, f"a submit returned while party0 was down: {results}"
         dep.start(0)
-        receipts |= _receipts(threads, results, late, 1)
+        receipts |= receipts_of(threads, results, late, 1)
         status = wait_committed(dep, 1, timeout_s=60)
         assert {x.client_id for x in status.rounds[0].members} == set(clients), status.rounds[0].excluded
         check_acked_counted(dep, receipts)
@@ -82,12 +59,12 @@ def test_sigterm_during_uploads_is_retried(tmp_path, victim):
         view = sdks["c0"].wait_for_round(0, timeout_s=60)
         for sdk in sdks.values():
             sdk.round_state()
-        threads, results = _submit_threads(sdks, clients, 1, m, view.model_hash)
+        threads, results = submit_threads(sdks, clients, 1, m, view.model_hash)
         time.sleep(0.3)  # uploads in flight
         dep.stop(victim)  # SIGTERM: a graceful stop
         time.sleep(1.0)
         dep.start(victim)
-        receipts = _receipts(threads, results, clients, 1)
+        receipts = receipts_of(threads, results, clients, 1)
         status = wait_committed(dep, 1, timeout_s=90)
         assert {x.client_id for x in status.rounds[0].members} == set(clients)
         check_acked_counted(dep, receipts)

@@ -304,3 +304,17 @@ def test_a_model_is_read_and_checked_once_then_served_read_only_and_its_header_f
     assert st.global_model_header(0)[2] == h
     with pytest.raises(StoreError, match="no committed global model"):
         st.global_model_header(5)
+
+
+def test_reopening_removes_stale_temp_files_but_not_a_job_checkpoint_being_written(tmp_path: Path):
+    """A party killed mid-write restarts: its temp files go, a job's temp checkpoint folder
+    (the job's own to clear when it resumes) stays, and the store opens."""
+    Store(tmp_path, 0).close()
+    stale = tmp_path / "shares" / ".tmp-0123456789abcdef"
+    stale.write_bytes(b"half a share")
+    folder = tmp_path / "jobs" / "j0" / "checkpoints" / ".tmp-fedcba9876543210"
+    folder.mkdir(parents=True)
+    (folder / "public.json").write_text("{}")
+    Store(tmp_path, 0).close()
+    assert not stale.exists()
+    assert (folder / "public.json").exists()
