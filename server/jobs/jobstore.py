@@ -38,6 +38,7 @@ ADDED_COLUMNS = {
     "failed_process": "TEXT NOT NULL DEFAULT ''",
     "adopted_from": "TEXT NOT NULL DEFAULT ''",
     "worker_exit": "INTEGER",
+    "dequeued": "REAL",
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 COLUMNS = (
@@ -98,6 +99,8 @@ class JobRecord:
     adopted_from: str = ""
     #: exit code of this party's last worker once it exited (negative: killed by a signal)
     worker_exit: int | None = None
+    #: when party0's job manager took the job from the queue (it then waits for the open training round)
+    dequeued: float | None = None
 
     @property
     def progress(self) -> float:
