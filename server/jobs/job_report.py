@@ -95,9 +95,12 @@ def build_report(
     remaining: int,
     stage1_dp: list[Release] | None = None,
 ) -> dict[str, Any]:
-    """The job report; `stage1` is |S_i| of every stored round i ≤ T (the public models'
-    cohorts), `remaining` the number of the history's clients that are not targets,
-    `stage1_dp` the noised Stage I rounds this party logged."""
+    """The report of a succeeded job; `stage1` is |S_i| of every stored round i ≤ T (the
+    public models' cohorts), `remaining` the number of the history's clients that are not
+    targets, `stage1_dp` the noised Stage I rounds this party logged. Its `job` times (UNIX
+    seconds): `filed` = `queued` (a request is queued as it is filed; `created` is the same
+    time), `dequeued` (party0's manager took it from the queue and paused training),
+    `started` (no training round was open any more: the job fixed T) and `finished`."""
     report = json.loads((job_dir / "worker-report.json").read_text())
     report["revealed"] = revealed_section(report, stage1, remaining, len(job.targets))
     report["job"] = {
@@ -111,7 +114,11 @@ def build_report(
         "model_hash": model_hash,
         "session_attempts": job.attempts,
         "rebased": job.rebased,
+        "state": "succeeded",
         "created": job.created,
+        "filed": job.created,
+        "queued": job.created,
+        "dequeued": job.dequeued,
         "started": job.started,
         "finished": finished,
         "seconds": finished - (job.started or finished),

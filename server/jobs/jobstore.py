@@ -39,6 +39,7 @@ ADDED_COLUMNS = {
     "adopted_from": "TEXT NOT NULL DEFAULT ''",
     "worker_exit": "INTEGER",
     "rebased": "INTEGER NOT NULL DEFAULT 0",
+    "dequeued": "REAL",
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
 COLUMNS = (
@@ -101,6 +102,8 @@ class JobRecord:
     worker_exit: int | None = None
     #: times party0 ran the job again from a newer M_T (a training round committed during it)
     rebased: int = 0
+    #: when party0's job manager took the job from the queue (it then waits for the open training round)
+    dequeued: float | None = None
 
     @property
     def progress(self) -> float:

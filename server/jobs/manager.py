@@ -295,6 +295,7 @@ class JobManager(JobRunnerBase):
         log.info("job %s succeeded: model %s", job.job_id, digest[:12])
 
     def _begin(self, job: JobRecord) -> JobRecord:
+        self.jobs.update(job.job_id, dequeued=time.time())
         check_request(
             self.store,
             set(self.cfg.clients),

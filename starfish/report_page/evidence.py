@@ -1,5 +1,6 @@
 """The evidence sections of the job report page: the erasure certificate with its
-verification status (as checked by whoever rendered the page), and the erasure receipts."""
+verification status (as checked by whoever rendered the page, and compared with the job
+the page reports), and the erasure receipts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from html import escape
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from starfish.report_page.sections import mb, note, section, table
+from starfish.report_page.glossary import term
+from starfish.report_page.markup import join, mb, note, section, table
 
 STATUS_TEXT = {
     "unsigned": "No certificate: a party has no erasure-signing key configured.",
@@ -21,16 +23,41 @@ def _items(lines: list[str]) -> str:
     return "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>"
 
 
-def certificate(check: CertificateCheck | None, status: Mapping[str, Any] | None, file_name: str) -> str:
+def mismatches(report: Mapping[str, Any], check: CertificateCheck) -> list[str]:
+    """What a verified certificate's statement says otherwise than the job report (empty: the
+    certificate is this job's: same job id, forgotten clients, replaced and unlearned model)."""
+    job, st = report.get("job", {}), check.statement
+    named, models = st.get("job", {}), st.get("models", {})
+    pairs = (
+        ("job", named.get("id"), job.get("job_id")),
+        ("forgotten clients", sorted(named.get("targets", [])), sorted(job.get("targets", []))),
+        ("replaced model", models.get("replaced", {}).get("hash"), job.get("base_model_hash")),
+        ("unlearned model", models.get("unlearned", {}).get("hash"), job.get("model_hash")),
+    )
+    return [
+        f"the certificate names {what} {ours!s}, the report {theirs!s}"
+        for what, ours, theirs in pairs
+        if ours != theirs
+    ]
+
+
+def certificate(
+    check: CertificateCheck | None, status: Mapping[str, Any] | None, file_name: str, report: Mapping[str, Any]
+) -> str:
     """Verification badge, signers, what the certificate proves and does not prove."""
+    title = join(term("certificate", "Erasure certificate"))
     if check is None:
         st = status or {}
         text = STATUS_TEXT.get(st.get("status", ""), "No erasure certificate was fetched for this job.")
         badge = '<p class="badge bad" data-verification="absent">NO CERTIFICATE</p>'
-        return section("certificate", "Erasure certificate", badge, note(text), note(str(st.get("detail", ""))))
+        return section("certificate", title, badge, note(text), note(str(st.get("detail", ""))))
     if not check.valid:
         badge = '<p class="badge bad" data-verification="refused">NOT VERIFIED</p>'
-        return section("certificate", "Erasure certificate", badge, _items(check.problems))
+        return section("certificate", title, badge, _items(check.problems))
+    other = mismatches(report, check)
+    if other:
+        badge = '<p class="badge bad" data-verification="other-job">SIGNED, BUT NOT FOR THIS JOB</p>'
+        return section("certificate", title, badge, _items(other))
     badge = '<p class="badge good" data-verification="valid">VERIFIED: signed by party0 and party1</p>'
     signers = table(
         ["signer", "certificate subject", "issuer", "serial", "signed at"],
@@ -42,7 +69,7 @@ def certificate(check: CertificateCheck | None, status: Mapping[str, Any] | None
     )
     return section(
         "certificate",
-        "Erasure certificate",
+        title,
         badge,
         signers,
         "<h3>It proves</h3>",
@@ -72,10 +99,14 @@ def erasure(report: Mapping[str, Any]) -> str:
         return section("erasure", "Erasure receipts", note("The report holds no erasure receipt."))
     return section(
         "erasure",
-        "Erasure receipts",
+        join(term("receipt", "Erasure receipts")),
         note(
-            "What each party deleted: share files, database rows (zeroed on disk) and the hashes of the deleted "
-            "shares. A seed-compressed share has no file, so the two parties' file counts differ."
+            join(
+                "What each operator deleted: ",
+                term("share", "share"),
+                " files, database rows (zeroed on disk) and the hashes (SHA-256 fingerprints) of the deleted "
+                "shares. A seed-compressed share has no file, so the two operators' file counts differ.",
+            )
         ),
         table(["client", "party", "rounds", "files", "bytes", "rows", "share hashes"], rows, "num"),
     )

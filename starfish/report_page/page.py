@@ -21,6 +21,10 @@ from typing import Any
 
 from client_sdk.evidence import CertificateCheck
 from starfish.report_page import evidence, sections
+from starfish.report_page.glossary import glossary
+from starfish.report_page.markup import section
+from starfish.report_page.parameters import parameters
+from starfish.report_page.verdict import verdict
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2430;margin:0;background:#f5f7fa}
@@ -30,7 +34,7 @@ header p{margin:4px 0 0;opacity:.85}
 section{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:16px 20px;margin:0 0 18px}
 h2{font-size:17px;margin:0 0 10px}h3{font-size:14px;margin:14px 0 4px}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px;margin:0}dt{color:#5a6675}
-dd{margin:0;word-break:break-all}
+dd{margin:0;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;margin:8px 0;font-size:13px}
 th,td{border-bottom:1px solid #e4e8ee;padding:4px 8px;text-align:left;vertical-align:top}
 table.num td+td{text-align:right}figure{margin:8px 0 14px;overflow-x:auto}
@@ -40,6 +44,8 @@ figcaption{color:#5a6675;font-size:12px;margin-top:2px}.note{color:#3d4856}
 svg text.lbl{font-size:12px;fill:#1d2430}svg text.tick{font-size:10px;fill:#5a6675}
 pre{background:#f5f7fa;padding:8px;overflow:auto;max-height:420px;font-size:11px}
 nav a{color:#cfe0ff;margin-right:12px;font-size:13px}
+a.term{color:inherit;text-decoration:underline dotted #5a6675;text-underline-offset:2px}
+p.verdict{font-size:16px;margin:0 0 12px}dl.glossary dt{font-weight:600;color:#1d2430;margin-top:6px}
 """
 
 SCRIPT = """
@@ -52,7 +58,9 @@ document.body.setAttribute("data-laid-out", "yes");
 """
 
 NAV = (
+    ("verdict", "Verdict"),
     ("summary", "Summary"),
+    ("parameters", "Parameters"),
     ("certificate", "Certificate"),
     ("rounds", "Rounds"),
     ("flags", "Checks"),
@@ -61,6 +69,7 @@ NAV = (
     ("theorem1", "Theorem 1"),
     ("revealed", "Revealed"),
     ("erasure", "Erasure"),
+    ("glossary", "Glossary"),
 )
 
 
@@ -75,13 +84,16 @@ def render_page(
     certificate_file: str = "certificate.json",
 ) -> str:
     """The HTML page of a job report; `check` is the certificate's verification by the
-    renderer (None: no certificate), `quality` optional TER/BA-ASR/MIA-ASR per model."""
+    renderer (None: no certificate), `quality` optional TER/BA-ASR/MIA-ASR per model.
+    The verdict comes first, the glossary and the raw JSON last."""
     job = report.get("job", {})
     title = f"Unlearning job {job.get('job_id', '?')}"
     csp = f"default-src 'none'; style-src {_sha256(STYLE)}; script-src {_sha256(SCRIPT)}"
     body = [
+        verdict(report, check, quality),
         sections.summary(report),
-        evidence.certificate(check, report.get("certificate"), certificate_file),
+        parameters(report),
+        evidence.certificate(check, report.get("certificate"), certificate_file, report),
         sections.rounds(report),
         sections.flags(report),
         sections.costs(report),
@@ -89,7 +101,8 @@ def render_page(
         sections.theorem1(report),
         sections.revealed(report),
         evidence.erasure(report),
-        sections.section(
+        glossary(),
+        section(
             "raw",
             "The report as JSON",
             "<details><summary>show</summary>"
