@@ -25,6 +25,7 @@ class Options:
     timeout_s: float = 5.0
     identity: str = "dealer"  #: the dealer's own identity
     reach: bool = True  #: connect to the peers (off before they are up)
+    bind: bool = True  #: check the service's addresses are free (off while it runs and holds them)
 
 
 def _party(path: Path, opts: Options) -> list[Check]:
@@ -46,7 +47,8 @@ def _party(path: Path, opts: Options) -> list[Check]:
         binds["MPC plane"] = f"{cfg.jobs.mpc_host}:{cfg.jobs.mpc_port}"
     if cfg.observability.metrics_listen:
         binds["metrics"] = cfg.observability.metrics_listen
-    rows += [checks.bindable(address, what) for what, address in binds.items()]
+    if opts.bind:
+        rows += [checks.bindable(address, what) for what, address in binds.items()]
     if opts.reach:
         peers = {"peer": (cfg.peer_address, tls.peer_name), "dealer": (cfg.jobs.dealer, cfg.jobs.dealer_identity)}
         for what, (address, identity) in peers.items():
@@ -67,7 +69,8 @@ def _dealer(path: Path, opts: Options) -> list[Check]:
         return [*rows, Check("TLS", FAIL, "the dealer config has no [tls]")]
     rows += checks.key_file(cfg.tls.key, opts.user)
     rows += checks.certificate(cfg.tls.cert, cfg.tls.key, cfg.tls.ca, opts.identity, opts.warn_days)
-    rows.append(checks.bindable(f"{cfg.host}:{cfg.port}", "dealer service"))
+    if opts.bind:
+        rows.append(checks.bindable(f"{cfg.host}:{cfg.port}", "dealer service"))
     return rows
 
 

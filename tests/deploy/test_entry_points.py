@@ -17,18 +17,9 @@ from pathlib import Path
 import pytest
 
 from starfish.local import LocalDeployment
-from starfish.multihost.recipe import DEPLOY_DIR, unit_environment
+from starfish.multihost.recipe import DEPLOY_DIR, console_script, unit_environment
 
 START_TIMEOUT_S = 180.0
-
-
-def console_script(path: Path) -> Path:
-    """A `starfish` console script as the installer writes it for `[project.scripts]`."""
-    path.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom starfish.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n"
-    )
-    path.chmod(0o755)
-    return path
 
 
 @pytest.fixture(scope="module")
