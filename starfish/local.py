@@ -110,6 +110,7 @@ class LocalDeployment:
                 "peer0": free_port(),
                 "peer1": free_port(),
                 "dealer": free_port(),
+                "dealer_health": free_port(),
                 "metrics0": free_port(),
                 "metrics1": free_port(),
             },
@@ -126,6 +127,7 @@ class LocalDeployment:
             "listen": f"127.0.0.1:{self.creds['ports']['dealer']}",
             "tls": {"ca": "certs/ca.pem", "cert": "certs/dealer.pem", "key": "certs/dealer.key"},
             "parties": {"party0": "party0", "party1": "party1"},
+            "observability": {"health_listen": f"127.0.0.1:{self.creds['ports']['dealer_health']}"},
         }
 
     def _config(self, role: int) -> dict:

@@ -5,7 +5,9 @@ A party config (it has `role`) is checked for: the config itself; its TLS certif
 (`listen`, `peer_listen`, party0's MPC port, the metrics endpoint); the other party's peer
 port (mutual TLS 1.3, identity `[tls] peer_name`) and the dealer (identity `[jobs]
 dealer_identity`); the clock. A dealer config (it has `[parties]`) is checked for its
-certificate (identity `--identity`, default `dealer`), key, `listen` and the clock.
+certificate (identity `--identity`, default `dealer`), key, its bind addresses (`listen`,
+the metrics and health endpoints) or, with `bind` off (the dealer runs and holds them),
+its own gRPC health service (SERVING, with the dealer's identity), and the clock.
 """
 
 from __future__ import annotations
@@ -69,8 +71,12 @@ def _dealer(path: Path, opts: Options) -> list[Check]:
         return [*rows, Check("TLS", FAIL, "the dealer config has no [tls]")]
     rows += checks.key_file(cfg.tls.key, opts.user)
     rows += checks.certificate(cfg.tls.cert, cfg.tls.key, cfg.tls.ca, opts.identity, opts.warn_days)
+    binds = {"dealer service": f"{cfg.host}:{cfg.port}", "metrics": cfg.metrics_listen, "health": cfg.health_listen}
     if opts.bind:
-        rows.append(checks.bindable(f"{cfg.host}:{cfg.port}", "dealer service"))
+        rows += [checks.bindable(address, what) for what, address in binds.items() if address]
+    if not opts.bind and cfg.health_listen:  # the dealer runs: it holds its ports and answers
+        tls = cfg.tls
+        rows.append(checks.serving(cfg.health_listen, opts.identity, tls.ca, tls.cert, tls.key, opts.timeout_s))
     return rows
 
 

@@ -55,6 +55,18 @@ def _assert_tls13_only(dep: LocalDeployment, address: str, cert: str | None = No
         _handshake(dep, address, ssl.TLSVersion.TLSv1_2, cert)
 
 
+def _health(dep: LocalDeployment, address: str) -> str:
+    """The overall status the dealer's gRPC health service answers (its certificate names
+    `localhost` among its addresses)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
+    with grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", "localhost")]) as ch:
+        reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -97,5 +109,8 @@ def test_the_dealer_starts_as_its_unit_starts_it(dep, tmp_path):
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.1)
         _assert_tls13_only(dep, dep.dealer_address, "party0")
+        health = f"127.0.0.1:{dep.creds['ports']['dealer_health']}"
+        _assert_tls13_only(dep, health)  # the dealer's gRPC health port: the floor holds there too
+        assert _health(dep, health) == "SERVING"
     finally:
         _stop(proc)
