@@ -38,6 +38,7 @@ def _party_addresses(spec: Spec, role: str) -> dict[str, Any]:
     jobs: dict[str, Any] = {"dealer": spec.dealer.at(spec.dealer.port)}
     if role == "party0":
         jobs |= {"mpc_host": me.address, "mpc_port": me.mpc_port}
+        top["admin_listen"] = me.at(me.admin_port)
     return {"top": top, "jobs": jobs, "observability": {"metrics_listen": f"127.0.0.1:{me.metrics_port}"}}
 
 

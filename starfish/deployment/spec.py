@@ -1,7 +1,7 @@
 """The deployment description: the three operators' addresses and ports, written once.
 
 A TOML file with tables `[party0]`, `[party1]` (address, client_port, peer_port,
-metrics_port; party0 also mpc_port), `[dealer]` (address, port, metrics_port, health_port)
+metrics_port; party0 also mpc_port and admin_port, its admin API), `[dealer]` (address, port, metrics_port, health_port)
 and `[admin]`
 (ports: the administrative ports every host's firewall keeps open, e.g. [22]; sources: the
 addresses allowed to reach them, empty for any). Unknown keys and missing values are
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROLES = ("party0", "party1", "dealer")
 _KEYS = {
-    "party0": {"address", "client_port", "peer_port", "mpc_port", "metrics_port"},
+    "party0": {"address", "client_port", "peer_port", "mpc_port", "metrics_port", "admin_port"},
     "party1": {"address", "client_port", "peer_port", "metrics_port"},
     "dealer": {"address", "port", "metrics_port", "health_port"},
 }
@@ -38,6 +38,7 @@ class Operator:
     metrics_port: int = 0
     port: int = 0
     health_port: int = 0  #: the dealer's gRPC health service, on loopback
+    admin_port: int = 0  #: party0's admin API (its own listener, open to `[admin] sources` only)
 
     def at(self, port: int) -> str:
         return f"{self.address}:{port}"

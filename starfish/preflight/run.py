@@ -44,13 +44,13 @@ def _party(path: Path, opts: Options) -> list[Check]:
     if cfg.signing.cert is not None and cfg.signing.key is not None:
         rows += checks.key_file(cfg.signing.key, opts.user)
         rows += checks.certificate(cfg.signing.cert, cfg.signing.key, tls.ca, cfg.name, opts.warn_days, signing=True)
-    binds = {"client API": cfg.listen, "peer service": cfg.peer_listen}
+    binds = {"client API": cfg.listen, "peer service": cfg.peer_listen, "admin API": cfg.admin_listen}
     if cfg.role == 0 and cfg.jobs.mpc_port:
         binds["MPC plane"] = f"{cfg.jobs.mpc_host}:{cfg.jobs.mpc_port}"
     if cfg.observability.metrics_listen:
         binds["metrics"] = cfg.observability.metrics_listen
     if opts.bind:
-        rows += [checks.bindable(address, what) for what, address in binds.items()]
+        rows += [checks.bindable(address, what) for what, address in binds.items() if address]
     if opts.reach:
         peers = {"peer": (cfg.peer_address, tls.peer_name), "dealer": (cfg.jobs.dealer, cfg.jobs.dealer_identity)}
         for what, (address, identity) in peers.items():

@@ -143,9 +143,10 @@ class World:
 
     def probe_admin_ports(self, lab: Lab) -> dict[str, dict[str, str]]:
         """With an SSH stand-in on each operator host's administrative port: connections from
-        the stranger, then from the operators' workstation (the clients' host); the stranger
-        also tries the client ports."""
+        the stranger, then from the operators' workstation (the clients' host), to those and
+        to party0's admin API; the stranger also tries the client ports."""
         targets = [f"{self.addresses[h]}:{ADMIN_PORT}" for h in OPERATORS]
+        targets.append(str(self.recipe.config("party0")["admin_listen"]))  # party0's admin API
         stand_ins = [
             lab.popen(h, [sys.executable, WIRE_PEERS, "serve-plain", str(ADMIN_PORT)], stdout=subprocess.PIPE)
             for h in OPERATORS

@@ -90,7 +90,7 @@ def test_services_run_as_the_service_user(world):
 
 def test_the_admin_port_answers_the_operators_workstation_only(world):
     probes = world.provisioning["admin"]
-    admin = {f"{world.addresses[h]}:22" for h in OPERATOR_HOSTS}
+    admin = {f"{world.addresses[h]}:22" for h in OPERATOR_HOSTS} | {world.recipe.config("party0")["admin_listen"]}
     assert probes["workstation"] == dict.fromkeys(admin, "connected")
     assert {t: probes["stranger"][t] for t in admin} == dict.fromkeys(admin, "timeout")
     clients_api = {world.recipe.address(p) for p in ("party0", "party1")}
@@ -217,6 +217,7 @@ def test_a_stranger_completes_no_connection_to_operator_ports(world, jobs):
     probe = jobs["multi"].hook
     listening = probe["listening"]
     assert world.recipe.config("party0")["peer_listen"] in listening["party0"]
+    assert world.recipe.config("party0")["admin_listen"] in listening["party0"]  # the admin API: not the stranger's
     assert world.recipe.address("dealer") in listening["dealer"]
     assert probe["mpc"] in probe["tcp"]
     assert {t: r for t, r in probe["tcp"].items() if r != "timeout"} == {}  # the firewall drops the SYN
@@ -228,7 +229,7 @@ def _configured_listeners(world: World) -> dict[str, set[str]]:
     party0, party1 = world.recipe.config("party0"), world.recipe.config("party1")
     mpc = f"{party0['jobs']['mpc_host']}:{party0['jobs']['mpc_port']}"
     return {
-        "party0": {party0["listen"], party0["peer_listen"], mpc},
+        "party0": {party0["listen"], party0["admin_listen"], party0["peer_listen"], mpc},
         "party1": {party1["listen"], party1["peer_listen"]},
         "dealer": {world.recipe.address("dealer")},
     }
@@ -238,9 +239,8 @@ def test_operators_listen_only_on_their_configured_addresses(world, jobs):
     every = jobs["multi"].hook["every"]  # taken mid-job, loopback excluded
     configured = _configured_listeners(world)
     assert {h: set(every[h]) for h in ("party1", "dealer")} == {h: configured[h] for h in ("party1", "dealer")}
-    assert {world.recipe.config("party0")["listen"], world.recipe.config("party0")["peer_listen"]} <= set(
-        every["party0"]
-    )
+    party0 = world.recipe.config("party0")
+    assert {party0["listen"], party0["admin_listen"], party0["peer_listen"]} <= set(every["party0"])
     assert {h: sorted(set(addresses) - configured[h]) for h, addresses in every.items()} == {h: [] for h in every}
 
 
