@@ -122,16 +122,17 @@ class World:
         world.provisioning["keys"] = private_keys(recipe.root)
         with world.lab() as lab:
             world.provisioning["preflight"] = {h: world.preflight(lab, h, "--no-reach") for h in OPERATORS}
-            ops = world.start(lab)
-            try:
-                world.provisioning["running"] = {h: world.preflight(lab, h, "--no-bind") for h in OPERATORS}
-                world.provisioning["uids"] = {h: _uid(p.pid) for h, p in ops.procs.items()}
-                world.provisioning["admin"] = world.probe_admin_ports(lab)
-                with Capture(lab, world.stage1_capture) as cap:
+            # captured from the start: every connection's handshake is on the record
+            with Capture(lab, world.stage1_capture) as cap:
+                ops = world.start(lab)
+                try:
+                    world.provisioning["running"] = {h: world.preflight(lab, h, "--no-bind") for h in OPERATORS}
+                    world.provisioning["uids"] = {h: _uid(p.pid) for h, p in ops.procs.items()}
+                    world.provisioning["admin"] = world.probe_admin_ports(lab)
                     world.fleet(lab, "train", root / "stage1.json").check()
-                world.stage1_ports = dict(cap.ifindexes)
-            finally:
-                ops.stop()
+                finally:
+                    ops.stop()
+            world.stage1_ports = dict(cap.ifindexes)
         ops.save_data(world.saved)
         return world
 

@@ -1,4 +1,4 @@
-"""A party's listeners: TLS 1.3 only on the client/admin and peer ports, each port bound by one
+"""A party's listeners: TLS 1.3 only on the client, admin and peer ports, each port bound by one
 process alone (no SO_REUSEPORT sharing), every bind failure and a certificate of another role
 refused at start with the config key named (real party processes on loopback)."""
 
