@@ -162,7 +162,7 @@ class AdmissionConfig:
 @dataclass(frozen=True)
 class PartyConfig:
     role: int
-    listen: str  #: client/admin service address (server-side TLS + tokens)
+    listen: str  #: client service address (server-side TLS + tokens)
     peer_listen: str  #: peer service address (mutual TLS)
     peer_address: str  #: the other party's peer service address
     data_dir: Path
@@ -182,6 +182,7 @@ class PartyConfig:
     #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
     unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  #: minimum cohort k ([privacy])
+    admin_listen: str = ""  #: party0's admin API address ("" = none; server.admin_gate)
     #: optional distributed differential privacy ([privacy]'s DP keys; server.dp_config)
     dp: DPConfig = field(default_factory=DPConfig)
     #: input validation of uploads and task answers ([validation])
@@ -345,6 +346,10 @@ def _check_schema(data: dict) -> None:
         for key in ("listen", "peer_listen", "peer_address"):
             if key in data:
                 address(data[key], key)
+        if data.get("admin_listen", ""):
+            address(data["admin_listen"], "admin_listen")
+            if data.get("role") != 0:
+                raise SchemaError("admin_listen: only party0 serves the admin API (party1 has none)")
     except SchemaError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -404,6 +409,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         listen=str(_require(data, "listen", "top level")),
         peer_listen=str(_require(data, "peer_listen", "top level")),
         peer_address=str(_require(data, "peer_address", "top level")),
+        admin_listen=str(data.get("admin_listen", "")),
         data_dir=_path(base, _require(data, "data_dir", "top level"), "data_dir"),
         tls=tls,
         precision_bits=precision,

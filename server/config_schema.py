@@ -16,11 +16,16 @@ from mpc.config_schema import Key, Schema, Section, dataclass_keys
 
 TOP = {
     "role": "0 (leader: orders rounds, serves the admin API) or 1 (helper: follows and verifies)",
-    "listen": "client (and, on party0, admin) service, `host:port`: server-side TLS 1.3 + per-call tokens",
+    "listen": "client service, `host:port`: server-side TLS 1.3 + per-call tokens; of the admin API only a "
+    "client's own unlearning request (AdminService/Unlearn with its client credential) is answered here",
     "peer_listen": "peer service, `host:port`: mutual TLS 1.3, only the other party's certificate is accepted",
     "peer_address": "the other party's `peer_listen`",
     "data_dir": "the durable store; created 0700, refused at start when others may read or write it",
 }
+ADMIN_LISTEN = (
+    "party0: the admin API's own listener, `host:port` (server-side TLS 1.3 + the admin token); bind it to an "
+    'operator-only address. "" = no admin API. party1 has none'
+)
 TLS = {
     "ca": "CA certificate (path relative to the file)",
     "cert": "this party's certificate: its common name must be `party<role>`",
@@ -124,7 +129,11 @@ def build_party_schema(
     return Schema(
         "party",
         (
-            Section("", tuple(Key(n, "", m, required=True) for n, m in TOP.items())),
+            Section(
+                "",
+                tuple(Key(n, "", m, required=True) for n, m in TOP.items())
+                + (Key("admin_listen", '""', ADMIN_LISTEN),),
+            ),
             Section(
                 "tls",
                 tuple(Key(n, "", m, required=True) for n, m in TLS.items())

@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from proto.starfish.v1 import admin_pb2_grpc, client_pb2_grpc, peer_pb2_grpc
 from server import metrics
+from server.admin_gate import ClientPortAdminGate
 from server.admission import AdmissionInterceptor
 from server.client_service import ClientService
 from server.config import PartyConfig
@@ -83,6 +84,7 @@ class PartyServer:
             # ids first: refusals carry one; storage faults answered as retryable, innermost
             interceptors=[
                 RequestIdInterceptor(),
+                ClientPortAdminGate(cfg.admin_listen),  # the admin token is never accepted here
                 UndecodableInterceptor(),
                 AdmissionInterceptor(cfg),
                 StorageFaultInterceptor(cfg.role),
@@ -100,10 +102,11 @@ class PartyServer:
         certifier = Certifier(attestor, self.peer, cfg.tls.ca) if cfg.role == 0 else None
         self.job_manager = JobManager(self.state, self.jobs, self.peer, certifier) if certifier else None
         self.job_follower = JobFollower(self.state, self.jobs) if cfg.role == 1 else None
+        self.admin_server = None
         if self.job_manager is not None:
-            admin_pb2_grpc.add_AdminServiceServicer_to_server(
-                JobAdminService(self.state, self.peer, self.job_manager), self.server
-            )
+            admin = JobAdminService(self.state, self.peer, self.job_manager)
+            admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, self.server)  # clients' own unlearning only
+            self.admin_server = self._admin_server(admin, opts) if cfg.admin_listen else None
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.readiness = Readiness(self.health, self._checks(), self.state.stopping)
@@ -120,6 +123,17 @@ class PartyServer:
         obs = cfg.observability
         tls = (cfg.tls.cert, cfg.tls.key) if obs.metrics_tls else (None, None)
         self.metrics_server = serve_metrics(obs.metrics_listen, *tls) if obs.metrics_listen else None
+
+    def _admin_server(self, admin: JobAdminService, opts: list) -> grpc.Server:
+        """The admin API on its own listener, `admin_listen` (server.admin_gate)."""
+        server = grpc.server(
+            futures.ThreadPoolExecutor(self.cfg.admission.admin_threads, thread_name_prefix="admin-port"),
+            interceptors=[RequestIdInterceptor(), UndecodableInterceptor(), StorageFaultInterceptor(self.cfg.role)],
+            options=opts,
+        )
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
+        bind_exclusively(server, "admin_listen", self.cfg.admin_listen, client_port_credentials(self.cfg))
+        return server
 
     def _checks(self) -> list:
         """What this party needs to make progress (server.readiness)."""
@@ -149,6 +163,9 @@ class PartyServer:
     def start(self) -> None:
         self.server.start()
         self.peer_server.start()
+        if self.admin_server is not None:
+            self.admin_server.start()
+            log.info("%s serving the admin API on %s", self.cfg.name, self.cfg.admin_listen)
         if self.coordinator is not None:
             self.coordinator.start()
         if self.job_manager is not None:
@@ -174,7 +191,8 @@ class PartyServer:
             self.job_follower.stop()
         if self.state.stage1_clip is not None:
             self.state.stage1_clip.close()
-        done = [self.server.stop(STOP_GRACE_S), self.peer_server.stop(STOP_GRACE_S)]
+        servers = [self.server, self.peer_server, *([self.admin_server] if self.admin_server else [])]
+        done = [server.stop(STOP_GRACE_S) for server in servers]
         for event in done:
             event.wait()
         if self.metrics_server is not None:

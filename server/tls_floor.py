@@ -7,10 +7,13 @@ TLS12_SUITES, a pre-shared-key suite that needs a PSK callback gRPC never instal
 TLS 1.2 handshake can agree on a suite, a client that offers only TLS 1.2 is refused (no
 shared cipher), and every connection that succeeds is TLS 1.3.
 
-The variable must be set before anything loads gRPC: the party entry points call
-`require_tls13()` first, and `PartyServer` refuses to start when it was not
-(`check_tls13`), so no party can serve TLS 1.2 by an import-order accident. This module
-imports nothing of gRPC.
+The variable must be set before anything loads gRPC: every entry point (`starfish.cli.main`
+for `starfish party|dealer|...`, `python -m party0|party1`) calls `require_tls13()` first,
+and `PartyServer` and the dealer's gRPC port refuse to start when it was not
+(`check_tls13`), so no listener can serve TLS 1.2 by an import-order accident. A later
+call (the `starfish party` path calls it in `starfish.cli.main` and again in
+`server.main.run_party`, after the command table has loaded gRPC) keeps the floor that an
+earlier call set in time. This module imports nothing of gRPC.
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ _state = {"set_before_grpc": False}
 
 
 def require_tls13() -> None:
-    """Set the TLS 1.2 suite list of this process (call before gRPC is imported)."""
+    """Set the TLS 1.2 suite list of this process (call before gRPC is imported); once set in
+    time, a repeated call after gRPC has loaded keeps it."""
+    in_time = _state["set_before_grpc"] and os.environ.get(ENV) == TLS12_SUITES
     os.environ[ENV] = TLS12_SUITES
-    _state["set_before_grpc"] = "grpc" not in sys.modules
+    _state["set_before_grpc"] = in_time or "grpc" not in sys.modules
 
 
 def check_tls13() -> None:
     """Raise OSError unless this process's gRPC listeners accept TLS 1.3 only."""
     if not _state["set_before_grpc"] or os.environ.get(ENV) != TLS12_SUITES:
         raise OSError(
-            "the TLS 1.3 floor of the gRPC ports was not set before gRPC was loaded: start the party "
-            "with `starfish party` or `python -m party0|party1` (server.tls_floor)"
+            "the TLS 1.3 floor of the gRPC ports was not set before gRPC was loaded: start the service "
+            "with `starfish party|dealer` or `python -m party0|party1` (server.tls_floor)"
         )

@@ -107,9 +107,11 @@ class LocalDeployment:
             "ports": {
                 "client0": free_port(),
                 "client1": free_port(),
+                "admin0": free_port(),
                 "peer0": free_port(),
                 "peer1": free_port(),
                 "dealer": free_port(),
+                "dealer_health": free_port(),
                 "metrics0": free_port(),
                 "metrics1": free_port(),
             },
@@ -126,6 +128,7 @@ class LocalDeployment:
             "listen": f"127.0.0.1:{self.creds['ports']['dealer']}",
             "tls": {"ca": "certs/ca.pem", "cert": "certs/dealer.pem", "key": "certs/dealer.key"},
             "parties": {"party0": "party0", "party1": "party1"},
+            "observability": {"health_listen": f"127.0.0.1:{self.creds['ports']['dealer_health']}"},
         }
 
     def _config(self, role: int) -> dict:
@@ -135,6 +138,7 @@ class LocalDeployment:
             "listen": f"127.0.0.1:{ports[f'client{role}']}",
             "peer_listen": f"127.0.0.1:{ports[f'peer{role}']}",
             "peer_address": f"127.0.0.1:{ports[f'peer{1 - role}']}",
+            **({"admin_listen": self.admin_address} if role == 0 else {}),
             "data_dir": f"party{role}",
             "tls": {
                 "ca": "certs/ca.pem",
@@ -181,6 +185,11 @@ class LocalDeployment:
 
     def address(self, role: int) -> str:
         return f"127.0.0.1:{self.creds['ports'][f'client{role}']}"
+
+    @property
+    def admin_address(self) -> str:
+        """party0's admin API (`admin_listen`: its own listener, server.admin_gate)."""
+        return f"127.0.0.1:{self.creds['ports']['admin0']}"
 
     def metrics_url(self, role: int) -> str:
         return f"http://127.0.0.1:{self.creds['ports'][f'metrics{role}']}/metrics"
@@ -297,7 +306,7 @@ class LocalDeployment:
     def admin(self):
         from client_sdk.admin import AdminClient
 
-        return AdminClient(self.address(0), self.creds["admin_token"], self.ca_cert)
+        return AdminClient(self.admin_address, self.creds["admin_token"], self.ca_cert)
 
     @property
     def admin_metadata(self) -> tuple[tuple[str, str], ...]:

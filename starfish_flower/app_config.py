@@ -6,6 +6,7 @@ Run config (`[tool.flwr.app.config]`, `flwr run --run-config`), same for every p
 * ``starfish-dir``: a deployment directory made by `starfish up` — the three keys below
   default to what it holds (``credentials.json``: ports and tokens; ``certs/ca.pem``);
 * ``starfish-party0``, ``starfish-party1``: the parties' client-facing addresses;
+* ``starfish-admin``: party0's admin API (its `admin_listen`; the ServerApp only);
 * ``starfish-ca-cert``: the CA certificate that signed them (PEM file);
 * ``starfish-credentials``: a credentials file ``{"admin_token": …, "clients": {id: token}}``
   (the ServerApp reads the admin token; a simulated node reads its client token, client id
@@ -36,6 +37,7 @@ from starfish_flower.settings import Parties
 DIR = "starfish-dir"
 PARTY0 = "starfish-party0"
 PARTY1 = "starfish-party1"
+ADMIN = "starfish-admin"
 CA_CERT = "starfish-ca-cert"
 CREDENTIALS = "starfish-credentials"
 CLIENT_ID = "starfish-client-id"
@@ -67,6 +69,7 @@ class StarfishConfig:
     party1: str
     ca_cert: Path
     credentials: Path | None
+    admin_address: str = ""  #: party0's admin API (`admin_listen`)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StarfishConfig:
@@ -77,6 +80,7 @@ class StarfishConfig:
             found = {
                 PARTY0: f"127.0.0.1:{ports['client0']}",
                 PARTY1: f"127.0.0.1:{ports['client1']}",
+                ADMIN: f"127.0.0.1:{ports['admin0']}",
                 CA_CERT: str(root / "certs" / "ca.pem"),
                 CREDENTIALS: str(root / "credentials.json"),
             }
@@ -85,7 +89,8 @@ class StarfishConfig:
         if missing:
             raise ConfigError(f"the run config sets neither {DIR} nor {missing}: no Starfish parties to talk to")
         credentials = _path(config, CREDENTIALS) if _set(config, CREDENTIALS) else None
-        return cls(str(config[PARTY0]), str(config[PARTY1]), _path(config, CA_CERT), credentials)
+        admin = str(config.get(ADMIN, ""))
+        return cls(str(config[PARTY0]), str(config[PARTY1]), _path(config, CA_CERT), credentials, admin)
 
     @classmethod
     def from_context(cls, context: Context) -> StarfishConfig:
@@ -103,7 +108,9 @@ class StarfishConfig:
         token = json.loads(self.credentials.read_text()).get("admin_token")
         if not token:
             raise ConfigError(f"{self.credentials} holds no admin token")
-        return AdminClient(self.party0, token, self.ca_cert, timeout_s=timeout_s)
+        if not self.admin_address:
+            raise ConfigError(f"the ServerApp needs {ADMIN} (or {DIR}): party0's admin API address")
+        return AdminClient(self.admin_address, token, self.ca_cert, timeout_s=timeout_s)
 
 
 def identity(context: Context, id_format: str = "client{partition-id}") -> tuple[str, str]:

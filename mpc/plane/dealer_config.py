@@ -75,6 +75,11 @@ DEALER_SCHEMA = Schema(
                     '""',
                     'Prometheus endpoint `host:port` (loopback or a management network); "" = none',
                 ),
+                Key(
+                    "health_listen",
+                    '""',
+                    'gRPC health service `host:port` (TLS; loopback or a management network); "" = none',
+                ),
             ),
         ),
     ),
@@ -110,10 +115,12 @@ def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
         limits = DealerLimits(**data.get("limits", {}))
     except (TypeError, ValueError) as exc:
         raise DealerConfigError(f"bad [limits]: {exc}") from None
-    metrics = str(data.get("observability", {}).get("metrics_listen", ""))
-    if metrics:
-        split_address(metrics, "observability.metrics_listen")
-    return DealerConfig(host, port, tls, parties, limits, metrics)
+    obs = data.get("observability", {})
+    metrics, health = str(obs.get("metrics_listen", "")), str(obs.get("health_listen", ""))
+    for key, value in (("metrics_listen", metrics), ("health_listen", health)):
+        if value:
+            split_address(value, f"observability.{key}")
+    return DealerConfig(host, port, tls, parties, limits, metrics, health)
 
 
 def load_dealer_config(path: str | Path) -> DealerConfig:

@@ -83,6 +83,7 @@ class DealerConfig:
     parties: tuple[str, str] = ("party0", "party1")  #: certificate identities of rank 0 and rank 1
     limits: DealerLimits = field(default_factory=DealerLimits)
     metrics_listen: str = ""  #: Prometheus endpoint ("" = none; mpc.plane.dealer_metrics)
+    health_listen: str = ""  #: gRPC health service ("" = none; mpc.plane.dealer_health)
 
 
 class DealerSession:

@@ -21,7 +21,7 @@ from starfish.errors import CommandError
 
 CONNECTION_HELP = {
     "--dir": "deployment directory of `starfish up` (default run)",
-    "--address": "party0 address (overrides --dir)",
+    "--address": "party0's admin API address, its admin_listen (overrides --dir)",
     "--ca": "CA certificate (overrides --dir)",
 }
 

@@ -2,6 +2,7 @@
 
   starfish preflight --config /etc/starfish/party0.toml --user starfish
   starfish preflight --config /etc/starfish/dealer.toml --user starfish
+  starfish preflight --config /etc/starfish/party0.toml --user starfish --no-bind   (service running)
 
 Prints one row per check (PASS, WARN, FAIL and the reason) and exits 1 if any check
 failed: config valid, certificates present, signed by the CA, naming the expected
@@ -26,6 +27,7 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per connection to a peer")
     p.add_argument("--identity", default="dealer", help="a dealer's own identity (its certificate's common name)")
     p.add_argument("--no-reach", action="store_true", help="skip connecting to the peers (they are not up yet)")
+    p.add_argument("--no-bind", action="store_true", help="skip the free-port checks (the service is running)")
     p.set_defaults(func=run)
 
 
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from starfish.preflight.run import Options, run_checks, table
 
     user = args.user or pwd.getpwuid(os.geteuid()).pw_name
-    opts = Options(user, args.warn_days, args.timeout, args.identity, not args.no_reach)
+    opts = Options(user, args.warn_days, args.timeout, args.identity, not args.no_reach, not args.no_bind)
     rows = run_checks(args.config, opts)
     print(table(rows))
     return 1 if any(r.status == FAIL for r in rows) else 0

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         dep.start()
-        print(f"party0 (leader, admin) on {dep.address(0)}")
+        print(f"party0 (leader)        on {dep.address(0)}, admin API on {dep.admin_address}")
         print(f"party1 (helper)        on {dep.address(1)}")
         print(f"dealer service         on {dep.dealer_address} (single-operator demo: dealer not independent)")
         if "metrics0" in dep.creds["ports"]:  # deployments made before metrics existed have none

@@ -67,7 +67,7 @@ class DemoServices:
     def describe(self) -> list[str]:
         dep = self.deployment
         return [
-            f"party0 (leader, admin API) pid {dep.procs[0].pid} on {dep.address(0)} (TLS)",
+            f"party0 (leader) pid {dep.procs[0].pid} on {dep.address(0)}, admin API on {dep.admin_address} (TLS)",
             f"party1 (helper)            pid {dep.procs[1].pid} on {dep.address(1)} (TLS)",
             f"dealer service (2PC randomness) pid {dep.dealer_proc.pid} on {dep.dealer_address} (TLS; "
             "single-operator demo: dealer not independent)",

@@ -38,6 +38,7 @@ def _party_addresses(spec: Spec, role: str) -> dict[str, Any]:
     jobs: dict[str, Any] = {"dealer": spec.dealer.at(spec.dealer.port)}
     if role == "party0":
         jobs |= {"mpc_host": me.address, "mpc_port": me.mpc_port}
+        top["admin_listen"] = me.at(me.admin_port)
     return {"top": top, "jobs": jobs, "observability": {"metrics_listen": f"127.0.0.1:{me.metrics_port}"}}
 
 
@@ -47,7 +48,9 @@ def config(spec: Spec, role: str, deploy_dir: Path = DEPLOY_DIR) -> dict[str, An
         data = tomllib.load(fh)
     if role == "dealer":
         data["listen"] = spec.dealer.at(spec.dealer.port)
-        data.setdefault("observability", {})["metrics_listen"] = f"127.0.0.1:{spec.dealer.metrics_port}"
+        data.setdefault("observability", {}).update(
+            metrics_listen=f"127.0.0.1:{spec.dealer.metrics_port}", health_listen=f"127.0.0.1:{spec.dealer.health_port}"
+        )
         return data
     values = _party_addresses(spec, role)
     data.update(values.pop("top"))

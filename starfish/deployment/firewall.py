@@ -2,7 +2,8 @@
 
 One table, `inet starfish`, replaced as a whole on each load: inbound is dropped except
 loopback, established connections, the operator's administrative ports (`[admin] ports`,
-from `[admin] sources` if given) and the service ports of its role, each from the hosts
+and on party0's host its admin API port, from `[admin] sources` if given) and the service
+ports of its role, each from the hosts
 that use it (docs/DEPLOY.md §2). Administrative access lives in the same table because
 nftables drops a packet that any table's base chain drops: an accept in another table does
 not let it through.
@@ -35,7 +36,8 @@ def _service_rules(spec: Spec, role: str) -> list[str]:
 
 def ruleset(spec: Spec, role: str) -> str:
     """The nftables file of `role`'s host (load with `nft -f`)."""
-    admin = f'tcp dport {_set(spec.admin_ports)} accept comment "operator administration"'
+    ports = [*spec.admin_ports, *([spec.party0.admin_port] if role == "party0" else [])]
+    admin = f'tcp dport {_set(ports)} accept comment "operator administration"'
     if spec.admin_sources:
         admin = f"ip saddr {_set(spec.admin_sources)} {admin}"
     rules = [

@@ -1,7 +1,8 @@
 """The deployment description: the three operators' addresses and ports, written once.
 
 A TOML file with tables `[party0]`, `[party1]` (address, client_port, peer_port,
-metrics_port; party0 also mpc_port), `[dealer]` (address, port, metrics_port) and `[admin]`
+metrics_port; party0 also mpc_port and admin_port, its admin API), `[dealer]` (address, port, metrics_port, health_port)
+and `[admin]`
 (ports: the administrative ports every host's firewall keeps open, e.g. [22]; sources: the
 addresses allowed to reach them, empty for any). Unknown keys and missing values are
 refused with the key's name, so a typo cannot render a deployment with a default address.
@@ -16,9 +17,9 @@ from pathlib import Path
 
 ROLES = ("party0", "party1", "dealer")
 _KEYS = {
-    "party0": {"address", "client_port", "peer_port", "mpc_port", "metrics_port"},
+    "party0": {"address", "client_port", "peer_port", "mpc_port", "metrics_port", "admin_port"},
     "party1": {"address", "client_port", "peer_port", "metrics_port"},
-    "dealer": {"address", "port", "metrics_port"},
+    "dealer": {"address", "port", "metrics_port", "health_port"},
 }
 
 
@@ -36,6 +37,8 @@ class Operator:
     mpc_port: int = 0
     metrics_port: int = 0
     port: int = 0
+    health_port: int = 0  #: the dealer's gRPC health service, on loopback
+    admin_port: int = 0  #: party0's admin API (its own listener, open to `[admin] sources` only)
 
     def at(self, port: int) -> str:
         return f"{self.address}:{port}"
@@ -101,7 +104,7 @@ def _distinct(spec: Spec) -> None:
         op = spec.operator(role)
         for key in sorted(_KEYS[role] - {"address"}):
             where = op.at(getattr(op, key))
-            if key == "metrics_port":
+            if key in ("metrics_port", "health_port"):
                 where = f"127.0.0.1:{getattr(op, key)}"
             if where in seen or getattr(op, key) in spec.admin_ports:
                 raise SpecError(f"[{role}] {key}: {where} is also {seen.get(where, 'an [admin] port')}")

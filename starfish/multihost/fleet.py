@@ -44,7 +44,8 @@ class RemoteDeployment:
     def admin(self):
         from client_sdk.admin import AdminClient
 
-        return AdminClient(self.recipe.address("party0"), self.recipe.creds["admin_token"], self.recipe.ca_cert)
+        admin = str(self.recipe.config("party0")["admin_listen"])  # party0's admin API, its own listener
+        return AdminClient(admin, self.recipe.creds["admin_token"], self.recipe.ca_cert)
 
 
 @dataclass

@@ -175,6 +175,27 @@ def reachable(address: str, identity: str, ca: Path, cert: Path, key: Path, what
     return Check(name, PASS, f"{version}, identity {cn!r}")
 
 
+def serving(address: str, identity: str, ca: Path, cert: Path, key: Path, timeout_s: float) -> Check:
+    """The gRPC health service at `address` presents `identity` over TLS 1.3 and answers
+    SERVING for the overall service (the dealer's `[observability] health_listen`)."""
+    tls = reachable(address, identity, ca, cert, key, "health", timeout_s)
+    name = f"health {address}"
+    if tls.status != PASS:
+        return Check(name, FAIL, tls.detail)
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    creds = grpc.ssl_channel_credentials(root_certificates=Path(ca).read_bytes())
+    options = [("grpc.ssl_target_name_override", "localhost")]  # the identity was checked above
+    with grpc.secure_channel(address, creds, options=options) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            return Check(name, FAIL, f"no health answer: {exc.code().name}")
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    return Check(name, PASS if status == "SERVING" else FAIL, f"{status}, {tls.detail}")
+
+
 class _Timex(ctypes.Structure):
     _fields_ = [("modes", ctypes.c_uint), ("_pad", ctypes.c_long * 25)]
 

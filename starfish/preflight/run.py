@@ -5,7 +5,9 @@ A party config (it has `role`) is checked for: the config itself; its TLS certif
 (`listen`, `peer_listen`, party0's MPC port, the metrics endpoint); the other party's peer
 port (mutual TLS 1.3, identity `[tls] peer_name`) and the dealer (identity `[jobs]
 dealer_identity`); the clock. A dealer config (it has `[parties]`) is checked for its
-certificate (identity `--identity`, default `dealer`), key, `listen` and the clock.
+certificate (identity `--identity`, default `dealer`), key, its bind addresses (`listen`,
+the metrics and health endpoints) or, with `bind` off (the dealer runs and holds them),
+its own gRPC health service (SERVING, with the dealer's identity), and the clock.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Options:
     timeout_s: float = 5.0
     identity: str = "dealer"  #: the dealer's own identity
     reach: bool = True  #: connect to the peers (off before they are up)
+    bind: bool = True  #: check the service's addresses are free (off while it runs and holds them)
 
 
 def _party(path: Path, opts: Options) -> list[Check]:
@@ -41,12 +44,13 @@ def _party(path: Path, opts: Options) -> list[Check]:
     if cfg.signing.cert is not None and cfg.signing.key is not None:
         rows += checks.key_file(cfg.signing.key, opts.user)
         rows += checks.certificate(cfg.signing.cert, cfg.signing.key, tls.ca, cfg.name, opts.warn_days, signing=True)
-    binds = {"client API": cfg.listen, "peer service": cfg.peer_listen}
+    binds = {"client API": cfg.listen, "peer service": cfg.peer_listen, "admin API": cfg.admin_listen}
     if cfg.role == 0 and cfg.jobs.mpc_port:
         binds["MPC plane"] = f"{cfg.jobs.mpc_host}:{cfg.jobs.mpc_port}"
     if cfg.observability.metrics_listen:
         binds["metrics"] = cfg.observability.metrics_listen
-    rows += [checks.bindable(address, what) for what, address in binds.items()]
+    if opts.bind:
+        rows += [checks.bindable(address, what) for what, address in binds.items() if address]
     if opts.reach:
         peers = {"peer": (cfg.peer_address, tls.peer_name), "dealer": (cfg.jobs.dealer, cfg.jobs.dealer_identity)}
         for what, (address, identity) in peers.items():
@@ -67,7 +71,12 @@ def _dealer(path: Path, opts: Options) -> list[Check]:
         return [*rows, Check("TLS", FAIL, "the dealer config has no [tls]")]
     rows += checks.key_file(cfg.tls.key, opts.user)
     rows += checks.certificate(cfg.tls.cert, cfg.tls.key, cfg.tls.ca, opts.identity, opts.warn_days)
-    rows.append(checks.bindable(f"{cfg.host}:{cfg.port}", "dealer service"))
+    binds = {"dealer service": f"{cfg.host}:{cfg.port}", "metrics": cfg.metrics_listen, "health": cfg.health_listen}
+    if opts.bind:
+        rows += [checks.bindable(address, what) for what, address in binds.items() if address]
+    if not opts.bind and cfg.health_listen:  # the dealer runs: it holds its ports and answers
+        tls = cfg.tls
+        rows.append(checks.serving(cfg.health_listen, opts.identity, tls.ca, tls.cert, tls.key, opts.timeout_s))
     return rows
 
 

@@ -52,7 +52,10 @@ def test_an_address_changed_in_the_description_changes_every_file_that_names_it(
         assert "10.20.0.11" not in "".join(files.values()), f"{role}'s bundle still names the old address"
         nft = files[f"{role}.nft"]
         assert len(re.findall(r"^table inet starfish \{", nft, re.M)) == 1  # one table: admin + services
-        assert 'ip saddr 198.51.100.9 tcp dport { 22, 2222 } accept comment "operator administration"' in nft
+        ports = "22, 2222, 50055" if role == "party0" else "22, 2222"  # party0's admin API: an [admin] port
+        assert f'ip saddr 198.51.100.9 tcp dport {{ {ports} }} accept comment "operator administration"' in nft
+    assert tomllib.loads(bundles["party0"]["party0.toml"])["admin_listen"] == "10.20.0.10:50055"
+    assert "admin_listen" not in bundles["party1"]["party1.toml"]
 
 
 def test_the_bundle_holds_only_this_operators_keys_and_requests_the_ca_accepts(tmp_path):

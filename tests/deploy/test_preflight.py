@@ -16,6 +16,7 @@ import pytest
 
 from mpc.plane.certs import issue_cert
 from mpc.plane.tls import TlsFiles, server_context
+from server.file_modes import private_dir
 from starfish.cli import main
 from starfish.local import LocalDeployment
 from starfish.preflight.run import Options, run_checks
@@ -155,3 +156,20 @@ def test_the_dealer_config_is_checked_against_its_identity(dep, capsys):
     assert main(["preflight", "--config", str(dep.dealer_config_path)]) == 0
     assert main(["preflight", "--config", str(dep.dealer_config_path), "--identity", "dealer2"]) == 1
     assert "wrong identity: names 'dealer', expected 'dealer2'" in capsys.readouterr().out
+
+
+def test_the_running_dealer_answers_its_health_service(dep, capsys):
+    dealer = ["preflight", "--config", str(dep.dealer_config_path), "--no-bind"]
+    assert main(dealer) == 1  # not running: no health answer
+    assert "unreachable" in capsys.readouterr().out
+    private_dir(dep.root / "logs")
+    dep.start_dealer()
+    try:
+        assert main(dealer) == 0
+        out = capsys.readouterr().out
+        assert f"health 127.0.0.1:{dep.creds['ports']['dealer_health']}" in out
+        assert "SERVING, TLSv1.3, identity 'dealer'" in out
+        assert main(["preflight", "--config", str(dep.dealer_config_path)]) == 1  # its ports are in use
+        assert "in use by another process" in capsys.readouterr().out
+    finally:
+        dep.stop_dealer()

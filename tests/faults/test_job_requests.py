@@ -64,7 +64,8 @@ def _unlearn_raw(service, targets: list[str], parameters_json: str, client: str 
     else:
         metadata = ((CLIENT_ID_KEY, client), (CLIENT_TOKEN_KEY, dep.creds["clients"][client]))
     creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
-    with grpc.secure_channel(dep.address(0), creds, options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
+    address = dep.admin_address if client is None else dep.address(0)  # a client's own request: its port
+    with grpc.secure_channel(address, creds, options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
         stub = admin_pb2_grpc.AdminServiceStub(ch)
         request = admin_pb2.UnlearnRequest(targets=targets, parameters_json=parameters_json)
         with pytest.raises(grpc.RpcError) as info:

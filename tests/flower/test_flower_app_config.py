@@ -15,7 +15,11 @@ from starfish_flower.app_config import ConfigError, StarfishConfig
 def _deployment(tmp_path):
     (tmp_path / "certs").mkdir()
     (tmp_path / "certs" / "ca.pem").write_text("-")
-    creds = {"admin_token": "a", "clients": {"client2": "t2"}, "ports": {"client0": 5001, "client1": 5002}}
+    creds = {
+        "admin_token": "a",
+        "clients": {"client2": "t2"},
+        "ports": {"client0": 5001, "client1": 5002, "admin0": 5003},
+    }
     (tmp_path / "credentials.json").write_text(json.dumps(creds))
     return tmp_path
 
@@ -28,6 +32,7 @@ def test_a_starfish_up_directory_gives_addresses_ca_and_credentials_and_set_keys
     root = _deployment(tmp_path)
     config = StarfishConfig.from_mapping({"starfish-dir": str(root), "starfish-party1": "10.0.0.2:7", "x": 1})
     assert (config.party0, config.party1) == ("127.0.0.1:5001", "10.0.0.2:7")
+    assert config.admin_address == "127.0.0.1:5003"  # party0's admin API: its own listener
     assert config.ca_cert == root / "certs" / "ca.pem" and config.credentials == root / "credentials.json"
 
 

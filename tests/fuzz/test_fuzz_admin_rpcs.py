@@ -32,9 +32,11 @@ def requests(method) -> st.SearchStrategy[list[bytes]]:
     return st.lists(st.one_of(one, one.flatmap(mutated)), min_size=1, max_size=3)
 
 
-def _channel(deployment) -> grpc.Channel:
+def _channel(deployment, admin: bool = True) -> grpc.Channel:
+    """The admin API's own port, or (a client's own unlearning) the client port."""
     creds = grpc.ssl_channel_credentials(root_certificates=deployment.ca_cert.read_bytes())
-    return grpc.secure_channel(deployment.address(0), creds, options=[("grpc.max_send_message_length", 8 << 20)])
+    address = deployment.admin_address if admin else deployment.address(0)
+    return grpc.secure_channel(address, creds, options=[("grpc.max_send_message_length", 8 << 20)])
 
 
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
@@ -55,7 +57,7 @@ def test_unlearn_parameters_get_a_clear_status(deployment, as_client):
     method = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods_by_name["Unlearn"]
     token = deployment.creds["clients"][FUZZ_CLIENT]
     metadata = ((CLIENT_ID_KEY, FUZZ_CLIENT), (CLIENT_TOKEN_KEY, token)) if as_client else deployment.admin_metadata
-    with _channel(deployment) as channel:
+    with _channel(deployment, admin=not as_client) as channel:
 
         @FUZZ
         @given(PARAMETER_TEXTS)

@@ -83,7 +83,7 @@ def test_request_without_admin_credential_is_refused(service):
     """Without the admin token: refused; a client may only file its own unlearning."""
     with service.dep.admin() as admin:
         jobs_before = len(admin.list_jobs().jobs)
-    intruder = AdminClient(service.dep.address(0), "not-the-admin-token", service.dep.ca_cert)
+    intruder = AdminClient(service.dep.admin_address, "not-the-admin-token", service.dep.ca_cert)
     with pytest.raises(StarfishError, match="PERMISSION_DENIED"):
         intruder.unlearn(["c2"])
     with pytest.raises(StarfishError, match="PERMISSION_DENIED"):

@@ -1,9 +1,15 @@
 """The deployment of `deploy/` on emulated hosts, trained once, for the namespace job tests.
 
-`World.create` renders the recipe, builds the lab of `deploy/hosts.toml` plus a stranger
-host, loads the recipe's firewall rules, starts the dealer, party0 and party1 from their
-systemd units' command lines, runs Stage I from the clients' host (captured on the bridge), and saves the
-parties' data so that each job below starts from the same history:
+`World.create` provisions the recipe as docs/DEPLOY.md tells the operators to
+(`starfish.multihost.recipe.render`: each host renders its bundle and makes its own keys,
+the CA holder signs requests only, `deploy/install.sh` installs each bundle for the service
+user), records where every private key is, builds the lab of `deploy/hosts.toml` plus a
+stranger host, runs `starfish preflight` on each operator host before the start, loads the
+installed firewall rules, starts the dealer, party0 and party1 from their installed units'
+`ExecStart=` lines as the service user, runs `starfish preflight --no-bind` again with the
+peers up, probes the administrative port from the operators' workstation (the clients'
+host) and from the stranger, runs Stage I from the clients' host (captured on the bridge),
+and saves the parties' data so that each job below starts from the same history:
 
 * `run_job(name, lab_kind, ...)` restores the data, starts the services on a multi-host or
   a single-host lab, runs the admin's unlearn request and the clients' task answers from
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +35,14 @@ from netlab.capture import Capture
 from netlab.lab import Lab, LabError
 from starfish.multihost.fleet import command as fleet_command
 from starfish.multihost.hosts import OperatorHosts
-from starfish.multihost.recipe import Recipe, hosts, render
+from starfish.multihost.recipe import OPERATORS, STARFISH, Recipe, hosts, private_keys, render
 
 STRANGER = ("stranger", "10.20.0.66")
+SERVICE_USER = "nobody"
+"""The units' service user in the test: an account every machine has (install.sh would
+create `starfish`); it owns the keys and data, and runs the services."""
+WIRE_PEERS = str(Path(__file__).with_name("wire_peers.py"))
+ADMIN_PORT = 22  #: `[admin] ports` of deploy/deployment.toml: an SSH stand-in listens there
 CLIENTS = 6
 ROUNDS = 6
 JOB_TIMEOUT_S = 240.0
@@ -91,6 +103,10 @@ class World:
     stage1_ports: dict[int, str]
     saved: Path
     addresses: dict[str, str]
+    provisioning: dict[str, Any] = field(default_factory=dict)
+    """What the installation showed: private keys per host after provisioning, preflight
+    output per host (before the start and with every service up), each service's user id,
+    the administrative-port probes."""
 
     @classmethod
     def create(cls, root: Path) -> World:
@@ -98,21 +114,58 @@ class World:
         from evaluation.simulator import build_federation
 
         clients = [c.client_id for c in build_federation(cfg.simulation()).clients]
-        recipe = render(root / "deployment", clients, OVERRIDES)
+        recipe = render(root / "deployment", clients, OVERRIDES, user=SERVICE_USER)
         config_path = root / "demo.json"
         config_path.write_text(json.dumps(cfg.as_dict()))
         addresses = {**hosts(), STRANGER[0]: STRANGER[1]}
         world = cls(root, recipe, config_path, root / "stage1.pcap", {}, root / "saved", addresses)
+        world.provisioning["keys"] = private_keys(recipe.root)
         with world.lab() as lab:
-            ops = world.start(lab)
-            try:
-                with Capture(lab, world.stage1_capture) as cap:
+            world.provisioning["preflight"] = {h: world.preflight(lab, h, "--no-reach") for h in OPERATORS}
+            # captured from the start: every connection's handshake is on the record
+            with Capture(lab, world.stage1_capture) as cap:
+                ops = world.start(lab)
+                try:
+                    world.provisioning["running"] = {h: world.preflight(lab, h, "--no-bind") for h in OPERATORS}
+                    world.provisioning["uids"] = {h: _uid(p.pid) for h, p in ops.procs.items()}
+                    world.provisioning["admin"] = world.probe_admin_ports(lab)
                     world.fleet(lab, "train", root / "stage1.json").check()
-                world.stage1_ports = dict(cap.ifindexes)
-            finally:
-                ops.stop()
+                finally:
+                    ops.stop()
+            world.stage1_ports = dict(cap.ifindexes)
         ops.save_data(world.saved)
         return world
+
+    def preflight(self, lab: Lab, host: str, *flags: str) -> tuple[int, str]:
+        """`starfish preflight` of `host`'s installed config, run on that host (exit, table)."""
+        argv = [*STARFISH, "preflight", "--config", str(self.recipe.config_path(host)), "--user", SERVICE_USER]
+        proc = subprocess.run(lab.command(host, [*argv, *flags]), capture_output=True, text=True, timeout=120)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def probe_admin_ports(self, lab: Lab) -> dict[str, dict[str, str]]:
+        """With an SSH stand-in on each operator host's administrative port: connections from
+        the stranger, then from the operators' workstation (the clients' host), to those and
+        to party0's admin API; the stranger also tries the client ports."""
+        targets = [f"{self.addresses[h]}:{ADMIN_PORT}" for h in OPERATORS]
+        targets.append(str(self.recipe.config("party0")["admin_listen"]))  # party0's admin API
+        stand_ins = [
+            lab.popen(h, [sys.executable, WIRE_PEERS, "serve-plain", str(ADMIN_PORT)], stdout=subprocess.PIPE)
+            for h in OPERATORS
+        ]
+        try:
+            for proc in stand_ins:
+                assert proc.stdout is not None and proc.stdout.readline().strip() == b"listening"
+            clients_api = [self.recipe.address(p) for p in ("party0", "party1")]
+            stranger = lab.run(STRANGER[0], [sys.executable, WIRE_PEERS, "try-connect", *targets, *clients_api])
+            workstation = lab.run("clients", [sys.executable, WIRE_PEERS, "try-connect", *targets])
+        finally:
+            for proc in stand_ins:
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        return {"stranger": json.loads(stranger.stdout), "workstation": json.loads(workstation.stdout)}
 
     def lab(self, single_host: bool = False) -> Lab:
         return Lab(self.addresses, single_host=single_host)
@@ -163,6 +216,14 @@ class World:
             dict(cap.ifindexes) if cap is not None else {},
             hook_result,
         )
+
+
+def _uid(pid: int) -> int:
+    """The real user id of a running process."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise LabError(f"process {pid} has no Uid line")
 
 
 class FleetProcess:

@@ -1,8 +1,14 @@
 """Stage I and an unlearning job across network namespaces, run from the `deploy/` recipe.
 
 Hosts (deploy/hosts.toml, one namespace each): party0, party1, the clients (and the admin
-tool), plus a stranger. Every TCP flow entering the bridge is captured and reassembled.
-Checked: the job succeeds and agrees with the same job on a single host; every flow between
+tool), plus a stranger. Each operator host is provisioned as docs/DEPLOY.md says (its own
+keys and certificate requests, the CA signing requests only, `deploy/install.sh`), checked
+with `starfish preflight`, and runs its unit's `ExecStart=` as the service user. Every TCP
+flow entering the bridge is captured and reassembled.
+Checked: no host (nor the CA holder) holds another operator's private key; preflight passes
+before the start and with every service up; the services run as the service user; the
+administrative port answers the operators' workstation and not the stranger; the job
+succeeds and agrees with the same job on a single host; every flow between
 operators is TLS 1.3 with only the hellos in the clear, and no share, model or fixed-point
 model bytes appear in any flow; mid-job, every operator listens only on the addresses its
 config names; the stranger completes no connection to an operator's
@@ -16,6 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,16 +33,12 @@ from netlab.capture import tcpdump_missing
 from netlab.flows import find, read_streams
 from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
-from multihost_world import SESSION_TIMEOUT_S, STRANGER, World
+from multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
 
 pytestmark = [
     pytest.mark.needs_netns,
     pytest.mark.skipif(tcpdump_missing() is not None, reason=str(tcpdump_missing())),
     pytest.mark.skipif(shutil.which("nft") is None, reason="nftables is not installed (scripts/setup.sh installs it)"),
-    pytest.mark.skip(
-        reason="known regression: party0 of the rendered three-host deployment exits at start since the "
-        "per-operator recipe and the strict config schema were merged; open work"
-    ),
 ]
 PEERS = str(Path(__file__).with_name("wire_peers.py"))
 OPERATOR_HOSTS = ("party0", "party1", "dealer")
@@ -44,8 +47,54 @@ MODEL_TOLERANCE = 1e-3  #: relative L2 gap between two 2PC runs of the same job
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return World.create(tmp_path_factory.mktemp("multihost"))  # pytest keeps the last runs' files
+def world(request):
+    # the service user must reach its files: a directory of its own in /tmp (pytest's own
+    # temporary directories are closed to other users); kept when a test failed
+    root = Path(tempfile.mkdtemp(prefix="starfish-multihost-"))
+    root.chmod(0o755)
+    yield World.create(root)
+    if request.session.testsfailed == 0:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_each_operator_host_holds_only_its_own_private_keys(world):
+    keys = world.provisioning["keys"]
+    certs = "etc/starfish/certs"
+    assert {place: sorted(found) for place, found in keys.items()} == {
+        "party0": [f"{certs}/party0-signing.key", f"{certs}/party0.key"],
+        "party1": [f"{certs}/party1-signing.key", f"{certs}/party1.key"],
+        "dealer": [f"{certs}/dealer.key"],
+        "ca": ["ca.key"],  # the CA holder signed requests and never saw an operator's key
+    }
+    digests = [d for found in keys.values() for d in found.values()]
+    assert len(set(digests)) == len(digests)  # no key copied from one place to another
+    from starfish.multihost.recipe import private_keys
+
+    assert private_keys(world.recipe.root) == keys  # still so after Stage I
+
+
+def test_preflight_passes_on_every_host_before_and_with_the_services_up(world):
+    for stage in ("preflight", "running"):
+        for host, (code, table) in world.provisioning[stage].items():
+            assert code == 0 and "\n0 failed, " in table, f"{stage} {host}:\n{table}"
+    assert "reach peer" in world.provisioning["running"]["party0"][1]
+    assert "reach dealer" in world.provisioning["running"]["party1"][1]
+
+
+def test_services_run_as_the_service_user(world):
+    import pwd
+
+    uid = pwd.getpwnam(SERVICE_USER).pw_uid
+    assert world.provisioning["uids"] == {"dealer": uid, "party0": uid, "party1": uid}
+
+
+def test_the_admin_port_answers_the_operators_workstation_only(world):
+    probes = world.provisioning["admin"]
+    admin = {f"{world.addresses[h]}:22" for h in OPERATOR_HOSTS} | {world.recipe.config("party0")["admin_listen"]}
+    assert probes["workstation"] == dict.fromkeys(admin, "connected")
+    assert {t: probes["stranger"][t] for t in admin} == dict.fromkeys(admin, "timeout")
+    clients_api = {world.recipe.address(p) for p in ("party0", "party1")}
+    assert {t: probes["stranger"][t] for t in clients_api} == dict.fromkeys(clients_api, "connected")
 
 
 def _listeners(lab, host: str) -> list[str]:
@@ -168,6 +217,7 @@ def test_a_stranger_completes_no_connection_to_operator_ports(world, jobs):
     probe = jobs["multi"].hook
     listening = probe["listening"]
     assert world.recipe.config("party0")["peer_listen"] in listening["party0"]
+    assert world.recipe.config("party0")["admin_listen"] in listening["party0"]  # the admin API: not the stranger's
     assert world.recipe.address("dealer") in listening["dealer"]
     assert probe["mpc"] in probe["tcp"]
     assert {t: r for t, r in probe["tcp"].items() if r != "timeout"} == {}  # the firewall drops the SYN
@@ -179,7 +229,7 @@ def _configured_listeners(world: World) -> dict[str, set[str]]:
     party0, party1 = world.recipe.config("party0"), world.recipe.config("party1")
     mpc = f"{party0['jobs']['mpc_host']}:{party0['jobs']['mpc_port']}"
     return {
-        "party0": {party0["listen"], party0["peer_listen"], mpc},
+        "party0": {party0["listen"], party0["admin_listen"], party0["peer_listen"], mpc},
         "party1": {party1["listen"], party1["peer_listen"]},
         "dealer": {world.recipe.address("dealer")},
     }
@@ -189,9 +239,8 @@ def test_operators_listen_only_on_their_configured_addresses(world, jobs):
     every = jobs["multi"].hook["every"]  # taken mid-job, loopback excluded
     configured = _configured_listeners(world)
     assert {h: set(every[h]) for h in ("party1", "dealer")} == {h: configured[h] for h in ("party1", "dealer")}
-    assert {world.recipe.config("party0")["listen"], world.recipe.config("party0")["peer_listen"]} <= set(
-        every["party0"]
-    )
+    party0 = world.recipe.config("party0")
+    assert {party0["listen"], party0["admin_listen"], party0["peer_listen"]} <= set(every["party0"])
     assert {h: sorted(set(addresses) - configured[h]) for h, addresses in every.items()} == {h: [] for h in every}
 
 

@@ -25,6 +25,12 @@ def client_channel(dep: LocalDeployment, party: int) -> grpc.Channel:
     return grpc.secure_channel(dep.address(party), creds, options=[("grpc.max_send_message_length", 16 * 1024 * 1024)])
 
 
+def admin_channel(dep: LocalDeployment) -> grpc.Channel:
+    """party0's admin API: its own listener (`admin_listen`)."""
+    creds = grpc.ssl_channel_credentials(root_certificates=dep.ca_cert.read_bytes())
+    return grpc.secure_channel(dep.admin_address, creds)
+
+
 def metadata(dep: LocalDeployment, client: str, token: str | None = None) -> tuple:
     return (("x-starfish-client", client), ("x-starfish-token", token or dep.creds["clients"][client]))
 

@@ -1,4 +1,4 @@
-"""A party's listeners: TLS 1.3 only on the client/admin and peer ports, each port bound by one
+"""A party's listeners: TLS 1.3 only on the client, admin and peer ports, each port bound by one
 process alone (no SO_REUSEPORT sharing), every bind failure and a certificate of another role
 refused at start with the config key named (real party processes on loopback)."""
 
@@ -42,7 +42,7 @@ def _handshake(dep: LocalDeployment, port: int, version: ssl.TLSVersion, cert: s
             return str(tls.version())
 
 
-@pytest.mark.parametrize("port_name, cert", [("client0", None), ("peer0", "party1")])
+@pytest.mark.parametrize("port_name, cert", [("client0", None), ("admin0", None), ("peer0", "party1")])
 def test_grpc_ports_accept_tls13_only(party0: LocalDeployment, port_name: str, cert: str | None):
     port = party0.creds["ports"][port_name]
     assert _handshake(party0, port, ssl.TLSVersion.TLSv1_3, cert) == "TLSv1.3"
@@ -56,6 +56,7 @@ def _second_party0(dep: LocalDeployment, tmp_name: str, **changes) -> subprocess
     data.update(
         data_dir=tmp_name,
         listen=f"127.0.0.1:{free_port()}",
+        admin_listen=f"127.0.0.1:{free_port()}",
         peer_listen=f"127.0.0.1:{free_port()}",
         observability={"metrics_listen": f"127.0.0.1:{free_port()}"},
     )
@@ -71,7 +72,12 @@ def _second_party0(dep: LocalDeployment, tmp_name: str, **changes) -> subprocess
 
 @pytest.mark.parametrize(
     "key, port_name",
-    [("listen", "client0"), ("peer_listen", "peer0"), ("observability__metrics_listen", "metrics0")],
+    [
+        ("listen", "client0"),
+        ("admin_listen", "admin0"),
+        ("peer_listen", "peer0"),
+        ("observability__metrics_listen", "metrics0"),
+    ],
 )
 def test_a_second_process_on_a_live_port_is_refused_naming_the_key(party0: LocalDeployment, key: str, port_name: str):
     address = f"127.0.0.1:{party0.creds['ports'][port_name]}"

@@ -21,7 +21,7 @@ from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_
 from proto.wire import chunks
 from starfish.local import LocalDeployment
 
-from server_fixtures import bound_header, client_channel, metadata
+from server_fixtures import admin_channel, bound_header, client_channel, metadata
 
 pytestmark = pytest.mark.timeout(300)
 WATCH = client_pb2.WatchTasksRequest()
@@ -92,7 +92,7 @@ def test_one_client_cannot_exhaust_the_party_and_the_admin_stays_responsive(tmp_
         for t in uploaders:
             t.start()
         time.sleep(1.0)
-        admin = admin_pb2_grpc.AdminServiceStub(channels[11])
+        admin = admin_pb2_grpc.AdminServiceStub(admin_channel(dep))  # the admin API's own port
         latencies = []
         for _ in range(10):
             start = time.perf_counter()

@@ -22,7 +22,16 @@ from proto.starfish.v1 import (
 )
 from server.store import Store, TaskRecord
 
-from server_fixtures import M, client_channel, raw_upload, ring_scalar, round_view, upload_header
+from server_fixtures import (
+    M,
+    admin_channel,
+    client_channel,
+    metadata,
+    raw_upload,
+    ring_scalar,
+    round_view,
+    upload_header,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -161,8 +170,26 @@ def test_oversized_message_is_refused(parties):
     _refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "", raw_upload, parties, 0, "c2", data=big, chunk=len(big))
 
 
-def test_admin_requires_admin_credential(parties):
+def test_the_client_port_refuses_the_admin_api(parties):
+    """The admin token is never accepted on the client port; a client's own unlearning
+    request still reaches the service there (refused for the wrong target, not by the gate)."""
     with client_channel(parties, 0) as ch:
+        stub = admin_pb2_grpc.AdminServiceStub(ch)
+        for call, request in ((stub.GetTrainingStatus, admin_pb2.TrainingStatusRequest()), (stub.ListJobs, None)):
+            with pytest.raises(grpc.RpcError) as err:
+                call(request or admin_pb2.ListJobsRequest(), metadata=parties.admin_metadata, timeout=10)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert f"admin_listen {parties.admin_address}" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Unlearn(admin_pb2.UnlearnRequest(targets=["c1"]), metadata=parties.admin_metadata, timeout=10)
+        assert "not served on the client port" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Unlearn(admin_pb2.UnlearnRequest(targets=["c1"]), metadata=metadata(parties, "c0"), timeout=10)
+        assert "only request its own" in err.value.details()
+
+
+def test_admin_requires_admin_credential(parties):
+    with admin_channel(parties) as ch:
         stub = admin_pb2_grpc.AdminServiceStub(ch)
         _refused(
             grpc.StatusCode.PERMISSION_DENIED,
