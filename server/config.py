@@ -121,10 +121,11 @@ class ValidationConfig:
     When enabled, every Stage I upload and every Stage II task answer is checked in 2PC
     before it is used (server.upload_check): its L2 norm within `max_norm`, its reported
     [‖g‖] and [δ] consistent. The check runs in a dealer session, so it needs `[jobs]
-    dealer`; without a dealer and without `enabled = true` it is off (logged at start,
-    metric starfish_validation_enabled = 0). Each party enforces its own copy."""
+    dealer`; on by default whenever a dealer is configured, off only without one or with
+    `enabled = false` (logged at start, metric starfish_validation_enabled = 0). Each party
+    enforces its own copy."""
 
-    enabled: bool = False
+    enabled: bool = True
     #: bound on ‖g‖₂ of an upload; 0 = the largest the ring allows for the model
     #: (mpc.input_check.largest_norm, fixed when the model is known at StartTraining)
     max_norm: float = 0.0
@@ -263,8 +264,8 @@ def _privacy(table: dict, jobs: JobConfig) -> tuple[PrivacyConfig, DPConfig]:
 
 
 def _validation(table: dict, jobs: JobConfig) -> ValidationConfig:
-    """`[validation]`: off unless `enabled = true`, which needs a dealer."""
-    cfg = _sub(ValidationConfig, table, "validation")
+    """`[validation]`: on by default when a dealer is configured; `enabled = true` needs one."""
+    cfg = _sub(ValidationConfig, {"enabled": bool(jobs.dealer), **table}, "validation")
     if not isinstance(cfg.enabled, bool):
         raise ConfigError(f"validation.enabled must be true or false, got {cfg.enabled!r}")
     _positive(cfg.max_norm, "validation.max_norm", zero_ok=True)

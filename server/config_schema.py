@@ -111,7 +111,7 @@ JOBS = {
 
 VALIDATION = {
     "enabled": 'check every upload and task answer in 2PC before use (docs/SERVICE.md, "Upload check"); '
-    "off unless true; true needs `[jobs] dealer`",
+    "unset: on when `[jobs] dealer` is set; true needs a dealer",
     "max_norm": "C, the bound on ‖g‖₂ of an upload or task answer; 0 = the largest the ring allows for the model "
     "(`mpc.input_check.largest_norm`, fixed at StartTraining)",
 }

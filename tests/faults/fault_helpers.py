@@ -33,7 +33,10 @@ LR = 0.1
 
 
 def gradient(client: str, round_index: int, m: int) -> np.ndarray:
-    return np.random.default_rng(zlib.crc32(f"{client}/{round_index}".encode())).normal(scale=0.5, size=m)
+    """Entries N(0, s²) with s = min(0.5, 8/√m): ‖g‖ ≈ 8 at most, inside the upload check's bound
+    (the largest the ring allows, 16 at f = 16 for these model sizes; docs/PRIVACY.md)."""
+    scale = min(0.5, 8.0 / np.sqrt(m))
+    return np.random.default_rng(zlib.crc32(f"{client}/{round_index}".encode())).normal(scale=scale, size=m)
 
 
 def samples(client: str) -> int:

@@ -22,7 +22,7 @@ from proto.starfish.v1 import admin_pb2
 from stage2_fixtures import plaintext_reference, relative_gap
 
 SILENT = "c5"
-PARAMS = {"beta": 0.25}
+PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
 JOB_TIMEOUT_S = 200
 KILL_AFTER_ROUND = 2
 

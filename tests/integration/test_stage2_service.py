@@ -37,7 +37,7 @@ from starfish.local import REPO_ROOT
 from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 from stage2_fixtures import plaintext_reference, relative_gap
 
-PARAMS = {"beta": 0.25}
+PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
 JOB_TIMEOUT_S = 150
 EVERYONE = "every remaining client"
 

@@ -30,6 +30,7 @@ import torch
 
 from mpc.plain_backend import PlainBackend
 from unlearning.starfish import StarfishParams, StarfishState, StarfishStrategy
+from unlearning.starfish.anchor_noise import NoiseDraw
 from unlearning.strategy import UnlearnContext
 
 from stage2_attack_fl import ExactOracle, NonIIDLogReg
@@ -50,8 +51,18 @@ def defended(x: torch.Tensor, g: torch.Tensor) -> bool:
     return relative_error(x, g) >= 0.5 or cosine(x, g) <= 0.5
 
 
-def run(members: Sequence[Sequence[str]], targets: tuple[str, ...], min_cohort: int, buffer_size: int = 2):
-    """Run Starfish on every stored round; returns (problem, history, public models M̂_1.., report)."""
+def run(
+    members: Sequence[Sequence[str]],
+    targets: tuple[str, ...],
+    min_cohort: int,
+    buffer_size: int = 2,
+    full_batch: bool = True,
+    noise: NoiseDraw | None = None,
+):
+    """Run Starfish on every stored round; returns (problem, history, public models M̂_1.., report).
+
+    `full_batch`: the operator's `full_batch_gradients` (the clients here ignore the data order
+    either way); `noise`: the anchored reveal's draw (None: the secret default)."""
     problem = NonIIDLogReg.make(len(CLIENTS))
     backend = PlainBackend()
     history = problem.history(backend, members, LR)
@@ -59,9 +70,9 @@ def run(members: Sequence[Sequence[str]], targets: tuple[str, ...], min_cohort: 
     ctx = UnlearnContext(backend=backend, history=history, oracle=ExactOracle(problem), targets=targets)
     ctx.on_checkpoint = states.append
     params = StarfishParams(
-        sigma=1.0, eta_u=LR, buffer_size=buffer_size, min_cohort=min_cohort, full_batch_gradients=True
+        sigma=1.0, eta_u=LR, buffer_size=buffer_size, min_cohort=min_cohort, full_batch_gradients=full_batch
     )
-    strategy = StarfishStrategy()
+    strategy = StarfishStrategy(noise=noise)
     strategy.validate(ctx, params)
     result = strategy.unlearn(ctx, params)
     public = [history.model(0).double()] + [s.model for s in states]  # M̂_1 = M_0, then after each round
@@ -136,3 +147,61 @@ def test_other_clients_gradients_are_far_apart() -> None:
         for b in CLIENTS:
             if a != b:
                 assert defended(grads[a], grads[b]), (a, b)
+
+
+def no_noise(backend, m: int):
+    """The anchored reveal without its noise: the release rule's merging alone."""
+    return backend.zeros((m,))
+
+
+def merged_replay_attack(history, public: list[torch.Tensor], target: str, steps: int) -> torch.Tensor:
+    """g_D from Stage I round 1 and the first public move, read as `steps` steps taken at M_0 with
+    the same clients: [N·G_1 − N_rem·(M̂ − M̂')/(η_u·steps)]/n_D."""
+    info = history.round_info(1)
+    n_all = sum(info.n_samples.values())
+    n_rem = n_all - info.n_samples[target]
+    before, after = next_move(public, 0)
+    stage1 = n_all * (history.model(0).double() - history.model(1).double()) / LR
+    return (stage1 - n_rem * (before - after) / LR / steps) / info.n_samples[target]
+
+
+def test_merged_first_replay_of_order_independent_clients_recovers_nothing() -> None:
+    """`full_batch_gradients` at its default (false) and clients that ignore the data order: the
+    held first replay (stored round 1 at M_0) is revealed merged with step 2, whose warm-up
+    answers at M_0 are the same vectors. Without the anchored noise, dividing the merged move by
+    its two steps and differencing it with N·G_1 gives the target's round-1 gradient; with the
+    default draw it gives nothing."""
+    members = [CLIENTS] * 6
+    k = StarfishParams().min_cohort
+    problem, history, public, report = run(members, ("c0",), k, full_batch=False, noise=no_noise)
+    truth = problem.gradient("c0", history.model(0))
+    first = next(e for e in report["release"]["events"] if e["action"] == "revealed")
+    assert first["steps"] == [1, 2] and first["noised_for"] == [1]
+    assert relative_error(merged_replay_attack(history, public, "c0", 2), truth) < 1e-3
+
+    for _ in range(5):  # fresh secret draws
+        problem, history, public, report = run(members, ("c0",), k, full_batch=False)
+        first = next(e for e in report["release"]["events"] if e["action"] == "revealed")
+        assert first["steps"] == [1, 2] and first["noised_for"] == [1]
+        for steps in (1, 2, 3):
+            recovered = merged_replay_attack(history, public, "c0", steps)
+            assert defended(recovered, truth), (steps, relative_error(recovered, truth), cosine(recovered, truth))
+
+
+def test_no_later_public_move_differences_against_the_first_stage1_aggregate() -> None:
+    """Every public Stage II move, read as one or more steps of the remaining clients at M_0 and
+    differenced with N·G_1, is no estimate of the target's round-1 gradient (the moves after the
+    first are taken at models Stage I never published)."""
+    members = [CLIENTS] * 6
+    problem, history, public, _ = run(members, ("c0",), StarfishParams().min_cohort, full_batch=False)
+    truth = problem.gradient("c0", history.model(0))
+    info = history.round_info(1)
+    n_all = sum(info.n_samples.values())
+    n_rem = n_all - info.n_samples["c0"]
+    stage1 = n_all * (history.model(0).double() - history.model(1).double()) / LR
+    moves = [(a, b) for a, b in zip(public, public[1:], strict=False) if not torch.equal(a, b)]
+    assert len(moves) >= 2
+    for before, after in moves:
+        for steps in (1, 2, 3):
+            recovered = (stage1 - n_rem * (before - after) / LR / steps) / info.n_samples["c0"]
+            assert defended(recovered, truth), (steps, relative_error(recovered, truth), cosine(recovered, truth))

@@ -21,7 +21,7 @@ from unlearning.dp_accounting import client_epsilon, epsilon_per_client, privacy
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle
+from synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5
@@ -41,7 +41,7 @@ def run_case(backend: Backend, settings: DPSettings | None) -> dict[str, Any]:
         params=PARAMS,
         privacy=privacy,
     )
-    result = StarfishStrategy().run(ctx)
+    result = StarfishStrategy(noise=fixed_noise).run(ctx)
     return {
         "model": result.model,
         "selection": result.report["selection"],

@@ -18,7 +18,7 @@ from mpc.plain_backend import PlainBackend
 from unlearning.starfish import StarfishState, StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle
+from synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5
@@ -46,7 +46,7 @@ def run_case(
     ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=targets, params=params)
     ctx.resume_from = resume_from
     ctx.on_checkpoint = None if saved is None else saved.append
-    result = StarfishStrategy().run(ctx)
+    result = StarfishStrategy(noise=fixed_noise).run(ctx)  # one draw on both backends
     report = result.report
     return {
         "model": result.model,

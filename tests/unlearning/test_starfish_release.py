@@ -12,7 +12,7 @@ from unlearning.starfish import StarfishState, StarfishStrategy, release
 from unlearning.starfish.release import PendingRelease, classify, release_support, revealable
 from unlearning.strategy import UnlearningError
 
-from synthetic_fl import make_logreg_setup
+from synthetic_fl import fixed_noise, make_logreg_setup
 
 N_SAMPLES = {"a": 10, "b": 20, "c": 30, "d": 40, "e": 50}
 
@@ -99,7 +99,14 @@ def test_full_batch_run_holds_the_first_replay_and_reports_it() -> None:
     report = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "full_batch_gradients": True})).report
     release = report["release"]
     assert release["min_cohort"] == 3
-    assert release["events"][0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
+    assert release["events"][0] == {
+        "t": 1,
+        "action": "held",
+        "steps": [1],
+        "support": 1,
+        "kept_estimates": [],
+        "noised_for": [],
+    }
     # every later step is a check whose corrections would repeat the exact sum at M_0: once
     # clients have pairs, their estimates are published instead and the merged update is revealed
     assert any(e["kept_estimates"] for e in release["events"])
@@ -114,13 +121,13 @@ def test_resume_with_a_held_update_gives_the_same_run() -> None:
     states: list[StarfishState] = []
     ctx = make_logreg_setup(rounds=8).context(params=params)
     ctx.on_checkpoint = states.append
-    full = StarfishStrategy().run(ctx)
+    full = StarfishStrategy(noise=fixed_noise).run(ctx)
     held = next(s for s in states if not s.pending.empty)
     assert held.held is not None and "held" in held.secrets()
     stored = StarfishState.from_parts(json.loads(json.dumps(held.public_json())), held.public_tensors(), held.secrets())
     ctx = make_logreg_setup(rounds=8).context(params=params)
     ctx.resume_from = stored
-    resumed = StarfishStrategy().run(ctx)
+    resumed = StarfishStrategy(noise=fixed_noise).run(ctx)
     assert torch.equal(resumed.model, full.model)
     assert resumed.report["release"] == full.report["release"]
 
@@ -148,7 +155,7 @@ def test_answers_in_another_rounds_data_order_release_the_first_replay() -> None
     setup = make_logreg_setup(rounds=8)
     report = StarfishStrategy().run(setup.context(params={"sigma": 1.0})).report
     events = report["release"]["events"]
-    assert events[0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": []}
+    assert events[0] == {"t": 1, "action": "held", "steps": [1], "support": 1, "kept_estimates": [], "noised_for": []}
     assert events[1]["action"] == "revealed" and events[1]["steps"] == [1, 2] and events[1]["support"] >= 3
     assert report["release"]["dropped_steps"] == []
 

@@ -59,6 +59,10 @@ class StarfishParams(StrategyParams):
     #: order (full-batch training): the release rule then treats an answer at M_{i−1} as the very
     #: vector Stage I aggregated in round i, whichever round is replayed (release.py)
     full_batch_gradients: bool = False
+    #: a reveal that holds steps taken at a Stage I model carries the anchored noise
+    #: (anchor_noise.py, docs/PRIVACY.md "Anchored reveals"); off, such a reveal is differenceable
+    #: against the Stage I aggregate (tests that compare a job with a plaintext run turn it off)
+    anchor_noise: bool = True
     #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
     recovery_rounds: int = 0
 

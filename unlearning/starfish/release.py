@@ -61,13 +61,15 @@ class PendingRelease:
 
     blocks: stored round i (its model point M_{i−1}) → client → coefficient of the client's
     exact vector at that point; opaque: clients with an opaque contribution; steps: the
-    unlearning rounds whose updates are in the sum.
+    unlearning rounds whose updates are in the sum; anchors: stored round i → client of S_i
+    a step taken at M_{i−1} lacked → its noise coefficient c_ij (anchor_noise.py).
     """
 
     steps: list[int] = field(default_factory=list)
     blocks: dict[int, dict[str, float]] = field(default_factory=dict)
     opaque: set[str] = field(default_factory=set)
     sensitivity: float = 0.0  #: with DP, the summed L2 sensitivities of the held steps
+    anchors: dict[int, dict[str, float]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -77,6 +79,12 @@ class PendingRelease:
         block = self.blocks.setdefault(round_index, {})
         for client, value in coefficients.items():
             block[client] = block.get(client, 0.0) + float(value)
+
+    def add_anchor(self, round_index: int, terms: Mapping[str, float]) -> None:
+        """Note a step taken at M_{i−1}: the noise coefficients c_ij of the clients it lacked."""
+        anchor = self.anchors.setdefault(round_index, {})
+        for client, value in terms.items():
+            anchor[client] = anchor.get(client, 0.0) + float(value)
 
     def clients(self) -> set[str]:
         out = set(self.opaque)
@@ -90,6 +98,7 @@ class PendingRelease:
             "blocks": {str(i): dict(b) for i, b in sorted(self.blocks.items())},
             "opaque": sorted(self.opaque),
             "sensitivity": self.sensitivity,
+            "anchors": {str(i): dict(a) for i, a in sorted(self.anchors.items())},
         }
 
     @classmethod
@@ -99,6 +108,7 @@ class PendingRelease:
             blocks={int(i): {str(c): float(v) for c, v in b.items()} for i, b in data.get("blocks", {}).items()},
             opaque={str(c) for c in data.get("opaque", [])},
             sensitivity=float(data.get("sensitivity", 0.0)),
+            anchors={int(i): {str(c): float(v) for c, v in a.items()} for i, a in data.get("anchors", {}).items()},
         )
 
 

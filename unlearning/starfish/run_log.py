@@ -84,6 +84,9 @@ class ReleaseEntry:
     #: clients whose answer in step t became a pair only, their estimate being published
     #: (an update was held at a Stage I model point; release.py)
     kept_estimates: list[str] = field(default_factory=list)
+    #: stored rounds i at whose model M_{i−1} a revealed step was taken: the reveal carried
+    #: the anchored noise (anchor_noise.py)
+    noised_for: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -33,10 +33,11 @@ from mpc.backend import Backend, Secret
 from mpc.costs import CostLedger
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
+from unlearning.starfish.anchor_noise import NoiseDraw, anchor_noise, secret_gaussian, step_terms
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
-from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable
+from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable, stage1_coefficients
 from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
@@ -67,15 +68,18 @@ class StarfishStrategy(Strategy[StarfishParams]):
     """Privacy-preserving federated unlearning by Starfish (runs on any `Backend`).
 
     `selector` picks the replayed rounds: SecRS by default; the random-selection baseline
-    passes its own (`unlearning.baselines.random_selection`).
+    passes its own (`unlearning.baselines.random_selection`). `noise` draws the secret Gaussian
+    of an anchored reveal (anchor_noise.py): `Backend.random` by default; tests that compare
+    two backends pass one fixed draw.
     """
 
     name = "starfish"
     params_type = StarfishParams
     resumable = True
 
-    def __init__(self, selector: RoundSelector | None = None) -> None:
+    def __init__(self, selector: RoundSelector | None = None, noise: NoiseDraw | None = None) -> None:
         self.selector = selector if selector is not None else SecRSSelector()
+        self.noise = noise if noise is not None else secret_gaussian
 
     def validate(self, ctx: UnlearnContext, params: StarfishParams) -> None:
         super().validate(ctx, params)
@@ -203,6 +207,23 @@ class StarfishStrategy(Strategy[StarfishParams]):
         contributions = classify(participants, weights, eta, answered, without_pairs)
         self._release(ctx, params, state, step, (update, sensitivity), contributions)
 
+    @staticmethod
+    def _note_anchor(ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> int | None:
+        """The stored round i whose model M_{i−1} the public model equals, if any; there the step's
+        scale and the clients of S_i it lacks join the pending anchors (anchor_noise.py). k = 1 is
+        Algorithm 4 without the release rule: no anchors (nor with `anchor_noise` off)."""
+        at = anchor_round(ctx.history, state.model, params.min_step)
+        if at is not None and params.min_cohort > 1 and params.anchor_noise:
+            info = ctx.history.round_info(step.r)
+            weights = capped_fedavg_weights(info, step.participants, params.min_cohort) or fedavg_weights(
+                info, step.participants
+            )
+            eta = params.unlearning_rate(info.lr)
+            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, at))
+            if terms:
+                state.pending.add_anchor(at, terms)
+        return at
+
     def _release(
         self,
         ctx: UnlearnContext,
@@ -224,7 +245,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
             return
         exact, stored, opaque = contributions
         pending = state.pending
-        here = anchor_round(ctx.history, state.model, params.min_step) if exact else None
+        at = self._note_anchor(ctx, params, state, step)
+        here = at if exact else None
         if here is not None and (here == step.r or params.full_batch_gradients):
             pending.add_exact(here, exact)
         else:  # not a vector Stage I aggregated (another point, or round r's data order): opaque
@@ -242,12 +264,16 @@ class StarfishStrategy(Strategy[StarfishParams]):
             return
         with ctx.backend.step("UE"):
             state.model = state.model - self._open(ctx, pending, state.held)
-        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept))
+        anchored = sorted(i for i, terms in pending.anchors.items() if any(v > 0 for v in terms.values()))
+        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept, anchored))
         state.pending, state.held = PendingRelease(), None
 
-    @staticmethod
-    def _open(ctx: UnlearnContext, pending: PendingRelease, held: Secret) -> torch.Tensor:
-        """Reveal the held sum: as is, or with distributed noise for its summed sensitivity."""
+    def _open(self, ctx: UnlearnContext, pending: PendingRelease, held: Secret) -> torch.Tensor:
+        """Reveal the held sum plus the anchored noise (anchor_noise.py): as is, or with distributed
+        noise for its summed sensitivity."""
+        m = ctx.history.model(0).numel()
+        noise = anchor_noise(ctx.backend, ctx.history, pending.anchors, m, self.noise)
+        held = held if noise is None else ctx.backend.add(held, noise)
         if ctx.privacy is None:
             return reveal_update(ctx.backend, held)
         members = sorted(pending.clients())
