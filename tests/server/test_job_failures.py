@@ -102,6 +102,9 @@ def test_job_table_of_an_older_version_gains_the_new_columns(tmp_path: Path):
     jobs = JobStore(tmp_path)
     job = jobs.get("j1")
     assert job is not None and job.failures == 0 and job.failed_process == "" and job.worker_exit is None
+    assert job.dequeued is None
+    jobs.update("j1", dequeued=5.0)
+    assert jobs.get("j1").dequeued == 5.0
     jobs.close()
 
 
