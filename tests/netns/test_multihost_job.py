@@ -111,7 +111,9 @@ def _listeners(lab, host: str) -> list[str]:
 
 def _probe_from_stranger(lab, fleet, world: World) -> dict:
     """While the session runs: the stranger tries every operator port but the client APIs,
-    through the firewall (TCP) and, host by host with the firewall lifted, with TLS."""
+    through the firewall (TCP) and, host by host with the firewall lifted, with TLS — all but
+    party0's admin API, whose second layer is the admin token (server-side TLS, like a client
+    port; tests/server/test_server_services.py), not a client certificate."""
     fleet.wait_for("step threshold", timeout_s=120)
     client_apis = {world.recipe.address(n) for n in ("party0", "party1")}
     every = {h: _listeners(lab, h) for h in OPERATOR_HOSTS}
@@ -124,7 +126,7 @@ def _probe_from_stranger(lab, fleet, world: World) -> dict:
     for host, addresses in listening.items():
         lab.run(host, ["nft", "delete", "table", "inet", "starfish"])
         try:
-            for a in addresses:
+            for a in (a for a in addresses if a != world.recipe.config("party0")["admin_listen"]):
                 ip, port = a.rsplit(":", 1)
                 argv = [sys.executable, PEERS, "tls-no-cert", ip, port, str(world.recipe.ca_cert)]
                 tls[a] = lab.run(STRANGER[0], argv).stdout.strip()
@@ -222,6 +224,7 @@ def test_a_stranger_completes_no_connection_to_operator_ports(world, jobs):
     assert probe["mpc"] in probe["tcp"]
     assert {t: r for t, r in probe["tcp"].items() if r != "timeout"} == {}  # the firewall drops the SYN
     assert {t: r for t, r in probe["tls"].items() if not r.startswith("refused")} == {}  # TLS refuses the stranger
+    assert world.recipe.config("party0")["admin_listen"] in probe["targets"]  # dropped by the firewall
 
 
 def _configured_listeners(world: World) -> dict[str, set[str]]:
