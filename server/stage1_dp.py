@@ -25,8 +25,9 @@ import os
 import threading
 from pathlib import Path
 
+from privacy.release_log import Release
+from privacy.settings import DPSettings
 from server import blobs
-from unlearning.distributed_dp import DPSettings, Release
 
 KEY_BYTES = 32
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from mpc.plane.channel import Channel, ChannelClosed, ChannelTimeout, RemoteError
 from mpc.plane.dealer_ops import Request
 from mpc.plane.prg import KEY_BYTES, Prg
 from mpc.plane.rendezvous import connect, say_hello
 from mpc.plane.tls import peer_fingerprint, peer_identity
+
+if TYPE_CHECKING:
+    import torch
 
 
 class DealerError(ConnectionError):
@@ -58,6 +60,8 @@ class DealerLink:
         """party 0: the dealer's share V_0 for `request` (an int64 tensor of `shape`)."""
         if self.channel is None:
             raise DealerError("only party 0 requests correlated randomness from the dealer")
+        import torch
+
         start = time.perf_counter()
         try:
             self.channel.send_json(request.to_json())
