@@ -6,7 +6,7 @@ receives this party's 32-byte PRG key (`mpc.plane.prg`). party 1 then closes the
 connection (it expands its key locally); party 0 keeps it and `fetch`es its share of
 each correlated value (`mpc.plane.dealer_ops`). The link counts what it received and how
 long party 0 waited: the "offline" bytes and seconds of the cost ledger. It also numbers
-the session's fixed operands (`number_fixed`, `mpc.protocols.fixed_beaver`): a counter
+the session's fixed operands (`number_fixed`, `mpc.plane.fixed_beaver`): a counter
 both parties advance in protocol order, starting at 0 in every session.
 """
 

@@ -20,7 +20,7 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
 | `private_dot` | shape (rows, length) | α (party 0), β (party 1) | (Σ_l α_rl·β_rl)_r |
 
-`matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
+`matmul_fixed` serves the fixed-operand Beaver products (`mpc.plane.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
 B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
 (`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.

@@ -14,7 +14,7 @@ Twister, whose outputs are predictable from a few hundred words).
 `derive(label, index)` gives a second, independent stream from the same key: the key
 K' = HMAC-SHA256(key, label ‖ index as 8 bytes big-endian), expanded the same way. Both
 the party and the dealer can build it at any time without touching the main stream; the
-fixed-operand products (`mpc.protocols.fixed_beaver`) draw the mask of fixed operand i of
+fixed-operand products (`mpc.plane.fixed_beaver`) draw the mask of fixed operand i of
 a session from `derive(b"fixed-operand", i)`.
 """
 
