@@ -21,7 +21,7 @@ from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
 from privacy.settings import DP_KEYS, DPConfig, parse_dp_config
 from server.config_schema import build_party_schema
 from server.headroom import round_sample_budget
-from server.jobs.job_config import JobConfig
+from server.job_config import JobConfig
 from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
