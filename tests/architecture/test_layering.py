@@ -79,6 +79,14 @@ def test_the_privacy_package_loads_without_torch_or_opacus() -> None:
     assert not found, _show(found)
 
 
+def test_the_party_configuration_sits_below_the_job_runtime() -> None:
+    """`server.config` (and the `[jobs]` settings it reads, `server.job_config`) import nothing of
+    `server.jobs`: the job runtime reads the configuration, never the other way round."""
+    below = ("server.config", "server.job_config")
+    found = [i for i in IMPORTS if i.module in below and i.target.startswith("server.jobs")]
+    assert not found, _show(found)
+
+
 def test_only_the_mpc_package_touches_crypten() -> None:
     found = [i for i in IMPORTS if _top(i.target) == "crypten" and _top(i.module) != "mpc"]
     assert not found, _show(found)
