@@ -9,9 +9,9 @@ multiplier z (and DP off), with clipping norm C and δ = 1e-5:
 * Stage I: clients clip uploads to C, the aggregate of every round carries distributed
   Gaussian noise σ = z·C·max_j w_j from each party (`evaluation.aggregate_dp`);
 * Stage II: every revealed aggregate is clipped in 2PC and noised the same way
-  (`unlearning.distributed_dp.PrivateAggregator`);
+  (`privacy.distributed.PrivateAggregator`);
 * ε: Opacus's RDP accountant over each client's Stage I + Stage II releases
-  (`unlearning.dp_accounting`); the job's ε is the worst client's.
+  (`privacy.accountant`); the job's ε is the worst client's.
 
 Reports TER and BA-ASR of the trained model M_T and of the unlearned model (mean, min and
 max over `STAGE2_REPEATS` Stage II runs with fresh noise on the same history), the job ε,
@@ -55,8 +55,9 @@ def one_setting(seed: int, multiplier: float | None) -> dict[str, Any]:
     from evaluation.aggregate_dp import simulate_private
     from evaluation.experiment import Experiment
     from mpc.plain_backend import PlainBackend
-    from unlearning.distributed_dp import DPSettings, PrivateAggregator
-    from unlearning.dp_accounting import privacy_report
+    from privacy.accountant import privacy_report
+    from privacy.distributed import PrivateAggregator
+    from privacy.settings import DPSettings
 
     on = multiplier is not None
     settings = DPSettings(clip=CLIP if on else 1e12, noise_multiplier=multiplier or 0.0, delta=DELTA)
@@ -99,7 +100,8 @@ def measure_release(backend: Any, rank: int, n: int, m: int, dp: bool) -> dict[s
     """Party side: share n gradients (party 0), then time one revealed aggregate, with or without DP."""
     import torch
 
-    from unlearning.distributed_dp import DPSettings, PrivateAggregator
+    from privacy.distributed import PrivateAggregator
+    from privacy.settings import DPSettings
     from unlearning.fedavg import reveal_aggregate
 
     gen = torch.Generator().manual_seed(n * m)  # public benchmark inputs

@@ -22,15 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from client_sdk.errors import StarfishError
 from client_sdk.sharing import Half, Sharing
+from mpc import durable
 
 FORMAT = 1
 HALF_FIELDS = ("data", "seed", "norm", "delta", "nonce")
@@ -79,32 +78,6 @@ def federation_id(ca_cert: bytes, party0: str, party1: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_private(path: Path, parts: Sequence[bytes], sync_dir: bool = True) -> None:
-    """Write the concatenated `parts` to `path` atomically and durably (temp file 0600, fsync,
-    rename, fsync dir; `sync_dir=False` leaves the directory fsync to the caller)."""
-    tmp = path.with_name(f".tmp-{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.writelines(parts)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_dir:
-        _fsync_dir(path.parent)
-
-
 class Outbox:
     """The outbox of one client id in one deployment (a directory of entries)."""
 
@@ -130,7 +103,7 @@ class Outbox:
         digest = hashlib.sha256()
         for part in parts:
             digest.update(part)
-        _write_private(stem.with_suffix(".shares"), parts)
+        durable.atomic_write(stem.with_suffix(".shares"), parts)
         entry = Entry(
             sharing.target,
             sharing.n_samples,
@@ -174,7 +147,7 @@ class Outbox:
                 layout=[[len(getattr(h, f)) for f in HALF_FIELDS] for h in s.halves],
             )
         path = self._stem(entry.target).with_suffix(".json")
-        _write_private(path, [json.dumps(record).encode("utf-8")], sync_dir)
+        durable.atomic_write(path, [json.dumps(record).encode("utf-8")], sync_dir=sync_dir)
 
     def record_ack(self, target: str, party: int, duplicate: bool) -> Entry:
         """Durably note party p's acknowledgement; compacts the entry once both parties acked
@@ -188,7 +161,7 @@ class Outbox:
                 updated = replace(updated, sharing=None, shares_sha256=None)
                 self._write_record(updated, sync_dir=False)
                 self._stem(target).with_suffix(".shares").unlink(missing_ok=True)
-                _fsync_dir(self.dir)
+                durable.fsync_dir(self.dir)
             else:
                 self._write_record(updated)
             self._cache[target] = updated
@@ -262,7 +235,7 @@ class Outbox:
         stem = self._stem(target)
         for suffix in (".shares", ".json"):
             stem.with_suffix(suffix).unlink(missing_ok=True)
-        _fsync_dir(self.dir)
+        durable.fsync_dir(self.dir)
 
     def targets(self) -> list[str]:
         """Targets of every entry, oldest first."""

@@ -25,7 +25,8 @@ from client_sdk.stats import clip_to_norm, l2_norm, tolerance_threshold
 from evaluation.models import initial_model
 from evaluation.simulator import RoundCallback, SimulationConfig, SimulationResult, build_federation
 from evaluation.training import apply_update, fedavg, train_round
-from unlearning.distributed_dp import DPSettings, Release
+from privacy.release_log import Release
+from privacy.settings import DPSettings
 
 PARTIES = 2  #: each party adds its own noise
 

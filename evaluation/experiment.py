@@ -99,7 +99,7 @@ class Experiment:
         privacy: AggregatePrivacy | None = None,
     ) -> dict[str, Any]:
         """Run strategy `name` on `backend` in this process and return its measurements
-        (`privacy`: optional DP of every revealed aggregate, `unlearning.distributed_dp`)."""
+        (`privacy`: optional DP of every revealed aggregate, `privacy.distributed`)."""
         history = self.history_for(backend)
         outcome = execute(self.result, name, backend, history, params, on_progress, self.probe, privacy=privacy)
         return self.measure(outcome, with_gap)

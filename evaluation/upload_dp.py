@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from unlearning.baselines.fedadp import next_budget, noise_generator, noise_std, privatize
+from privacy.adaptive import next_budget, noise_generator, noise_std, privatize
 from unlearning.history import UploadPrivacy
 
 

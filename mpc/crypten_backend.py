@@ -14,7 +14,7 @@ protocols with the dealer (TTP provider) supplying Beaver triples:
   integer-shared bit (bits = 0), so SecSel and bit sums are exact.
 * `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
   which is exact on the fixed-point grid and never loses tiny squares.
-* fixed-operand products (`fix`, `fixed_matmul`, `fixed_dot`, `protocols/fixed_beaver.py`)
+* fixed-operand products (`fix`, `fixed_matmul`, `fixed_dot`, `plane/fixed_beaver.py`)
   — an operand multiplied in many rounds is opened once under a mask drawn from the
   session's derived PRG streams; each product then opens only the other factor and asks
   the dealer for a `matmul_fixed` pair; a scalar product of two fixed operands opens
@@ -58,9 +58,9 @@ from mpc.dp_noise import party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.dealer_ops import fixed_mask
+from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
 from mpc.primitives import Fixed, Prepared
-from mpc.protocols.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -459,7 +459,7 @@ class CrypTenBackend(Backend):
 
     # ------------------------------------------------------------------ fixed operands
     def fix(self, items: Sequence[Secret]) -> list[Fixed]:
-        """Open E = Y − B_Y for every item in one round (`protocols/fixed_beaver.py`); the
+        """Open E = Y − B_Y for every item in one round (`plane/fixed_beaver.py`); the
         masks' shares come from this session's derived PRG streams, numbered in order."""
         ys = [self._check(y) for y in items]
         if not ys:
@@ -487,7 +487,7 @@ class CrypTenBackend(Backend):
 
     def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> CrypTenSecret:
         """[a_cᵀb_c] per pair from the openings E and one `dot_fixed` share: no communication
-        with the peer (`protocols/fixed_beaver.py`), one truncation per scalar product."""
+        with the peer (`plane/fixed_beaver.py`), one truncation per scalar product."""
         if len(a) != len(b):
             raise ValueError("fixed_dot takes pairs: as many first as second operands")
         operand, numbers = self._fixed_group([*a, *b], "fixed_dot")

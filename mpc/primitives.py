@@ -98,6 +98,18 @@ class Primitives(ABC):
         with self.ledger.step(name, self._comm_snapshot):
             yield
 
+    @contextmanager
+    def own_ledger(self) -> Iterator[CostLedger]:
+        """Count the enclosed calls in a fresh ledger (yielded: the costs of this block alone),
+        then add its totals to the backend's ledger, which a long-lived backend keeps cumulative."""
+        outer, run = self.ledger, CostLedger()
+        self.ledger = run
+        try:
+            yield run
+        finally:
+            self.ledger = outer
+            outer.merge(run)
+
     def _comm_snapshot(self) -> dict[str, int | float]:
         """Current cumulative communication counters (bytes, rounds; online/offline).
 
@@ -178,7 +190,7 @@ class Primitives(ABC):
     @abstractmethod
     def fix(self, items: Sequence[Secret]) -> list[Fixed]:
         """Fix secret operands for many `fixed_matmul` / `fixed_dot` calls: the CrypTen backend
-        opens each once under a fresh mask (`protocols/fixed_beaver.py`), in one round for all."""
+        opens each once under a fresh mask (`plane/fixed_beaver.py`), in one round for all."""
 
     @abstractmethod
     def fixed_current(self, fixed: Fixed) -> bool:

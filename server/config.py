@@ -18,10 +18,10 @@ from pathlib import Path
 
 from mpc.config_schema import Schema, SchemaError, address
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from privacy.settings import DP_KEYS, DPConfig, parse_dp_config
 from server.config_schema import build_party_schema
-from server.dp_config import DP_KEYS, DPConfig, parse_dp_config
 from server.headroom import round_sample_budget
-from server.jobs.job_config import JobConfig
+from server.job_config import JobConfig
 from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -183,8 +183,8 @@ class PartyConfig:
     #: operator's unlearning parameters and the bounds of admin overrides ([unlearning])
     unlearning: UnlearningPolicy = field(default_factory=UnlearningPolicy)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)  #: minimum cohort k ([privacy])
-    admin_listen: str = ""  #: party0's admin API address ("" = none; server.admin_gate)
-    #: optional distributed differential privacy ([privacy]'s DP keys; server.dp_config)
+    admin_listen: str = ""  #: party0\'s admin API address ("" = none; server.admin_gate)
+    #: optional distributed differential privacy ([privacy]'s DP keys; privacy.settings)
     dp: DPConfig = field(default_factory=DPConfig)
     #: input validation of uploads and task answers ([validation])
     validation: ValidationConfig = field(default_factory=ValidationConfig)
@@ -247,7 +247,7 @@ def _check_rounds(rounds: RoundConfig) -> RoundConfig:
 
 
 def _privacy(table: dict, jobs: JobConfig) -> tuple[PrivacyConfig, DPConfig]:
-    """`[privacy]`: the minimum cohort (here) and the DP keys (`server.dp_config`); DP needs
+    """`[privacy]`: the minimum cohort (here) and the DP keys (`privacy.settings`); DP needs
     a dealer service, as every Stage I aggregate is then clipped in a 2PC session."""
     cohort_keys = {k: v for k, v in table.items() if k not in DP_KEYS}
     privacy = _check_privacy(_sub(PrivacyConfig, cohort_keys, "privacy"))

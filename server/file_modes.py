@@ -4,7 +4,8 @@ A party's store holds one share of every client's gradient and the mask seeds of
 other share (docs/SERVICE.md, "The store"): a local user who reads both parties' stores
 rebuilds every gradient. So every directory a party, its job workers or `starfish up`
 create is made with mode 0700 and every file with 0600 (`private_dir`, `open_private`,
-`write_private`); the party and worker processes also run under umask 077, which covers
+`write_private`; the modes and `private_dir` are those of the durable writes,
+`mpc.durable`); the party and worker processes also run under umask 077, which covers
 every other file they write (reports, logs, task answers). SQLite gives its `-wal` and
 `-shm` files the mode of the database file, which `private_sqlite_path` creates 0600.
 
@@ -18,8 +19,9 @@ import os
 import stat
 from pathlib import Path
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
+from mpc.durable import DIR_MODE, FILE_MODE, private_dir
+
+__all__ = ["DIR_MODE", "FILE_MODE", "check_private", "open_private", "private_dir", "restrict_umask", "write_private"]
 PRIVATE_UMASK = 0o077
 EXPOSED_BITS = 0o077  #: any group or other permission
 
@@ -31,23 +33,6 @@ class ExposedStoreError(PermissionError):
 def restrict_umask() -> None:
     """Run this process (and the workers it starts) under umask 077."""
     os.umask(PRIVATE_UMASK)
-
-
-def private_dir(path: Path) -> Path:
-    """Create `path` and its missing parents with mode 0700 (existing ones are left as they are)."""
-    path = Path(path)
-    missing = []
-    probe = path
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            pass  # made meanwhile by another thread or process
-        os.chmod(directory, DIR_MODE)
-    return path
 
 
 def open_private(path: Path, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:

@@ -26,7 +26,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from server import blobs, metrics
+from mpc import durable
+from server import metrics
 
 log = logging.getLogger(__name__)
 LIVENESS = "starfish.liveness"
@@ -53,7 +54,7 @@ def peer_check(channel: grpc.Channel, address: str) -> Check:
 def store_check(data_dir: Path) -> Check:
     def check() -> tuple[str, str] | None:
         try:
-            blobs.write_temp(Path(data_dir), b"health").unlink()
+            durable.write_temp(Path(data_dir), b"health").unlink()
         except OSError as exc:
             return "store_unwritable", f"the store {data_dir} is not writable: {exc.strerror or exc}"
         return None

@@ -25,8 +25,9 @@ import os
 import threading
 from pathlib import Path
 
-from server import blobs
-from unlearning.distributed_dp import DPSettings, Release
+from mpc import durable
+from privacy.release_log import Release
+from privacy.settings import DPSettings
 
 KEY_BYTES = 32
 
@@ -37,14 +38,14 @@ class Stage1Privacy:
     def __init__(self, data_dir: Path, settings: DPSettings) -> None:
         self.settings = settings
         self._dir = Path(data_dir) / "dp"
-        self._dir.mkdir(parents=True, exist_ok=True)
+        durable.private_dir(self._dir)
         self._key = self._load_key()
         self._lock = threading.Lock()
 
     def _load_key(self) -> bytes:
         path = self._dir / "noise.key"
         if not path.exists():
-            blobs.atomic_write(path, os.urandom(KEY_BYTES))
+            durable.atomic_write(path, os.urandom(KEY_BYTES))
             path.chmod(0o600)
         key = path.read_bytes()
         if len(key) != KEY_BYTES:
@@ -59,12 +60,8 @@ class Stage1Privacy:
     def record(self, round_index: int, members: list[str]) -> None:
         """Log round i as released with this party's z, durably, before its noise is used."""
         entry = {"round": round_index, "noise_multiplier": self.settings.noise_multiplier, "members": sorted(members)}
-        line = json.dumps(entry) + "\n"
-        path = self._dir / "releases.jsonl"
-        with self._lock, path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with self._lock:
+            durable.append_synced(self._dir / "releases.jsonl", (json.dumps(entry) + "\n").encode("utf-8"))
 
     def releases(self, up_to: int | None = None) -> list[Release]:
         """The noised Stage I rounds (≤ `up_to`), one `Release` per round (a retried round counted once)."""

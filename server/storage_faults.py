@@ -3,7 +3,7 @@
 A write that fails because the party's disk is full (SQLite "database or disk is full",
 OSError ENOSPC/EDQUOT) or cannot be written (read-only file system or database, EROFS,
 EACCES, an I/O error) leaves the store as it was before the call: the SQLite transaction is
-rolled back (server.store) and a temp or half-published file is removed (server.blobs). The
+rolled back (server.store) and a temp or half-published file is removed (mpc.durable). The
 gRPC answer names the reason with a retryable status:
 
 * RESOURCE_EXHAUSTED with trailing metadata `x-starfish-busy: storage` when the disk is full

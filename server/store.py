@@ -1,4 +1,4 @@
-"""A party's durable store: SQLite (WAL, synchronous=FULL) for metadata, files for blobs.
+"""A party's durable store: SQLite (WAL, synchronous=FULL) for metadata, files for durable.
 
 Layout under the data dir::
 
@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mpc import durable
 from mpc.masks import MaskSeedError, expand_mask
 from proto.wire import model_from_bytes, model_hash, model_to_bytes, sha256_hex
-from server import blobs
 from server.config import CLIENT_ID_RE
 from server.file_modes import private_dir, private_sqlite_path
 
@@ -218,7 +218,7 @@ class Store:
             return
         for sub in ("models", "shares", "tasks"):
             private_dir(self.root / sub)
-        blobs.remove_stale_temps(self.root)
+        durable.remove_stale_temps(self.root)
         db_path = private_sqlite_path(self.root / "meta.sqlite")
         self._db = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -278,7 +278,7 @@ class Store:
         digest = model_hash(arch, flat)
         path = self.root / "models" / f"{digest}.f32"
         if not self._query("SELECT 1 FROM models WHERE hash=?", (digest,)):
-            blobs.atomic_write(path, model_to_bytes(flat))
+            durable.atomic_write(path, model_to_bytes(flat))
             self._tx([("INSERT OR IGNORE INTO models VALUES (?,?,?,?)", (digest, arch, int(flat.size), time.time()))])
         return digest
 
@@ -605,7 +605,7 @@ class Store:
         rows = self._query(select, tuple(key_cols.values()))
         if rows:
             return self._check_duplicate(tuple(rows[0]), key, what)
-        tmp = blobs.write_temp(path.parent, data) if data is not None else None
+        tmp = durable.write_temp(path.parent, data) if data is not None else None
         with self._lock:
             rows = self._query(select, tuple(key_cols.values()))
             try:
@@ -621,7 +621,7 @@ class Store:
             row |= {"norm_share": norm_v, "delta_share": delta_v, "received": time.time(), "mask_seed": mask_seed}
             try:
                 if tmp is not None:
-                    blobs.publish(tmp, path)
+                    durable.publish(tmp, path)
                 self._insert(table, {**key_cols, **row, "binding_sha256": binding_sha256, **extra})
             except BaseException:  # no row: no file either (erasure finds shares by their rows)
                 for leftover in (tmp, path if tmp is not None else None):
@@ -805,7 +805,7 @@ class Store:
             # which would otherwise still hold the deleted rows
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             for directory in (self.root / "shares").iterdir():
-                blobs.fsync_dir(directory)
+                durable.fsync_dir(directory)
         return receipt
 
     # -- tasks (Stage II) ----------------------------------------------------------------

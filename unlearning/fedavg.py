@@ -7,7 +7,7 @@ baselines' aggregation steps). On the plaintext backend the same code returns th
 Starfish forms the weighted sum in shares first (`weighted_sum`) and reveals it, or a sum of
 several held ones, when its release rule allows (`unlearning.starfish.release`).
 
-With a `privacy` aggregator (`unlearning.distributed_dp.PrivateAggregator`, optional
+With a `privacy` aggregator (`privacy.distributed.PrivateAggregator`, optional
 differential privacy) the gradients are clipped inside 2PC and G is opened with
 distributed Gaussian noise instead; the aggregator logs the release for the accountant.
 """
@@ -26,7 +26,7 @@ from unlearning.weight_cap import capped_weights, fractions
 
 
 class AggregatePrivacy(Protocol):
-    """What `reveal_aggregate` needs of an optional DP mechanism (`unlearning.distributed_dp`)."""
+    """What `reveal_aggregate` needs of an optional DP mechanism (`privacy.distributed`)."""
 
     def reveal(
         self, backend: Backend, gradients: Secret, weights: Sequence[float], members: Sequence[str], label: str

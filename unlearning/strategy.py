@@ -88,7 +88,7 @@ class UnlearnContext:
     resume_from: ResumableState | None = None
     #: model outputs/loss on a probe set, for strategies that need them (Crab, FedADP)
     probe: ModelProbe | None = None
-    #: optional differential privacy of every revealed aggregate (`unlearning.distributed_dp`)
+    #: optional differential privacy of every revealed aggregate (`privacy.distributed`)
     privacy: AggregatePrivacy | None = None
 
     def progress(self, step: str, t: int, total: int, detail: str = "") -> None:

@@ -7,7 +7,9 @@
   `gloo` — the unencrypted reference transport (loopback measurements only);
 * `prg` — AES-256-CTR streams keyed by the dealer; `dealer_ops` — the dealer's request
   kinds (registry); `dealer_service` / `dealer_config` — the dealer service and its TOML;
-  `dealer_client` — a party's link to it; `provider` — CrypTen's tuple provider on it.
+  `dealer_client` — a party's link to it; `provider` — CrypTen's tuple provider on it (the
+  Beaver triples); `fixed_beaver` — the fixed-operand Beaver products that extend them, on
+  this party's raw ring shares with the dealer's `matmul_fixed` / `dot_fixed`.
 
 Design, configuration and operations: docs/DEPLOY.md.
 """

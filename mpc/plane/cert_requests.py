@@ -29,6 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
+from mpc.durable import atomic_write
+
 SIGNERS = ("party0", "party1")
 """The identities that sign erasure certificates."""
 DOCUMENT_SIGNING_OID = "1.3.6.1.5.5.7.3.36"
@@ -37,22 +39,11 @@ SIGNING_UNIT = "erasure certificates"
 """The organizational unit that marks an erasure-signing certificate."""
 
 
-def write_file(path: Path, data: bytes, mode: int) -> None:
-    """Write `data` to `path` atomically (temporary name, fsync, rename) with `mode`."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     data = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    write_file(path, data, 0o600)
+    atomic_write(path, data)
 
 
 def subject(cn: str, unit: str | None = None) -> x509.Name:
@@ -117,7 +108,7 @@ def make_request(
         base = stem(name, is_signing)
         write_key(out / (f"{base}.next.key" if renew else f"{base}.key"), key)
         csr = _signing_request(key, name) if is_signing else _request(key, name, ips, hosts)
-        write_file(out / f"{base}.csr", csr, 0o644)
+        atomic_write(out / f"{base}.csr", csr, mode=0o644)
         made.append(out / f"{base}.csr")
     return made
 
@@ -154,6 +145,6 @@ def install_cert(out_dir: Path, pem: bytes) -> tuple[Path, Path]:
         os.replace(pending, key_path)
     elif not _same_key(key_path, cert):
         raise ValueError(f"the certificate for {base} matches neither {pending.name} nor {key_path.name} in {out}")
-    write_file(cert_path, pem, 0o644)
+    atomic_write(cert_path, pem, mode=0o644)
     (out / f"{base}.csr").unlink(missing_ok=True)
     return cert_path, key_path

@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, ObjectIdentifier
 
+from mpc.durable import atomic_write
 from mpc.plane.cert_requests import (
     DOCUMENT_SIGNING_OID,
     SIGNERS,
@@ -41,7 +42,6 @@ from mpc.plane.cert_requests import (
     install_cert,
     make_request,
     subject,
-    write_file,
     write_key,
 )
 
@@ -79,7 +79,7 @@ def make_ca(out_dir: Path, valid_days: float = CA_VALID_DAYS) -> tuple[x509.Cert
         )  # key_cert_sign, crl_sign
         .sign(ca_key, hashes.SHA256())
     )
-    write_file(out / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    atomic_write(out / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
     write_key(out / "ca.key", ca_key)
     return ca_cert, ca_key
 

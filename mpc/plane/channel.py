@@ -14,7 +14,8 @@ data, and no TLS connection is ever used by two threads at once (OpenSSL does no
 that). A request/response link (party 0 ↔ dealer) uses one socket and sends inline.
 Receives fill the destination tensor in place. Every wait is bounded by `timeout_s`; a
 closed or reset connection raises `ChannelClosed` at once, a silent peer `ChannelTimeout`
-after `timeout_s`.
+after `timeout_s`. torch is loaded by the first tensor frame's caller, not by this module:
+a party that only uses the control messages (the rendezvous checks) stays free of it.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ import socket
 import ssl
 import struct
 import threading
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from mpc.plane.tls import PeerRefused, describe
+
+if TYPE_CHECKING:
+    import torch
 
 HEADER = struct.Struct("<BQ")
 TENSOR, JSON, ERROR = 1, 2, 3
@@ -93,8 +95,9 @@ class Channel:
 
     # ---------------------------------------------------------------- sending
     def _write(self, parts: tuple[Any, ...]) -> None:
+        """Write a queued frame's byte parts; its last part may be the tensor kept alive (skipped)."""
         for part in parts:
-            if part is not None and not isinstance(part, torch.Tensor):
+            if isinstance(part, bytes | bytearray | memoryview):
                 self.out.sendall(part)
 
     def _send_loop(self) -> None:
@@ -215,6 +218,8 @@ class Channel:
 
     def recv_like(self, template: torch.Tensor) -> torch.Tensor:
         """A new tensor of `template`'s shape and dtype, filled from the next tensor frame."""
+        import torch
+
         return self.recv_into(torch.empty(template.shape, dtype=template.dtype))
 
     # ---------------------------------------------------------------- lifecycle

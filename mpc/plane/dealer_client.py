@@ -6,7 +6,7 @@ receives this party's 32-byte PRG key (`mpc.plane.prg`). party 1 then closes the
 connection (it expands its key locally); party 0 keeps it and `fetch`es its share of
 each correlated value (`mpc.plane.dealer_ops`). The link counts what it received and how
 long party 0 waited: the "offline" bytes and seconds of the cost ledger. It also numbers
-the session's fixed operands (`number_fixed`, `mpc.protocols.fixed_beaver`): a counter
+the session's fixed operands (`number_fixed`, `mpc.plane.fixed_beaver`): a counter
 both parties advance in protocol order, starting at 0 in every session.
 """
 
@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from mpc.plane.channel import Channel, ChannelClosed, ChannelTimeout, RemoteError
 from mpc.plane.dealer_ops import Request
 from mpc.plane.prg import KEY_BYTES, Prg
 from mpc.plane.rendezvous import connect, say_hello
 from mpc.plane.tls import peer_fingerprint, peer_identity
+
+if TYPE_CHECKING:
+    import torch
 
 
 class DealerError(ConnectionError):
@@ -58,6 +60,8 @@ class DealerLink:
         """party 0: the dealer's share V_0 for `request` (an int64 tensor of `shape`)."""
         if self.channel is None:
             raise DealerError("only party 0 requests correlated randomness from the dealer")
+        import torch
+
         start = time.perf_counter()
         try:
             self.channel.send_json(request.to_json())

@@ -20,7 +20,7 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
 | `private_dot` | shape (rows, length) | α (party 0), β (party 1) | (Σ_l α_rl·β_rl)_r |
 
-`matmul_fixed` serves the fixed-operand Beaver products (`mpc.protocols.fixed_beaver`).
+`matmul_fixed` serves the fixed-operand Beaver products (`mpc.plane.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
 B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
 (`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.
@@ -46,11 +46,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from mpc.plane.prg import Prg
+
+if TYPE_CHECKING:
+    import torch
 
 Shape = tuple[int, ...]
 MAX_DIMS = 8
@@ -119,8 +120,24 @@ def _bit(prg: Prg, shapes: tuple[Shape, ...]) -> list[torch.Tensor]:
     return [prg.bits(shapes[0], 1)]
 
 
-def _meta(shape: Shape) -> torch.Tensor:
-    return torch.empty(shape, dtype=torch.long, device="meta")
+def _broadcast(shapes: tuple[Shape, ...]) -> Shape:
+    """The broadcast shape of the first two operands (RuntimeError when they do not broadcast)."""
+    import torch
+
+    return tuple(torch.broadcast_shapes(shapes[0], shapes[1]))
+
+
+def _matmul_shape(a: Shape, b: Shape) -> Shape:
+    """The shape of a @ b, found on meta tensors (no memory; RuntimeError when they do not combine)."""
+    import torch
+
+    return tuple(torch.matmul(torch.empty(a, device="meta"), torch.empty(b, device="meta")).shape)
+
+
+def _matmul(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.matmul(first, second)
 
 
 def count_wraps(r0: torch.Tensor, r1: torch.Tensor) -> torch.Tensor:
@@ -143,6 +160,8 @@ class FixedMatmulOp(DealerOp):
 
     def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
         operand, view = request.shapes[1], request.shapes[2]
+        import torch
+
         masks = torch.empty((len(request.fixed), *operand), dtype=torch.long)
         for row, i in enumerate(request.fixed):  # written in place: one m-sized stack, no copies
             torch.add(fixed_mask(prg0, i, operand), fixed_mask(prg1, i, operand), out=masks[row])
@@ -159,6 +178,8 @@ class FixedDotOp(DealerOp):
     """
 
     def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+        import torch
+
         operand = request.shapes[0]
         masks = {
             i: (fixed_mask(prg0, i, operand) + fixed_mask(prg1, i, operand)).reshape(-1) for i in set(request.fixed)
@@ -190,7 +211,7 @@ register(
         "mul",
         2,
         _ring_each,
-        lambda s: tuple(torch.broadcast_shapes(s[0], s[1])),
+        _broadcast,
         lambda l0, l1: (l0[0] + l1[0]) * (l0[1] + l1[1]),
     )
 )
@@ -199,8 +220,8 @@ register(
         "matmul",
         2,
         _ring_each,
-        lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[1])).shape),
-        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1] + l1[1]),
+        lambda s: _matmul_shape(s[0], s[1]),
+        lambda l0, l1: _matmul(l0[0] + l1[0], l0[1] + l1[1]),
     )
 )
 register(DealerOp("square", 1, _ring_each, lambda s: s[0], lambda l0, l1: (l0[0] + l1[0]) * (l0[0] + l1[0])))
@@ -209,7 +230,7 @@ register(
         "binary",
         2,
         _ring_each,
-        lambda s: tuple(torch.broadcast_shapes(s[0], s[1])),
+        _broadcast,
         lambda l0, l1: (l0[0] ^ l1[0]) & (l0[1] ^ l1[1]),
         xor=True,
     )
@@ -221,8 +242,8 @@ register(
         "matmul_fixed",
         3,
         lambda prg, shapes: [prg.ring(shapes[0])],
-        lambda s: tuple(torch.matmul(_meta(s[0]), _meta(s[2])).shape),
-        lambda l0, l1: torch.matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
+        lambda s: _matmul_shape(s[0], s[2]),
+        lambda l0, l1: _matmul(l0[0] + l1[0], l0[1]),  # l0[1] = B, rebuilt by the dealer
         fixed_fit=lambda s, n: n * _elements(s[1]) == _elements(s[2]),
         fixed_operand=1,
     )

@@ -14,7 +14,7 @@ Twister, whose outputs are predictable from a few hundred words).
 `derive(label, index)` gives a second, independent stream from the same key: the key
 K' = HMAC-SHA256(key, label ‖ index as 8 bytes big-endian), expanded the same way. Both
 the party and the dealer can build it at any time without touching the main stream; the
-fixed-operand products (`mpc.protocols.fixed_beaver`) draw the mask of fixed operand i of
+fixed-operand products (`mpc.plane.fixed_beaver`) draw the mask of fixed operand i of
 a session from `derive(b"fixed-operand", i)`.
 """
 
@@ -24,10 +24,13 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+if TYPE_CHECKING:
+    import torch
 
 KEY_BYTES = 32
 _ZERO_BLOCK = 1 << 20
@@ -73,6 +76,8 @@ class Prg:
 
     def ring(self, shape: Sequence[int]) -> torch.Tensor:
         """Uniform elements of Z_2^64 as an int64 tensor of `shape`."""
+        import torch  # the streams' words are numpy; tensors only for the callers that want them
+
         n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
         return torch.from_numpy(self._words(n)).reshape(tuple(shape))
 

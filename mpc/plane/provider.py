@@ -79,7 +79,7 @@ def fixed_matmul_pair(
     size: tuple[int, ...], operand: tuple[int, ...], view: tuple[int, ...], fixed: list[int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(a_p, [a @ B]_p) for the fixed operands `fixed` stacked and reshaped to `view`
-    (`matmul_fixed`, `mpc.protocols.fixed_beaver`): this party's raw int64 shares."""
+    (`matmul_fixed`, `mpc.plane.fixed_beaver`): this party's raw int64 shares."""
     (a,), c = _INSTANCE._draw("matmul_fixed", None, size, operand, view, fixed=fixed)
     return a, c
 

@@ -30,10 +30,11 @@ from typing import Any
 import grpc
 from cryptography import x509
 
+from mpc import durable
 from proto.certificate import FORMAT, canonical_json
 from proto.certificate_verify import verify_document
 from proto.starfish.v1 import peer_pb2
-from server import blobs, metrics
+from server import metrics
 from server.evidence.attestation import AttestationRefused, check_statement
 from server.evidence.signing import SigningIdentity
 from server.evidence.statement import ViewError, party_view, with_peer_receipts
@@ -112,7 +113,7 @@ class Certifier:
         check = verify_document(doc, self.trusted)
         if not check.valid:
             return self._status("invalid", "; ".join(check.problems))
-        blobs.atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        durable.atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
         log.info("job %s: erasure certificate signed by party0 and party1", job.job_id)
         return self._done(doc, path)
 

@@ -1,6 +1,6 @@
 """Stage II in the service: unlearning jobs run under 2PC by both parties (docs/JOBS.md).
 
-* `job_config` — the `[jobs]` settings;
+* the `[jobs]` settings are `server.job_config` (read with the party's configuration);
 * `jobstore` — durable job queue and status (SQLite beside the party's store);
 * `validation` — checks an unlearn request against the stored history;
 * `history`, `oracle` — the store-backed `SharedHistory` and the task-posting

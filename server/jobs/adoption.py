@@ -25,7 +25,7 @@ import os
 import shutil
 import time
 
-from server.blobs import fsync_dir
+from mpc.durable import fsync_dir
 from server.jobs.jobstore import JobRecord, JobStore
 
 log = logging.getLogger(__name__)

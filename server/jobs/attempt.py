@@ -31,6 +31,9 @@ from mpc.costs import CostLedger, StepCost
 from mpc.crypten_backend import CrypTenBackend
 from mpc.plane.tls import TlsFiles
 from mpc.session import Endpoint, Session, SessionConfig
+from privacy.distributed import PrivateAggregator
+from privacy.release_log import Release
+from privacy.settings import DPSettings
 from proto.wire import model_hash
 from server.jobs import agree
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
@@ -40,7 +43,6 @@ from server.jobs.parent_link import ParentLink
 from server.jobs.process import WorkerSpec
 from server.store import Store
 from unlearning import registry
-from unlearning.distributed_dp import DPSettings, PrivateAggregator, Release
 from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
 
 log = logging.getLogger("server.jobs.worker")

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from server.blobs import fsync_dir
-from server.file_modes import DIR_MODE, open_private, private_dir
+from mpc import durable
+from server.file_modes import DIR_MODE, private_dir
 
 if TYPE_CHECKING:  # torch and the algorithm load only in job workers, not at party start
     from mpc.backend import Secret
@@ -54,13 +54,6 @@ def state_digest(public: dict[str, Any], tensors: dict[str, np.ndarray]) -> str:
         arr = np.ascontiguousarray(tensors[name], dtype="<f8")
         h.update(name.encode() + b"\x00" + str(arr.shape).encode() + arr.tobytes())
     return h.hexdigest()
-
-
-def _write(path: Path, data: bytes) -> None:
-    with os.fdopen(open_private(path), "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 class CheckpointDir:
@@ -94,31 +87,30 @@ class CheckpointDir:
         index: dict[str, Any] = {"public": public, "costs": costs, "digest": digest, "tensors": {}, "secrets": {}}
         for k, (name, arr) in enumerate(sorted(tensors.items())):
             path = tmp / f"p{k}.npy"
-            with os.fdopen(open_private(path), "wb") as fh:
+            with durable.synced_file(path) as fh:
                 np.save(fh, arr, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
             index["tensors"][name] = path.name
         for k, (name, secret) in enumerate(sorted(state.secrets().items())):
             share, bits = export_share(secret)
             if share.dtype != np.int64:
                 raise CheckpointError(f"share of {name!r} is {share.dtype}, not int64")
             data = np.ascontiguousarray(share, dtype="<i8").tobytes()
-            _write(tmp / f"s{k}.i64", data)
+            with durable.synced_file(tmp / f"s{k}.i64") as fh:
+                fh.write(data)
             index["secrets"][name] = {
                 "file": f"s{k}.i64",
                 "shape": list(share.shape),
                 "bits": bits,
                 "sha256": hashlib.sha256(data).hexdigest(),
             }
-        _write(tmp / "public.json", json.dumps(index, sort_keys=True).encode())
-        fsync_dir(tmp)
+        with durable.synced_file(tmp / "public.json") as fh:
+            fh.write(json.dumps(index, sort_keys=True).encode())
+        durable.fsync_dir(tmp)
         final = self.root / f"t{state.round:06d}"
         old = self.root / f".tmp-{pysecrets.token_hex(6)}"
         if final.exists():  # moved aside whole (a kill never leaves a partly deleted checkpoint)
             os.replace(final, old)
-        os.replace(tmp, final)
-        fsync_dir(self.root)
+        durable.publish(tmp, final)
         shutil.rmtree(old, ignore_errors=True)
         return digest
 

@@ -5,7 +5,7 @@ With `[privacy] dp = true` round i's public aggregate is
     G_i = reveal_noised( Σ_{j∈S_i} w_j · SecClip(g_j, C) ),   w_j = n_j / Σ_{k∈S_i} n_k,
 
 computed by the same written-once code as Stage II's reveals
-(`unlearning.distributed_dp.PrivateAggregator`: SecClip, the weighted sum, the distributed
+(`privacy.distributed.PrivateAggregator`: SecClip, the weighted sum, the distributed
 noise with σ = z·C·max_j w_j), on the CrypTen backend over the TLS MPC plane and the dealer
 service, exactly as a job's session attempt (`attempt.open_session`). Steps:
 
@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from mpc.crypten_backend import CrypTenBackend
+from privacy.distributed import PrivateAggregator
+from privacy.settings import DPSettings
 from server.jobs import agree
 from server.jobs.attempt import open_session
 from server.jobs.parent_link import ParentLink
@@ -35,7 +37,6 @@ from server.jobs.process import WorkerSpec
 from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, aggregate_digest
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, membership_digest
-from unlearning.distributed_dp import DPSettings, PrivateAggregator
 
 log = logging.getLogger("server.jobs.worker")
 

@@ -61,11 +61,12 @@ class JobFollower(JobRunnerBase):
         k = self.cfg.privacy.min_cohort
         if with_min_cohort(spec.strategy, parameters, k) != parameters:  # raises below k
             raise RequestError("invalid", f"job parameters carry no {MIN_COHORT}; party1's minimum cohort is {k}")
-        if self.jobs.get(spec.job_id) is None:  # a new job: the targets must be valid here too
+        if self.jobs.get(spec.job_id) is None:  # a new job: targets, strategy and parameters checked here too
             check_request(
                 self.store, set(self.cfg.clients), list(spec.targets), spec.strategy, parameters, self.cfg.unlearning
             )
-        check_strategy(spec.strategy, parameters, self.cfg.unlearning)
+        else:  # a further attempt: the targets were checked when the job arrived
+            check_strategy(spec.strategy, parameters, self.cfg.unlearning)
         url = self._check_session(spec)
         try:
             job = self.jobs.add(

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from privacy.accountant import privacy_report
+from privacy.release_log import Release
 from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord
-from unlearning.distributed_dp import Release
-from unlearning.dp_accounting import privacy_report
 
 
 def dealer_record(job_dir: Path, label: str, independent: bool) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def _spend(revealed: dict[str, Any], privacy: dict[str, Any]) -> None:
 
 def privacy_section(dp: dict[str, Any] | None, stage1: list[Release]) -> dict[str, Any]:
     """(ε, δ) per client and for the job over the noised Stage I rounds and this job's
-    Stage II releases (`unlearning.dp_accounting`); {"dp": False} when the job ran without DP."""
+    Stage II releases (`privacy.accountant`); {"dp": False} when the job ran without DP."""
     if dp is None:
         return {"dp": False}
     stage2 = [Release(e["label"], float(e["noise_multiplier"]), tuple(e["members"])) for e in dp["releases"]]

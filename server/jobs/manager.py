@@ -125,13 +125,12 @@ class JobManager(JobRunnerBase):
     def _duplicate(self, checked: CheckedRequest) -> JobRecord | None:
         """The queued or running job filed with the same targets, strategy and parameters, or
         None; a job sharing a target but asking otherwise makes the request conflict."""
-        parameters = json.loads(json.dumps(checked.parameters, sort_keys=True))  # as the job table holds them
+        asked = (sorted(checked.targets), checked.strategy, checked.parameters_json)
         for job in self.jobs.all():
             shared = sorted(set(job.targets) & set(checked.targets))
             if job.state in TERMINAL or not shared:
                 continue
-            asked = (sorted(checked.targets), checked.strategy, parameters)
-            if (sorted(job.targets), job.strategy, job.parameters) == asked:
+            if (sorted(job.targets), job.strategy, job.parameters_json) == asked:
                 return job
             raise RequestError(
                 "precondition",

@@ -8,10 +8,11 @@ as for a dropout); this file is where it is named, with the step and the failed 
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
+
+from mpc import durable
 
 FILE = "refused-answers.json"
 _lock = threading.Lock()
@@ -22,12 +23,7 @@ def record(job_dir: Path, entries: list[dict[str, Any]]) -> None:
     with _lock:
         path = job_dir / FILE
         merged = read(job_dir) + entries
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w") as fh:
-            json.dump(merged, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        durable.atomic_write(path, json.dumps(merged, indent=1).encode("utf-8"))
 
 
 def read(job_dir: Path) -> list[dict[str, Any]]:

@@ -27,6 +27,12 @@ class CheckedRequest:
     strategy: str
     parameters: dict[str, Any]
 
+    @property
+    def parameters_json(self) -> str:
+        """The parameters' canonical JSON (sorted keys): the form the job table stores
+        (`JobRecord.parameters_json`) and party1 receives."""
+        return json.dumps(self.parameters, sort_keys=True)
+
 
 MAX_PARAMETERS_BYTES = 16 * 1024  #: longest `parameters_json` of an unlearn request (UTF-8 bytes)
 MAX_PARAMETERS_DEPTH = 4  #: deepest nesting of arrays and objects in `parameters_json`

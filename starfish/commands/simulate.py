@@ -23,7 +23,7 @@ BACKENDS = ("plain", "mpc")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from evaluation.simulator import SimulationConfig
+    from evaluation.simulation_config import SimulationConfig
 
     d = SimulationConfig()
     p = subparsers.add_parser(

@@ -21,6 +21,7 @@ PACKAGES = (
     "starfish",
     "bench",
     "netlab",
+    "privacy",
 )
 
 

@@ -15,16 +15,28 @@ APPLICATIONS = ("evaluation", "starfish", "bench")
 
 #: package -> packages (ours or third-party) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "proto": ("mpc", "unlearning", "server", "party0", "party1", "client_sdk", "torch", "crypten", *APPLICATIONS),
-    "mpc": ("proto", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+    "proto": (
+        "mpc",
+        "privacy",
+        "unlearning",
+        "server",
+        "party0",
+        "party1",
+        "client_sdk",
+        "torch",
+        "crypten",
+        *APPLICATIONS,
+    ),
+    "mpc": ("proto", "privacy", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+    "privacy": ("proto", "mpc", "unlearning", "server", "party0", "party1", "client_sdk", "crypten", *APPLICATIONS),
     "unlearning": ("crypten", "proto", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
     "server": ("client_sdk", "party0", "party1", *APPLICATIONS),
-    "client_sdk": ("server", "unlearning", "party0", "party1", "crypten", *APPLICATIONS),
+    "client_sdk": ("server", "privacy", "unlearning", "party0", "party1", "crypten", *APPLICATIONS),
     "party0": ("party1", "unlearning", "client_sdk", *APPLICATIONS),
     "party1": ("party0", "unlearning", "client_sdk", *APPLICATIONS),
-    "starfish_flower": ("mpc", "unlearning", "server", "party0", "party1", "crypten", *APPLICATIONS),
+    "starfish_flower": ("mpc", "privacy", "unlearning", "server", "party0", "party1", "crypten", *APPLICATIONS),
     "evaluation": ("server", "party0", "party1", *APPLICATIONS[1:]),
-    "netlab": ("proto", "mpc", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
+    "netlab": ("proto", "mpc", "privacy", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
 }
 
 #: the optional torch adapter of the SDK: the package never imports it, a client that has torch does
@@ -56,6 +68,23 @@ def test_the_client_sdk_loads_without_torch_or_crypten() -> None:
     ]
     assert not found, _show(found)
     assert not [i for i in IMPORTS if i.target.startswith(SDK_TORCH_ADAPTER) and i.module.startswith("client_sdk")]
+
+
+def test_the_privacy_package_loads_without_torch_or_opacus() -> None:
+    """torch and Opacus only inside the functions that touch a tensor or the accountant: the
+    party reads `[privacy]` without them (tests/integration/test_party_start_without_torch.py)."""
+    found = [
+        i for i in IMPORTS if _top(i.module) == "privacy" and i.top_level and _top(i.target) in ("torch", "opacus")
+    ]
+    assert not found, _show(found)
+
+
+def test_the_party_configuration_sits_below_the_job_runtime() -> None:
+    """`server.config` (and the `[jobs]` settings it reads, `server.job_config`) import nothing of
+    `server.jobs`: the job runtime reads the configuration, never the other way round."""
+    below = ("server.config", "server.job_config")
+    found = [i for i in IMPORTS if i.module in below and i.target.startswith("server.jobs")]
+    assert not found, _show(found)
 
 
 def test_only_the_mpc_package_touches_crypten() -> None:

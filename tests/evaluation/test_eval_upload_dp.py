@@ -13,7 +13,7 @@ from evaluation.probe import DatasetProbe
 from evaluation.simulator import SimulationConfig, SimulationResult, simulate
 from evaluation.training import fedavg
 from mpc.plain_backend import PlainBackend
-from unlearning.baselines.fedadp import next_budget, noise_std
+from privacy.adaptive import next_budget, noise_std
 from unlearning.history import GradientRequest
 
 from conftest import SMALL

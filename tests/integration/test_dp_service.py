@@ -19,9 +19,9 @@ import stat
 import numpy as np
 import pytest
 
+from privacy.accountant import privacy_report
+from privacy.release_log import Release
 from proto.starfish.v1 import admin_pb2
-from unlearning.distributed_dp import Release
-from unlearning.dp_accounting import privacy_report
 
 from stage2_fixtures import LR, TrainedService
 

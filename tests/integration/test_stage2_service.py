@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from client_sdk.admin import AdminClient, request_own_unlearning
 from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
-from server.jobs.job_config import DEMO_DEALER_LABEL
+from server.job_config import DEMO_DEALER_LABEL
 from server.store import StoreError
 from starfish.local import REPO_ROOT
 

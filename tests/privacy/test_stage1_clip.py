@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 
 from mpc.dp_noise import keyed_gaussian
+from privacy.settings import DPSettings
 from server.stage1_dp import Stage1Privacy
 from server.store import Store
 from starfish.local import LocalDeployment
-from unlearning.distributed_dp import DPSettings
 
 pytestmark = pytest.mark.timeout(600)
 CLIENTS = ["a", "b", "c"]

@@ -24,7 +24,7 @@ from server.config import (
     parse_config,
     party_schema,
 )
-from server.jobs.job_config import JobConfig
+from server.job_config import JobConfig
 from tests.server.test_server_config import BASE
 
 DEALER = {"listen": "127.0.0.1:7300", "tls": {"ca": "ca.pem", "cert": "d.pem", "key": "d.key"}}

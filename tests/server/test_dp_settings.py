@@ -1,4 +1,4 @@
-"""`[privacy]`'s DP keys and the Stage I noise of aggregate shares (server.dp_config, server.stage1_dp)."""
+"""`[privacy]`'s DP keys and the Stage I noise of aggregate shares (privacy.settings, server.stage1_dp)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from opacus.accountants import RDPAccountant
 
+from privacy.settings import DPSettings, parse_dp_config
 from server.config import ConfigError, parse_config
-from server.dp_config import parse_dp_config
 from server.stage1_dp import Stage1Privacy
-from unlearning.distributed_dp import DPSettings
 
 BASE = {
     "role": 0,

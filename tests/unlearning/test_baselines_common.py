@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from privacy.adaptive import budget_schedule
 from unlearning.baselines.common import RunLog, loss_windows, top_fraction
-from unlearning.baselines.fedadp import budget_schedule
 from unlearning.baselines.retrain import RetrainStrategy
 from unlearning.params import StrategyParams, parse_params
 from unlearning.strategy import UnlearningError

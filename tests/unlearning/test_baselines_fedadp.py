@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mpc.plain_backend import PlainBackend
-from unlearning.baselines.fedadp import FedADPStrategy, budget_schedule, noise_std, privatize
+from privacy.adaptive import budget_schedule, noise_std, privatize
+from unlearning.baselines.fedadp import FedADPStrategy
 from unlearning.history import UploadPrivacy
 from unlearning.strategy import UnlearnContext, UnlearningError
 

@@ -16,8 +16,10 @@ from opacus.accountants import RDPAccountant
 from mpc.backend import Backend
 from mpc.cluster import TwoPartyCluster
 from mpc.plain_backend import PlainBackend
-from unlearning.distributed_dp import DPSettings, PrivateAggregator, Release
-from unlearning.dp_accounting import client_epsilon, epsilon_per_client, privacy_report
+from privacy.accountant import client_epsilon, epsilon_per_client, privacy_report
+from privacy.distributed import PrivateAggregator
+from privacy.release_log import Release
+from privacy.settings import DPSettings
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 

@@ -58,7 +58,6 @@ from dataclasses import dataclass
 import torch
 
 from mpc.backend import Backend, Secret
-from mpc.costs import CostLedger
 from unlearning.baselines.common import RunLog, loss_windows, stored_round_update, top_fraction
 from unlearning.fedavg import fedavg_weights, reveal_aggregate
 from unlearning.lbfgs import squared_norms
@@ -217,13 +216,8 @@ class CrabStrategy(Strategy[CrabParams]):
 
     def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
         """The three steps; the report's costs cover this call only."""
-        outer, run_ledger = ctx.backend.ledger, CostLedger()
-        ctx.backend.ledger = run_ledger
-        try:
+        with ctx.backend.own_ledger() as run_ledger:
             result = _run(ctx, params)
-        finally:
-            ctx.backend.ledger = outer
-            outer.merge(run_ledger)
         result.report["costs"] = run_ledger.to_dict()
         return result
 

@@ -22,7 +22,7 @@ Paper settings (§VI-A1): β = 10 %, λ = 0.6, γ = 0.7, privacy budget 3.0 (ε_
 What we implement. Steps 2 and 3 exactly, over the stored history, with losses from the
 `ModelProbe`. Step 1 needs the uploads themselves to be noised. A history recorded with
 FedADP's Algorithm 1 (the simulator's `upload_dp` setting runs `privatize` with the
-budgets of `next_budget` at upload time) declares it (`SharedHistory.upload_privacy`);
+budgets of `privacy.adaptive.next_budget` at upload time) declares it (`SharedHistory.upload_privacy`);
 FedADP then needs `history_privatized=True` and reports the budgets the clients used.
 `history_privatized=True` on a history that declares no privatization is refused, and so
 is `history_privatized=False` on one that does (the noise would be added twice). On a
@@ -43,12 +43,12 @@ Per-client cosines and norms are plaintext: `requires_plaintext`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from privacy.adaptive import budget_schedule, noise_generator, noise_std, privatize
 from unlearning.baselines.common import (
     RunLog,
     cosine,
@@ -95,39 +95,6 @@ class FedADPParams(StrategyParams):
         check_range(NAME, "epsilon_0", self.epsilon_0, self.epsilon_min, self.epsilon_max)
         if self.history_privatized and not self.dp:
             raise UnlearningError(f"{NAME}: history_privatized=True contradicts dp=False")
-
-
-def next_budget(epsilon: float, previous_loss: float, loss: float, epsilon_min: float, epsilon_max: float) -> float:
-    """ε_{t+1} = min(max(ε_t·e^{Δloss}, ε_min), ε_max), Δloss = |loss_{t−1} − loss_t| (eq. (4);
-    Algorithm 1, lines 25–26)."""
-    return min(max(epsilon * math.exp(abs(previous_loss - loss)), epsilon_min), epsilon_max)
-
-
-def budget_schedule(losses: Sequence[float], epsilon_0: float, epsilon_min: float, epsilon_max: float) -> list[float]:
-    """Budgets ε_1..ε_T of stored rounds 1..T from losses F(M_0..M_T) (eq. (4)):
-    round 1 uses ε_0; ε_{i+1} = next_budget(ε_i, F(M_{i−1}), F(M_i))."""
-    budgets = [epsilon_0]
-    for i in range(1, len(losses) - 1):
-        budgets.append(next_budget(budgets[-1], losses[i - 1], losses[i], epsilon_min, epsilon_max))
-    return budgets
-
-
-def noise_std(clip_norm: float, dp_delta: float, epsilon: float) -> float:
-    """σ_t = S·√(2 ln(1.25/δ)) / ε_t (eq. (6))."""
-    return clip_norm * math.sqrt(2.0 * math.log(1.25 / dp_delta)) / epsilon
-
-
-def privatize(g: torch.Tensor, clip_norm: float, std: float, generator: torch.Generator) -> torch.Tensor:
-    """g / max(1, ‖g‖/S) + N(0, std²·I) (eq. (5), Algorithm 1 line 12)."""
-    g64 = g.to(torch.float64)
-    clipped = g64 / max(1.0, float(g64.norm()) / clip_norm)
-    return clipped + std * torch.randn(g64.shape, generator=generator, dtype=torch.float64)
-
-
-def noise_generator(seed: int, round_index: int, client_index: int) -> torch.Generator:
-    """The generator of one stored update's noise, a function of (seed, round, client slot)."""
-    mixed = (seed * 0x9E3779B97F4A7C15 + round_index * 0xBF58476D1CE4E5B9 + client_index * 0x94D049BB133111EB) % (2**63)
-    return torch.Generator().manual_seed(mixed)
 
 
 def alignment(current: torch.Tensor, previous: torch.Tensor) -> float:

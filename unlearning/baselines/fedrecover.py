@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 import torch
 
 from mpc.backend import Backend, Secret
-from mpc.costs import CostLedger
 from unlearning.baselines.common import RunLog
 from unlearning.fedavg import fedavg_weights, reveal_aggregate
 from unlearning.params import StrategyParams, check_choice, check_range
@@ -178,13 +177,8 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
 
     def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
         """Algorithm 1 over the stored history; the report's costs cover this call only."""
-        outer, run_ledger = ctx.backend.ledger, CostLedger()
-        ctx.backend.ledger = run_ledger
-        try:
+        with ctx.backend.own_ledger() as run_ledger:
             result = _Run(ctx, params).execute()
-        finally:
-            ctx.backend.ledger = outer
-            outer.merge(run_ledger)
         result.report["costs"] = run_ledger.to_dict()
         return result
 

@@ -18,7 +18,7 @@ pair has entered; the new row of YᵀY is computed when the pair enters (its dia
 ‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's square). Per round the bound of safeguard 2
 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
 (exact, a bit), and one secret product Y·c_y per client expands them to length m. That
-product is a fixed-operand one (`mpc.protocols.fixed_beaver`): each pair's ŷ is opened
+product is a fixed-operand one (`mpc.plane.fixed_beaver`): each pair's ŷ is opened
 under a mask once, when it enters (again on its first use in a later session:
 `current_fixed`; the handle lives on the `CurvaturePair`, never in a checkpoint), so a
 round opens only the k·n values of c_y instead of Y, and the new row of YᵀY (ŷ against

@@ -30,7 +30,6 @@ from typing import Any
 import torch
 
 from mpc.backend import Backend, Secret
-from mpc.costs import CostLedger
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
 from unlearning.starfish.anchor_noise import NoiseDraw, anchor_noise, secret_gaussian, step_terms
@@ -94,13 +93,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         The call's costs are also added to `ctx.backend.ledger` (a long-lived backend keeps
         its cumulative totals).
         """
-        outer, run_ledger = ctx.backend.ledger, CostLedger()
-        ctx.backend.ledger = run_ledger
-        try:
+        with ctx.backend.own_ledger() as run_ledger:
             state = self._execute(ctx, params)
-        finally:
-            ctx.backend.ledger = outer
-            outer.merge(run_ledger)
         total = ctx.history.num_rounds
         eta = params.unlearning_rate(ctx.history.round_info(state.selected[0]).lr)
         report = build_report(self.name, ctx.backend.name, params, state, total, eta)

@@ -11,7 +11,7 @@ the stacked secret gradients and their public weights instead of opening Σ_j w_
 With the weights public and fixed, adding or removing one client's clipped contribution
 moves G by at most max_j w_j·C (the L2 sensitivity), so each release is the Gaussian
 mechanism with noise multiplier z on that client. Every release is logged (`Release`:
-noise multiplier, members, cohort size) for the accountant (`unlearning.dp_accounting`).
+noise multiplier, members, cohort size) for the accountant (`privacy.accountant`).
 
 Schedules of z: "fixed" keeps z; "fedadp" follows FedADP's adaptive calibration
 (Algorithm 1 lines 25–26, eq. (4), (6)): the step budget ε_t = √(2 ln(1.25/δ))/z_t moves
@@ -19,6 +19,8 @@ to ε_(t+1) = min(max(ε_t·e^|s_(t−1) − s_t|, ε_0), 2ε_0), where s_t = �
 the released aggregate — a public stand-in for the loss the parties cannot evaluate
 (post-processing of released values, so it costs no privacy) — and z_(t+1) =
 √(2 ln(1.25/δ))/ε_(t+1). The accountant composes the actual z_t of each release (RDP).
+
+torch is imported inside the methods that touch tensors; the Backend is only a type here.
 """
 
 from __future__ import annotations
@@ -26,53 +28,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+from privacy.adaptive import next_budget
+from privacy.release_log import Release
+from privacy.settings import FEDADP_MAX_GROWTH, DPSettings
 
-from mpc.backend import Backend, Secret
-from unlearning.baselines.fedadp import next_budget
+if TYPE_CHECKING:
+    import torch
 
-SCHEDULES = ("fixed", "fedadp")
-FEDADP_MAX_GROWTH = 2.0
-"""ε_max / ε_0 of the "fedadp" schedule: the step budget may at most double (noise halve)."""
-
-
-@dataclass(frozen=True)
-class DPSettings:
-    """Clipping norm C, noise multiplier z, δ, and the schedule of z (module docstring)."""
-
-    clip: float
-    noise_multiplier: float
-    delta: float
-    schedule: str = "fixed"
-
-    def __post_init__(self) -> None:
-        if not math.isfinite(self.clip) or self.clip <= 0:
-            raise ValueError(f"privacy.clip must be a finite number > 0, got {self.clip!r}")
-        if not math.isfinite(self.noise_multiplier) or self.noise_multiplier < 0:
-            raise ValueError(f"privacy.noise_multiplier must be a finite number >= 0, got {self.noise_multiplier!r}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"privacy.delta must be in (0, 1), got {self.delta!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"privacy.schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
-        if self.schedule == "fedadp" and self.noise_multiplier == 0:
-            raise ValueError("privacy.schedule = 'fedadp' needs privacy.noise_multiplier > 0")
-
-
-@dataclass(frozen=True)
-class Release:
-    """One published aggregate: what it is, its noise multiplier, and who is in it."""
-
-    label: str
-    noise_multiplier: float
-    members: tuple[str, ...]
-
-    @property
-    def cohort(self) -> int:
-        return len(self.members)
-
-    def as_dict(self) -> dict[str, object]:
-        return {"label": self.label, "noise_multiplier": self.noise_multiplier, "cohort": self.cohort}
+    from mpc.backend import Backend, Secret
 
 
 @dataclass
@@ -108,6 +73,8 @@ class PrivateAggregator:
 
     def clipped_sum(self, backend: Backend, gradients: Secret, weights: Sequence[float]) -> tuple[Secret, float]:
         """Steps 1–2: [Σ_j w_j·g̃_j] kept secret, and its L2 sensitivity C·max_j |w_j|."""
+        import torch
+
         w = torch.tensor([float(x) for x in weights], dtype=torch.float64)
         clipped = backend.clip_norm(gradients, self.settings.clip)
         return backend.matmul(w, clipped), self.settings.clip * float(w.abs().max())
@@ -125,6 +92,8 @@ class PrivateAggregator:
         `sensitivity` (a client in several merged steps moves each by its own bound):
         σ = z·sensitivity. With `noise_key` this party's draw is keyed (a repeated release
         under the key repeats the draw; Stage I, `server.stage1_dp`)."""
+        import torch
+
         sigma = self._multiplier * sensitivity
         released = backend.reveal_noised(total, sigma, noise_key).to(torch.float64)
         self.releases.append(Release(label, self._multiplier, tuple(members)))

@@ -14,9 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 
-from opacus.accountants import RDPAccountant
-
-from unlearning.distributed_dp import Release
+from privacy.release_log import Release
 
 
 def client_epsilon(multipliers: Iterable[float], delta: float) -> float:
@@ -26,6 +24,8 @@ def client_epsilon(multipliers: Iterable[float], delta: float) -> float:
         return 0.0
     if any(z <= 0 for z in counts):
         return math.inf
+    from opacus.accountants import RDPAccountant  # loads torch: only when a report is made
+
     accountant = RDPAccountant()
     accountant.history = [(z, 1.0, steps) for z, steps in sorted(counts.items())]
     return float(accountant.get_epsilon(delta))

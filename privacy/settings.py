@@ -13,6 +13,10 @@ The same table holds the minimum-cohort setting (`min_cohort`), parsed elsewhere
 ignored here. With `epsilon`, z is the smallest noise multiplier for which Opacus's RDP
 accountant gives ε over `planned_releases` Gaussian releases (`get_noise_multiplier`).
 Validated once when the configuration is read; a bad value is a `ValueError` naming the key.
+
+`DPSettings` is what the mechanism needs (C, z, δ, schedule; `privacy.distributed`);
+`DPConfig` adds what the table said about ε. Imports nothing of torch: the party reads its
+configuration without loading it (Opacus, which does, only when `epsilon` is given).
 """
 
 from __future__ import annotations
@@ -21,7 +25,32 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from unlearning.distributed_dp import DPSettings
+SCHEDULES = ("fixed", "fedadp")
+FEDADP_MAX_GROWTH = 2.0
+"""ε_max / ε_0 of the "fedadp" schedule: the step budget may at most double (noise halve)."""
+
+
+@dataclass(frozen=True)
+class DPSettings:
+    """Clipping norm C, noise multiplier z, δ, and the schedule of z (module docstring)."""
+
+    clip: float
+    noise_multiplier: float
+    delta: float
+    schedule: str = "fixed"
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.clip) or self.clip <= 0:
+            raise ValueError(f"privacy.clip must be a finite number > 0, got {self.clip!r}")
+        if not math.isfinite(self.noise_multiplier) or self.noise_multiplier < 0:
+            raise ValueError(f"privacy.noise_multiplier must be a finite number >= 0, got {self.noise_multiplier!r}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"privacy.delta must be in (0, 1), got {self.delta!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"privacy.schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if self.schedule == "fedadp" and self.noise_multiplier == 0:
+            raise ValueError("privacy.schedule = 'fedadp' needs privacy.noise_multiplier > 0")
+
 
 OTHER_PRIVACY_KEYS = frozenset({"min_cohort"})
 """Keys of `[privacy]` that other settings own."""
