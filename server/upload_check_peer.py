@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mpc.durable import atomic_write, private_dir
 from mpc.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, check_input, client_seed
 from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import peer_pb2
@@ -66,13 +66,8 @@ class VerdictLog:
         """Merge `verdicts` into the scope's file (written to a temporary file, fsynced, renamed)."""
         with self._lock:
             merged = self.read(scope) | verdicts
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self._path(scope).with_suffix(".tmp")
-            with tmp.open("w") as fh:
-                json.dump(merged, fh, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._path(scope))
+            private_dir(self.root)
+            atomic_write(self._path(scope), json.dumps(merged, sort_keys=True).encode())
 
     def passed(self, scope: str, key: str) -> bool:
         return self.read(scope).get(key) == []
