@@ -30,6 +30,10 @@ MEANINGS = {
     "check_sample": "threshold check looks at this many public sample coordinates first (0: off)",
     "min_cohort": "release rule: fewest clients any published update may combine",
     "full_batch_gradients": "clients compute full-batch gradients, whatever the replayed round's data order",
+    "anchor_noise": (
+        "secret noise on a released update that holds a step taken at a Stage I model, so it cannot "
+        "be differenced against that round's aggregate"
+    ),
     "recovery_rounds": "extra rounds with the remaining clients' exact gradients after the replay",
     "seed": "seed of the public random draw of rounds (random selection, the comparison baseline)",
     "warmup_rounds": "first rounds with exact gradients (none: buffer size + 1)",

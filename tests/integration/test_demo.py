@@ -19,7 +19,13 @@ import pytest
 from client_sdk.evidence import verify_certificate
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = ["--dataset", "digits", "--clients", "4", "--rounds", "4", "--param", "beta=0.5", "--param", "buffer_size=1"]
+#: 4 clients and 4 rounds: the anchored reveal's secret noise, scaled to the target's quarter of round 1,
+#: is not trained out in three rounds (its utility cost: docs/PRIVACY.md, anchored reveals), so the smoke
+#: run turns it off to check that unlearning moves the model towards retraining; `make demo` keeps it on
+SMOKE = [
+    *("--dataset", "digits", "--clients", "4", "--rounds", "4"),
+    *("--param", "beta=0.5", "--param", "buffer_size=1", "--param", "anchor_noise=false"),
+]
 
 
 def _demo(out: Path, *extra: str, timeout: float) -> subprocess.CompletedProcess:
