@@ -122,6 +122,7 @@ def unlearn(dep: RemoteDeployment, cfg: Any, out: Path) -> None:
         fleet.close()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(outcome.report))
+    (out / "certificate.json").write_text(outcome.certificate_json)
     np.save(out / "model.npy", outcome.model.numpy(), allow_pickle=False)
     record = {"ok": True, "seconds": outcome.seconds, "job_id": outcome.job_id, "model_hash": outcome.model_hash}
     (out / "outcome.json").write_text(json.dumps({**record, "statuses": outcome.statuses, "tasks_answered": answered}))

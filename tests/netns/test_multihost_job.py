@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from client_sdk.evidence import check_certificate, model_matches
 from netlab.capture import tcpdump_missing
 from netlab.flows import find, read_streams
 from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
@@ -191,13 +192,18 @@ def test_stage1_across_hosts_is_tls_everywhere(world):
     assert find(streams, {"client share": stored[:32]}) == []
 
 
-def test_job_across_hosts_agrees_with_the_single_host_run(jobs):
+def test_job_across_hosts_agrees_with_the_single_host_run(world, jobs):
     multi, single = jobs["multi"], jobs["single"]
     assert multi.outcome["ok"], multi.log[-3000:]
     assert single.outcome["ok"], single.log[-3000:]
     assert multi.report["selection"]["selected_rounds"] == single.report["selection"]["selected_rounds"]
     assert multi.report["flags"] == single.report["flags"]
     assert multi.report["certificate"]["status"] == "signed", multi.report["certificate"]  # both operators signed
+    # and the certificate verifies offline against the CA alone, naming this job and its model
+    check = check_certificate(world.root / "multi" / "certificate.json", [world.recipe.ca_cert])
+    assert check.valid, check.problems
+    assert check.statement["job"]["id"] == multi.outcome["job_id"]
+    assert model_matches(check.statement, multi.model)
     gap = float(np.linalg.norm(multi.model - single.model) / np.linalg.norm(single.model))
     assert gap <= MODEL_TOLERANCE, gap
 
