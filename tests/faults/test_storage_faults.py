@@ -31,7 +31,8 @@ from storage_helpers import disk_full, read_only, require_root, tmpfs
 pytestmark = pytest.mark.timeout(300)
 M = 20_000
 CLIENTS = [f"c{i}" for i in range(5)]
-HOLD_S = 4.0  #: how long the fault lasts once calls hit it
+HOLD_S = 4.0  #: how long the fault lasts at least
+MEET_S = 90.0  #: the fault is held until the party has met it (an upload check may come first), at most this long
 COMMIT_ROOM = 64 << 10  #: bytes a full disk keeps at the commit: a close request fits, a model (4·M bytes) does not
 ALL = [(v, phase, kind) for v in (0, 1) for phase in ("upload", "commit") for kind in ("full", "read-only")]
 DEFAULT = [(1, "commit", "full"), (0, "upload", "full"), (0, "commit", "read-only"), (1, "upload", "read-only")]
@@ -54,7 +55,23 @@ def _assert_waiting(dep: LocalDeployment, r: int) -> None:
     assert states.get(r) != "failed", states
 
 
-def _round(dep, sdks: dict, r: int, fault, phase: str, receipts: dict) -> None:
+def _hit(victim: int, phase: str) -> str:
+    """The log line of the faulty party that shows it met the fault."""
+    return "cannot write its store now" if victim == 1 or phase == "upload" else "round step postponed"
+
+
+def _hold_until_met(dep: LocalDeployment, victim: int, phase: str) -> None:
+    """Keep the fault for HOLD_S and until the victim's log shows it met it (the round's upload
+    check runs before its commit step, so a fixed hold can end before the commit is tried)."""
+    time.sleep(HOLD_S)
+    log, hit = dep.root / "logs" / f"party{victim}.log", _hit(victim, phase)
+    deadline = time.monotonic() + MEET_S
+    while hit not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert hit in log.read_text(), f"party{victim} never met the fault"
+
+
+def _round(dep, sdks: dict, r: int, fault, phase: str, receipts: dict, victim: int = 0) -> None:
     with dep.admin() as admin:
         admin.open_round(r)
     view = sdks[CLIENTS[0]].wait_for_round(r - 1, timeout_s=60)
@@ -63,7 +80,7 @@ def _round(dep, sdks: dict, r: int, fault, phase: str, receipts: dict) -> None:
     with in_upload:
         threads, results = submit_threads(sdks, CLIENTS, r, M, view.model_hash)
         if phase == "upload":
-            time.sleep(HOLD_S)
+            _hold_until_met(dep, victim, phase)
             assert not results, f"a submit returned while a party could not store it: {results}"
             _assert_waiting(dep, r)
     receipts |= receipts_of(threads, results, CLIENTS, r)
@@ -71,7 +88,7 @@ def _round(dep, sdks: dict, r: int, fault, phase: str, receipts: dict) -> None:
     with in_commit, dep.admin() as admin:
         admin.close_round(r, [])
         if phase == "commit":
-            time.sleep(HOLD_S)
+            _hold_until_met(dep, victim, phase)
             _assert_waiting(dep, r)
     status = wait_committed(dep, r, timeout_s=90)
     assert {m.client_id for m in status.rounds[r - 1].members} == set(CLIENTS)
@@ -89,15 +106,12 @@ def test_storage_fault_delays_the_round_and_loses_nothing(tmp_path, victim, phas
             for sdk in sdks.values():
                 sdk.register()
             receipts: dict = {}
-            _round(dep, sdks, 1, _fault(dep, victim, phase, kind), phase, receipts)
+            _round(dep, sdks, 1, _fault(dep, victim, phase, kind), phase, receipts, victim)
             _round(dep, sdks, 2, contextlib.nullcontext(), "none", receipts)
             for sdk in sdks.values():
                 sdk.close()
             check_acked_counted(dep, receipts)
             assert check_models(dep, M) == [1, 2]
-            log = (dep.root / "logs" / f"party{victim}.log").read_text()
-            hit = "cannot write its store now" if victim == 1 or phase == "upload" else "round step postponed"
-            assert hit in log, f"party{victim} never met the fault"
             leftovers = list(dep.data_dir(victim).rglob(".tmp-*"))
             assert not leftovers, f"temp files left after failed writes: {leftovers[:3]}"
         finally:
