@@ -7,7 +7,6 @@ loads gRPC before `server.tls_floor.require_tls13()` would exit at start (real p
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tls_handshake import negotiated_version
 
 from starfish.local import LocalDeployment
 from starfish.multihost.recipe import DEPLOY_DIR, console_script, unit_environment
@@ -36,23 +36,10 @@ def _launch(dep: LocalDeployment, argv: list[str], unit: str, log: Path) -> subp
         return subprocess.Popen(argv, cwd="/", env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _handshake(dep: LocalDeployment, address: str, version: ssl.TLSVersion, cert: str | None) -> str:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ctx.maximum_version = version
-    ctx.load_verify_locations(dep.ca_cert)
-    ctx.check_hostname = False
-    ctx.set_alpn_protocols(["h2"])
-    if cert:
-        ctx.load_cert_chain(dep.root / "certs" / f"{cert}.pem", dep.root / "certs" / f"{cert}.key")
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
-        return str(tls.version())
-
-
 def _assert_tls13_only(dep: LocalDeployment, address: str, cert: str | None = None) -> None:
-    assert _handshake(dep, address, ssl.TLSVersion.TLSv1_3, cert) == "TLSv1.3"
+    assert negotiated_version(dep, address, ssl.TLSVersion.TLSv1_3, cert) == "TLSv1.3"
     with pytest.raises(ssl.SSLError):
-        _handshake(dep, address, ssl.TLSVersion.TLSv1_2, cert)
+        negotiated_version(dep, address, ssl.TLSVersion.TLSv1_2, cert)
 
 
 def _health(dep: LocalDeployment, address: str) -> str:

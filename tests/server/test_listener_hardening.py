@@ -4,7 +4,6 @@ refused at start with the config key named (real party processes on loopback).""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tls_handshake import negotiated_version
 
 from mpc.ports import free_port
 from starfish.local import LocalDeployment, render_config
@@ -28,26 +28,12 @@ def party0(tmp_path_factory) -> Iterator[LocalDeployment]:
     dep.stop(0)
 
 
-def _handshake(dep: LocalDeployment, port: int, version: ssl.TLSVersion, cert: str | None = None) -> str:
-    """TLS handshake with a client restricted to `version`; returns the negotiated version."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ctx.maximum_version = version
-    ctx.load_verify_locations(dep.ca_cert)
-    ctx.check_hostname = False
-    ctx.set_alpn_protocols(["h2"])
-    if cert:
-        ctx.load_cert_chain(dep.root / "certs" / f"{cert}.pem", dep.root / "certs" / f"{cert}.key")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with ctx.wrap_socket(raw) as tls:
-            return str(tls.version())
-
-
 @pytest.mark.parametrize("port_name, cert", [("client0", None), ("admin0", None), ("peer0", "party1")])
 def test_grpc_ports_accept_tls13_only(party0: LocalDeployment, port_name: str, cert: str | None):
     port = party0.creds["ports"][port_name]
-    assert _handshake(party0, port, ssl.TLSVersion.TLSv1_3, cert) == "TLSv1.3"
+    assert negotiated_version(party0, f"127.0.0.1:{port}", ssl.TLSVersion.TLSv1_3, cert) == "TLSv1.3"
     with pytest.raises(ssl.SSLError):
-        _handshake(party0, port, ssl.TLSVersion.TLSv1_2, cert)
+        negotiated_version(party0, f"127.0.0.1:{port}", ssl.TLSVersion.TLSv1_2, cert)
 
 
 def _second_party0(dep: LocalDeployment, tmp_name: str, **changes) -> subprocess.CompletedProcess:
