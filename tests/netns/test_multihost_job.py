@@ -19,6 +19,7 @@ session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -47,13 +48,29 @@ FIXED_POINT_SCALE = 2.0**16
 MODEL_TOLERANCE = 1e-3  #: relative L2 gap between two 2PC runs of the same job
 
 
+@contextlib.contextmanager
+def traversable(path: Path):
+    """Let other users pass through `path` and its parents (o+x, no listing) while the block
+    runs: the service user runs the checkout's code and virtual environment, and a fresh clone
+    may sit in a directory closed to others (mktemp's 0700). Modes are restored after."""
+    closed = [p for p in (path, *path.parents) if not p.stat().st_mode & 0o001]
+    for p in closed:
+        p.chmod(p.stat().st_mode | 0o001)
+    try:
+        yield
+    finally:
+        for p in closed:
+            p.chmod(p.stat().st_mode & ~0o001)
+
+
 @pytest.fixture(scope="module")
 def world(request):
     # the service user must reach its files: a directory of its own in /tmp (pytest's own
     # temporary directories are closed to other users); kept when a test failed
     root = Path(tempfile.mkdtemp(prefix="starfish-multihost-"))
     root.chmod(0o755)
-    yield World.create(root)
+    with traversable(Path(__file__).resolve().parents[2]):
+        yield World.create(root)
     if request.session.testsfailed == 0:
         shutil.rmtree(root, ignore_errors=True)
 
