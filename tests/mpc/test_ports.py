@@ -26,7 +26,16 @@ def test_ports_lie_below_the_ephemeral_range_and_are_distinct() -> None:
         _bind(p)  # free when handed out, nothing else took it
 
 
+def _two_free_offsets(taken: int) -> tuple[int, int]:
+    """Two offsets above `taken` whose ports are bindable now (another process may hold any
+    fixed neighbour of the listener)."""
+    free = [k for k in range(1, 200) if ports._bindable(ports.LOOPBACK, taken + k)]
+    assert len(free) >= 2, "no two free ports next to the listener"
+    return free[0], free[1]
+
+
 def test_a_listening_or_issued_port_is_skipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(ports, "_issued", set())  # ports this worker issued earlier play no part
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind((ports.LOOPBACK, ports.free_port()))  # below the ephemeral range: no client takes its neighbours
         busy.listen()
@@ -34,12 +43,13 @@ def test_a_listening_or_issued_port_is_skipped(monkeypatch: pytest.MonkeyPatch, 
         (tmp_path / "range").write_text(f"{taken + 1000}\t60999\n")
         monkeypatch.setattr(ports, "PORT_RANGE_FILE", tmp_path / "range")
         monkeypatch.setattr(ports, "LOWEST", taken)
-        draws = iter([0, 5, 5, 6])  # offsets from `taken`: the listener, a free port, the same again, another
+        a, b = _two_free_offsets(taken)
+        draws = iter([0, a, a, b])  # offsets from `taken`: the listener, a free port, the same again, another
         monkeypatch.setattr(ports.secrets, "randbelow", lambda n: next(draws))
         first = ports.free_port()
         second = ports.free_port()
-    assert first == taken + 5  # the listening port was skipped
-    assert second == taken + 6  # taken + 5 was issued already
+    assert first == taken + a  # the listening port was skipped
+    assert second == taken + b  # taken + a was issued already
 
 
 def test_without_a_readable_range_the_os_picks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
