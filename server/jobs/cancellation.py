@@ -20,6 +20,8 @@ from typing import Any
 from server.jobs.jobstore import JobRecord
 
 CANCELLED_BY_ADMIN = "cancelled by the admin"  #: the job's error once cancelled (JobStatus.error)
+#: why a cancelled job has no erasure certificate (admin GetJobCertificate)
+CANCELLED_NOTHING_ERASED = "the job was cancelled before it installed a model, so it erased nothing to certify"
 
 
 class JobCancelled(Exception):

@@ -24,6 +24,7 @@ from server.evidence.attestation import AttestationRefused
 from server.evidence.certifier import CERTIFICATE_FILE, Attestor, NoSigningKey
 from server.evidence.statement import ViewError
 from server.jobs import refused_answers
+from server.jobs.cancellation import CANCELLED_NOTHING_ERASED
 from server.jobs.checkpoints import held_checkpoint
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
@@ -222,7 +223,12 @@ class JobAdminService(AdminService):
         )
 
     def GetJobCertificate(self, request, context):
+        """A succeeded job's signed erasure certificate; for a cancelled job an empty one with
+        status "cancelled" (it stopped before installing its model, so it erased nothing)."""
         require_admin(self.cfg, context)
+        job = self._job(request, context)
+        if job.state == "cancelled":
+            return admin_pb2.JobCertificate(job_id=job.job_id, status="cancelled", detail=CANCELLED_NOTHING_ERASED)
         job = self._finished(request, context)
         folder = self.jobs.job_dir(job.job_id)
         path = folder / CERTIFICATE_FILE

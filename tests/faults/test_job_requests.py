@@ -195,6 +195,9 @@ def test_duplicates_answered_with_the_job_and_cancel_stops_it_cleanly(service):
         report = json.loads(admin.job_report(job_id).report_json)
         assert report["job"]["state"] == "cancelled" and report["cancellation"]["by"] == "admin"
         assert "cancelled by the admin" in admin.job_report(job_id).summary
+        certificate = admin.job_certificate(job_id)  # `admin report --html` asks for it first
+        assert not certificate.certificate_json and certificate.status == "cancelled"
+        assert "erased nothing" in certificate.detail
         listed = {j.job_id: j.state for j in admin.list_jobs().jobs}
         assert listed == {job_id: admin_pb2.JOB_STATE_CANCELLED, queued: admin_pb2.JOB_STATE_CANCELLED}
 
