@@ -75,7 +75,7 @@ def _train(msg, context):
 def profile(clients: int = 100) -> dict[str, Any]:
     """Seconds per client of one round through `StarfishMod`, total and by step (see module doc)."""
     from bench.env import process_cpu_seconds
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
     from starfish_flower import Parties, StarfishMod, identity_from_credentials
 
     ids = [f"client{i}" for i in range(clients)]

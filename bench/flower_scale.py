@@ -161,7 +161,7 @@ def _timed(base: type, sampler: CpuSampler, probe: PartyProbe) -> type:
 
 def _deployment(clients: int):
     """party0 and party1 as real processes, rounds opened on request, N registered clients."""
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
 
     dep = LocalDeployment(
         Path(tempfile.mkdtemp(prefix="flower-scale-")) / "dep",

@@ -48,8 +48,8 @@ from bench.disk_faults import can_mount, tmpfs
 from bench.env import load_average, stamp, write_result
 from bench.soak_client import gradient
 from bench.soak_faults import StorageFaults, Unlearner
+from harness.local import REPO_ROOT, LocalDeployment
 from server.store import Store
-from starfish.local import REPO_ROOT, LocalDeployment
 
 NAME = "soak"
 FULL = {"clients": 200, "rounds": 20, "params": 2_000, "processes": 4, "watchers": 50, "jobs": 2, "seed": 0}

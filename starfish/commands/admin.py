@@ -88,7 +88,7 @@ def _connect(args: argparse.Namespace):
         if not token or not args.ca:
             raise CommandError("--address needs --ca and $STARFISH_ADMIN_TOKEN")
         return AdminClient(args.address, token, args.ca)
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
 
     root = Path(args.dir)
     if not (root / "credentials.json").exists():
@@ -191,7 +191,7 @@ def _ca_path(args: argparse.Namespace) -> Path:
 def _evidence(admin, args: argparse.Namespace) -> int:
     """`certificate` (verify and save) and `report --html` (the page, with the verification status)."""
     from client_sdk.evidence import check_certificate
-    from starfish.report_page import render_page
+    from harness.report_page import render_page
 
     reply = admin.job_certificate(args.job)
     check = check_certificate(reply.certificate_json, [_ca_path(args)]) if reply.certificate_json else None

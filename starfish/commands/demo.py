@@ -21,7 +21,7 @@ DEFAULT_OUT = "demo-out"
 
 
 def register(subparsers) -> None:
-    from starfish.demo.demo_config import DemoConfig
+    from harness.demo.demo_config import DemoConfig
 
     d = DemoConfig()
     p = subparsers.add_parser(
@@ -75,8 +75,8 @@ def _terminate(signum, _frame) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from starfish.demo.demo_config import DemoConfig
-    from starfish.demo.runner import DemoError, run_demo
+    from harness.demo.demo_config import DemoConfig
+    from harness.demo.runner import DemoError, run_demo
 
     signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -72,7 +72,7 @@ def claim(root: Path) -> IO[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
 
     lock = claim(Path(args.dir))
     dep = LocalDeployment(

@@ -20,10 +20,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from harness.local import render_config
 from mpc.plane.cert_requests import make_request
 from starfish.deployment.firewall import ruleset
 from starfish.deployment.spec import Spec
-from starfish.local import render_config
 
 DEPLOY_DIR = Path(__file__).resolve().parent.parent.parent / "deploy"
 

@@ -19,6 +19,7 @@ PACKAGES = (
     "starfish_flower",
     "evaluation",
     "starfish",
+    "harness",
     "bench",
     "netlab",
     "privacy",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 
 def negotiated_version(dep: LocalDeployment, address: str, version: ssl.TLSVersion, cert: str | None = None) -> str:

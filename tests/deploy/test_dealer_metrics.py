@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
+from harness.local import render_config
 from mpc.plane.certs import make_certs, not_after
 from mpc.ports import free_port
-from starfish.local import render_config
 
 
 def _scrape(url: str, deadline_s: float = 60.0) -> str:

@@ -105,7 +105,7 @@ def test_the_rendered_rulesets_are_valid_nftables(tmp_path):
 
 
 def test_the_example_description_and_the_emulated_network_name_the_same_hosts():
-    from starfish.multihost.recipe import hosts
+    from harness.multihost.recipe import hosts
 
     spec = spec_mod.load(EXAMPLE)
     assert {r: spec.operator(r).address for r in ("party0", "party1", "dealer")} == {

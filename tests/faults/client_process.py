@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from client_sdk import RoundClosedError, StarfishError
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 from fault_helpers import gradient, samples
 

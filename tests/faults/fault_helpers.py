@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from client_sdk import PartyUnreachableError
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 
 from stage1_helpers import fedavg_step, tolerance
 

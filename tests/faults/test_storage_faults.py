@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 from fault_helpers import check_acked_counted, check_models, configure, receipts_of, start_training, submit_threads
 from stage1_helpers import wait_committed

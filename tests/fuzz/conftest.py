@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from fuzz_deployment import DIM, FUZZ_CLIENT, TRAINERS, train_round
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 
 @pytest.fixture(scope="module")

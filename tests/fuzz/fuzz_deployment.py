@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from fuzz_messages import Hints
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 TRAINERS = ["c0", "c1", "c2"]
 FUZZ_CLIENT = "fz"

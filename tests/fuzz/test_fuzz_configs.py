@@ -21,9 +21,9 @@ from fuzz_messages import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.local import LocalDeployment
 from mpc.plane.dealer_config import DealerConfigError, load_dealer_config
 from server.config import ConfigError, load_config
-from starfish.local import LocalDeployment
 
 LOADERS = {
     "party0": (load_config, ConfigError),

@@ -19,8 +19,8 @@ from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
+from harness.local import LocalDeployment
 from proto.wire import model_hash
-from starfish.local import LocalDeployment
 from starfish_flower import Parties, StarfishFedAvg, StarfishMod, identity_from_credentials
 from starfish_flower.arrays import flatten
 

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from client_sdk.stats import l2_norm, tolerance_threshold
+from harness.local import LocalDeployment
 from mpc.backend import Backend, Secret
 from mpc.plain_backend import PlainBackend
 from server.store import Store
-from starfish.local import LocalDeployment
 from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory, RoundInfo
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext

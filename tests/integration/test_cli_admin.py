@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from starfish.local import REPO_ROOT
+from harness.local import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 UP_READY = "Ctrl-C stops everything"

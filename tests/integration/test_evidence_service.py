@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from client_sdk.evidence import model_matches, verify_certificate
+from harness.local import REPO_ROOT
 from proto.certificate import canonical_json, signing_payload
 from proto.certificate_verify import verify_document
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
 from server.evidence.statement import receipt_entry
-from starfish.local import REPO_ROOT
 
 from metrics_scrape import scrape, value
 from stage2_fixtures import STAGE2_ROUNDS as ROUNDS

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 from starfish_flower import offline, sandbox
 
 from flower_app import fit, node_data

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
 

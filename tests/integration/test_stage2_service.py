@@ -29,10 +29,10 @@ from cryptography.hazmat.primitives import serialization
 
 from client_sdk.admin import AdminClient, request_own_unlearning
 from client_sdk.errors import StarfishError
+from harness.local import REPO_ROOT
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.job_config import DEMO_DEALER_LABEL
 from server.store import StoreError
-from starfish.local import REPO_ROOT
 
 from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 from stage2_fixtures import plaintext_reference, relative_gap

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from poisoned_inputs import poisoned_sharing
 
+from harness.local import LocalDeployment
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2_grpc, common_pb2
-from starfish.local import LocalDeployment
 
 from stage1_helpers import fedavg_step, tolerance, wait_committed
 

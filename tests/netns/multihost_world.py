@@ -1,7 +1,7 @@
 """The deployment of `deploy/` on emulated hosts, trained once, for the namespace job tests.
 
 `World.create` provisions the recipe as docs/DEPLOY.md tells the operators to
-(`starfish.multihost.recipe.render`: each host renders its bundle and makes its own keys,
+(`harness.multihost.recipe.render`: each host renders its bundle and makes its own keys,
 the CA holder signs requests only, `deploy/install.sh` installs each bundle for the service
 user), records where every private key is, builds the lab of `deploy/hosts.toml` plus a
 stranger host, runs `starfish preflight` on each operator host before the start, loads the
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.multihost.fleet import command as fleet_command
+from harness.multihost.hosts import OperatorHosts
+from harness.multihost.recipe import OPERATORS, STARFISH, Recipe, hosts, private_keys, render
 from netlab.capture import Capture
 from netlab.lab import Lab, LabError
-from starfish.multihost.fleet import command as fleet_command
-from starfish.multihost.hosts import OperatorHosts
-from starfish.multihost.recipe import OPERATORS, STARFISH, Recipe, hosts, private_keys, render
 
 STRANGER = ("stranger", "10.20.0.66")
 SERVICE_USER = "nobody"

@@ -86,7 +86,7 @@ def test_each_operator_host_holds_only_its_own_private_keys(world):
     }
     digests = [d for found in keys.values() for d in found.values()]
     assert len(set(digests)) == len(digests)  # no key copied from one place to another
-    from starfish.multihost.recipe import private_keys
+    from harness.multihost.recipe import private_keys
 
     assert private_keys(world.recipe.root) == keys  # still so after Stage I
 

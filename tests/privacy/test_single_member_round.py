@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import REPO_ROOT, LocalDeployment
 from server.store import Store
-from starfish.local import REPO_ROOT, LocalDeployment
 
 from metrics_scrape import scrape, value
 

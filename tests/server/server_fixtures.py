@@ -10,11 +10,11 @@ import grpc
 import numpy as np
 
 from client_sdk.sharing import Half, assemble
+from harness.local import LocalDeployment
 from mpc.fixedpoint import random_ring, to_wire
 from proto import binding
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import chunks
-from starfish.local import LocalDeployment
 
 M = 64
 CLIENTS = [f"c{i}" for i in range(6)]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from tls_handshake import negotiated_version
 
+from harness.local import LocalDeployment, render_config
 from mpc.ports import free_port
-from starfish.local import LocalDeployment, render_config
 
 REPO = Path(__file__).resolve().parents[2]
 

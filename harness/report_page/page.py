@@ -1,7 +1,7 @@
 """The job report as one self-contained HTML page.
 
 No external asset: styles and the one small script are inline, charts are inline SVG
-(`starfish.report_page.charts`), and a Content-Security-Policy allows nothing but those
+(`harness.report_page.charts`), and a Content-Security-Policy allows nothing but those
 exact inline blocks (by hash), so the page loads nothing from anywhere even if a value
 in the report were hostile (every value is escaped as well).
 
@@ -20,11 +20,11 @@ from html import escape
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from starfish.report_page import evidence, sections
-from starfish.report_page.glossary import glossary
-from starfish.report_page.markup import section
-from starfish.report_page.parameters import parameters
-from starfish.report_page.verdict import verdict
+from harness.report_page import evidence, sections
+from harness.report_page.glossary import glossary
+from harness.report_page.markup import section
+from harness.report_page.parameters import parameters
+from harness.report_page.verdict import verdict
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2430;margin:0;background:#f5f7fa}

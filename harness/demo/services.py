@@ -1,5 +1,5 @@
 """The demo's processes: the dealer service, party0 and party1 on loopback (TLS), started
-and always stopped with `starfish.local.LocalDeployment`, the helper behind `starfish up`.
+and always stopped with `harness.local.LocalDeployment`, the helper behind `starfish up`.
 The dealer is a process of its own (`starfish dealer`), not a child of a party — but one
 operator runs all three here: a single-operator demo, so the dealer is not independent.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 #: how long the parties may take to serve (beyond LocalDeployment's own wait) on a busy machine
 START_TIMEOUT_S = 120.0

@@ -9,8 +9,8 @@ from html import escape
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from starfish.report_page.glossary import term
-from starfish.report_page.markup import join, mb, note, section, table
+from harness.report_page.glossary import term
+from harness.report_page.markup import join, mb, note, section, table
 
 STATUS_TEXT = {
     "unsigned": "No certificate: a party has no erasure-signing key configured.",

@@ -33,14 +33,14 @@ from evaluation.experiment import json_ready
 from evaluation.metrics import model_gap
 from evaluation.models import build_model, initial_model, num_parameters
 from evaluation.simulator import build_federation
-from starfish.demo import demo_report as rep
-from starfish.demo.demo_config import DemoConfig
-from starfish.demo.fleet import Fleet
-from starfish.demo.reference import BackgroundRetrain, evaluator
-from starfish.demo.services import DemoServices
-from starfish.demo.stage1 import StageOne, train
-from starfish.demo.unlearn import UnlearnOutcome, via_admin
-from starfish.report_page import render_page
+from harness.demo import demo_report as rep
+from harness.demo.demo_config import DemoConfig
+from harness.demo.fleet import Fleet
+from harness.demo.reference import BackgroundRetrain, evaluator
+from harness.demo.services import DemoServices
+from harness.demo.stage1 import StageOne, train
+from harness.demo.unlearn import UnlearnOutcome, via_admin
+from harness.report_page import render_page
 
 Say = Callable[[str], None]
 REPORT_FILE = "report.json"

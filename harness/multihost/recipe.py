@@ -19,7 +19,7 @@ before installing (`map_path`: `/etc/starfish` and `/var/lib/starfish` under the
 root, `/opt/starfish` to `root/opt`, whose `.venv/bin/starfish` is a console script of
 this repository). `Recipe.command(name)` is the `ExecStart=` line of the unit installed on
 that host, mapped the same way, and `Recipe.user` the service user it runs as
-(`starfish.multihost.hosts`), so the tests and the benchmark run what the units run.
+(`harness.multihost.hosts`), so the tests and the benchmark run what the units run.
 `private_keys(root)` lists where every private key is, to check that no host (and not the
 CA holder) holds another operator's key.
 """
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.local import render_config
 from server.config import token_digest
-from starfish.local import render_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY_DIR = REPO_ROOT / "deploy"

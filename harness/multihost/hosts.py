@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.multihost.recipe import OPERATORS, PARTIES, Recipe
 from netlab.lab import Lab, LabError, stop_process
-from starfish.multihost.recipe import OPERATORS, PARTIES, Recipe
 
 START_TIMEOUT_S = 180.0
 """A party imports torch at start: slow on a loaded machine."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from starfish.report_page.sections import STEPS
+from harness.report_page.sections import STEPS
 
 #: (key in a metrics dict, column title)
 METRICS = (("ter", "TER %"), ("ba_asr", "BA-ASR %"), ("mia_asr", "MIA-ASR %"))
@@ -54,7 +54,7 @@ def metrics_table(metrics: Mapping[str, Mapping[str, float]], gaps: Mapping[str,
 
 
 def cost_table(steps: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One row per step: seconds and bytes (`steps` as built by `starfish.demo.runner`)."""
+    """One row per step: seconds and bytes (`steps` as built by `harness.demo.runner`)."""
     rows = [[s["step"], f"{s['seconds']:.1f}", s.get("bytes_text", "—")] for s in steps]
     return table(["step", "time s", "bytes"], rows)
 

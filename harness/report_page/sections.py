@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from starfish.report_page import charts
-from starfish.report_page.glossary import TERMS, term
-from starfish.report_page.markup import Html, definitions, figure, join, mb, note, section, table, when
+from harness.report_page import charts
+from harness.report_page.glossary import TERMS, term
+from harness.report_page.markup import Html, definitions, figure, join, mb, note, section, table, when
 
 #: protocol steps in the order a Starfish job runs them, with the paper's protocol names
 STEPS = {

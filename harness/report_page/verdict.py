@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from starfish.report_page.evidence import mismatches
-from starfish.report_page.glossary import term
-from starfish.report_page.markup import Html, definitions, duration, join, mb, section, when
+from harness.report_page.evidence import mismatches
+from harness.report_page.glossary import term
+from harness.report_page.markup import Html, definitions, duration, join, mb, section, when
 
 #: quality metrics the verdict quotes: (key, glossary key, label)
 METRICS = (

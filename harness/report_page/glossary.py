@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from starfish.report_page.markup import Html, section
+from harness.report_page.markup import Html, section
 
 #: key → (name as the glossary shows it, explanation); the key is the anchor `term-<key>`
 TERMS: dict[str, tuple[str, str]] = {

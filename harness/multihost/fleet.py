@@ -1,14 +1,14 @@
 """The clients' host: the FL clients of a federation and the admin tool, as one process.
 
-    python -m starfish.multihost.fleet --deployment ROOT --config demo.json train --out stage1.json
-    python -m starfish.multihost.fleet --deployment ROOT --config demo.json unlearn --out DIR
+    python -m harness.multihost.fleet --deployment ROOT --config demo.json train --out stage1.json
+    python -m harness.multihost.fleet --deployment ROOT --config demo.json unlearn --out DIR
 
 runs inside the clients' namespace of a lab. The federation is `DemoConfig.simulation()`'s
 (same data, partition and data orders in every process). `train`: every client enrols and
-runs the Stage I rounds through the SDK (`starfish.demo.stage1.train`, which also installs
+runs the Stage I rounds through the SDK (`harness.demo.stage1.train`, which also installs
 M_0 with the admin RPC). `unlearn`: the clients except the targets answer warm-up and
 correction tasks while the admin files "unlearn the targets with Starfish" and follows the
-job (`starfish.demo.unlearn.via_admin`); the report, the model and the outcome (wall time,
+job (`harness.demo.unlearn.via_admin`); the report, the model and the outcome (wall time,
 status stream) are written to DIR. Progress goes to stdout; the exit status is 0 on success,
 1 with the error in the outcome file otherwise.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from starfish.multihost.recipe import Recipe
+from harness.multihost.recipe import Recipe
 
 
 @dataclass
@@ -50,7 +50,7 @@ class RemoteDeployment:
 
 @dataclass
 class _Services:
-    """What `starfish.demo.stage1.train` needs of the services (they run on other hosts)."""
+    """What `harness.demo.stage1.train` needs of the services (they run on other hosts)."""
 
     deployment: RemoteDeployment
 
@@ -60,7 +60,7 @@ class _Services:
 
 def command(recipe: Recipe, config_path: Path, mode: str, out: Path) -> list[str]:
     """The command line of this process for `mode` ("train" or "unlearn")."""
-    argv = [sys.executable, "-m", "starfish.multihost.fleet", "--deployment", str(recipe.root)]
+    argv = [sys.executable, "-m", "harness.multihost.fleet", "--deployment", str(recipe.root)]
     return [*argv, "--config", str(config_path), mode, "--out", str(out)]
 
 
@@ -69,7 +69,7 @@ def _say(line: str) -> None:
 
 
 def load(root: Path, config_path: Path) -> tuple[RemoteDeployment, Any]:
-    from starfish.demo.demo_config import DemoConfig
+    from harness.demo.demo_config import DemoConfig
 
     recipe = Recipe(Path(root))
     recipe.creds = json.loads((recipe.root / "credentials.json").read_text())
@@ -81,8 +81,8 @@ def train(dep: RemoteDeployment, cfg: Any, out: Path) -> None:
 
     from evaluation.models import initial_model
     from evaluation.simulator import build_federation
-    from starfish.demo.fleet import Fleet
-    from starfish.demo.stage1 import train as stage1
+    from harness.demo.fleet import Fleet
+    from harness.demo.stage1 import train as stage1
 
     torch.set_num_threads(1)
     fed = build_federation(cfg.simulation())
@@ -108,8 +108,8 @@ def unlearn(dep: RemoteDeployment, cfg: Any, out: Path) -> None:
     import torch
 
     from evaluation.simulator import build_federation
-    from starfish.demo.fleet import Fleet
-    from starfish.demo.unlearn import via_admin
+    from harness.demo.fleet import Fleet
+    from harness.demo.unlearn import via_admin
 
     torch.set_num_threads(1)
     fed = build_federation(cfg.simulation())
@@ -129,7 +129,7 @@ def unlearn(dep: RemoteDeployment, cfg: Any, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m starfish.multihost.fleet")
+    parser = argparse.ArgumentParser(prog="python -m harness.multihost.fleet")
     parser.add_argument("--deployment", required=True, type=Path, help="root of the rendered recipe")
     parser.add_argument("--config", required=True, type=Path, help="DemoConfig as JSON")
     parser.add_argument("mode", choices=("train", "unlearn"))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from starfish.demo.fleet import Fleet
-from starfish.demo.services import DemoServices
+from harness.demo.fleet import Fleet
+from harness.demo.services import DemoServices
 
 Say = Callable[[str], None]
 #: how often the demo polls the training status

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from starfish.report_page.glossary import term
-from starfish.report_page.markup import join, note, section, table
+from harness.report_page.glossary import term
+from harness.report_page.markup import join, note, section, table
 
 #: parameter name → what it means, in plain words
 MEANINGS = {

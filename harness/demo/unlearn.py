@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from client_sdk.errors import StarfishError
+from harness.local import LocalDeployment
 from proto.starfish.v1 import admin_pb2
-from starfish.local import LocalDeployment
 
 Say = Callable[[str], None]
 #: a status line is printed when the step or round changes, or after this many seconds
