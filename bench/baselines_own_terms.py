@@ -24,8 +24,8 @@ backdoor metrics (TER, BA-ASR, MIA-ASR, ARP).
   label skew, two backdoored targets, every method with its paper's defaults (PUF with
   its stopping rule and its Natural baseline, FedEraser Δt = 1 and 2, FedADP without DP).
 
-    starfish bench --only baselines_own_terms           # full: 3 seeds, 5k MNIST, MLP
-    starfish bench --only baselines_own_terms --quick   # digits, one seed
+    python -m bench baselines_own_terms           # full: 3 seeds, 5k MNIST, MLP
+    python -m bench baselines_own_terms --quick   # digits, one seed
     python -m bench.baselines_own_terms --section unseen  # one section again, keeping the others
 
 Writes bench/results/baselines_own_terms.json (after each section, so an interrupted run

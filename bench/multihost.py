@@ -15,7 +15,7 @@ party 0's ledger (online bytes and rounds, offline bytes, per step), CPU seconds
 process of the run, and the load average. A step is latency-bound on a link when its
 online rounds × RTT is a large part of its wall time there.
 
-`starfish bench --only multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
+`python -m bench multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
 rounds (minutes). Needs root and iproute2 (network namespaces); refuses to run without them.
 """
 

@@ -18,7 +18,7 @@ the same algorithm on a smaller model.
     .venv/bin/python -m bench.quality_matrix                      # every case, seeds 0-2
     .venv/bin/python -m bench.quality_matrix --datasets mnist5k --seeds 0
     .venv/bin/python -m bench.quality_matrix --plot               # redraw the figure, print the tables
-    starfish bench --only quality_matrix [--quick]
+    python -m bench quality_matrix [--quick]
 
 Adds every row to bench/results/quality_matrix.json as soon as it is measured (rows of
 other cases and seeds already there are kept).

@@ -1,6 +1,6 @@
 """Soak: Stage I with hundreds of clients while parties and client processes are killed.
 
-`starfish bench --only soak` (`--quick`: 40 clients × 5 rounds). Setting: 200 SDK clients
+`python -m bench soak` (`--quick`: 40 clients × 5 rounds). Setting: 200 SDK clients
 hosted by 4 processes (`bench.soak_client`, 50 client threads each; the first 50 clients also
 keep WatchTasks streams open on both parties), 20 rounds of FedAvg over a 2,000-parameter
 model, both parties as real processes (TLS, durable stores) on loopback. A seeded chaos
