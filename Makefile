@@ -12,7 +12,7 @@ $(STAMP): scripts/setup.sh requirements/runtime.lock requirements.txt requiremen
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m starfish.cli demo
+	$(PY) -m starfish_cli demo
 
 test: $(STAMP)
 	$(PY) -m ruff check .

@@ -3,5 +3,5 @@
 `local` (the whole deployment on loopback: certificates, credentials, configs and the three
 operators' processes), `demo/` (the one-command demo), `multihost/` (the three-operator recipe
 of `deploy/` run on emulated hosts) and `report_page/` (the job report page the demo and
-`starfish admin` write). Imports the packages below it, never the CLI (`starfish/`) or `bench/`.
+`starfish admin` write). Imports the packages below it, never the CLI (`starfish_cli/`) or `bench/`.
 """

@@ -225,7 +225,7 @@ class LocalDeployment:
         offset = path.stat().st_size if path.exists() else 0
         with open(path, "ab") as log:
             self.dealer_proc = subprocess.Popen(
-                [sys.executable, "-m", "starfish.cli", "dealer", "--config", str(self.dealer_config_path)],
+                [sys.executable, "-m", "starfish_cli", "dealer", "--config", str(self.dealer_config_path)],
                 cwd=REPO_ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -49,7 +49,7 @@ OPERATORS = ("dealer", "party0", "party1")
 """Operators whose service this recipe starts, in start order (the parties need the dealer)."""
 PARTIES = ("party0", "party1")
 CONFIG_ROOT, DATA_ROOT, CODE_ROOT = "/etc/starfish", "/var/lib/starfish", "/opt/starfish"
-STARFISH = [sys.executable, "-m", "starfish.cli"]
+STARFISH = [sys.executable, "-m", "starfish_cli"]
 """The `starfish` command of the operator's and the CA holder's steps."""
 
 
@@ -81,7 +81,7 @@ def unit_environment(unit: Path) -> dict[str, str]:
 def console_script(path: Path) -> Path:
     """A `starfish` console script as the installer writes it for `[project.scripts]`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!{sys.executable}\nimport sys\nfrom starfish.cli import main\n\nsys.exit(main())\n")
+    path.write_text(f"#!{sys.executable}\nimport sys\nfrom starfish_cli.main import main\n\nsys.exit(main())\n")
     path.chmod(0o755)
     return path
 

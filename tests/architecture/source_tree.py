@@ -18,7 +18,7 @@ PACKAGES = (
     "client_sdk",
     "starfish_flower",
     "evaluation",
-    "starfish",
+    "starfish_cli",
     "harness",
     "bench",
     "netlab",

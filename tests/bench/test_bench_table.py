@@ -51,7 +51,7 @@ def test_an_unknown_name_exits_2_before_anything_runs() -> None:
 
 
 def test_the_cli_delegates_to_the_same_table() -> None:
-    done = _python("-m", "starfish.cli", "bench", "--only", "no_such_bench")
+    done = _python("-m", "starfish_cli", "bench", "--only", "no_such_bench")
     assert done.returncode == 2
     assert "starfish bench: unknown benchmark(s): no_such_bench" in done.stderr
 

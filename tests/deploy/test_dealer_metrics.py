@@ -42,7 +42,7 @@ def test_the_dealer_process_exports_its_metrics(tmp_path):
     }
     (tmp_path / "dealer.toml").write_text(render_config(config))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "starfish.cli", "dealer", "--config", str(tmp_path / "dealer.toml")],
+        [sys.executable, "-m", "starfish_cli", "dealer", "--config", str(tmp_path / "dealer.toml")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

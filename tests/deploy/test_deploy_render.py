@@ -10,9 +10,9 @@ import tomllib
 import pytest
 
 from mpc.plane.certs import make_ca, sign_request
-from starfish.cli import main
-from starfish.deployment import spec as spec_mod
-from starfish.deployment.bundle import DEPLOY_DIR, config
+from starfish_cli.deployment import spec as spec_mod
+from starfish_cli.deployment.bundle import DEPLOY_DIR, config
+from starfish_cli.main import main
 
 EXAMPLE = DEPLOY_DIR / "deployment.toml"
 ADDRESS_KEYS = ("listen", "peer_listen", "peer_address")

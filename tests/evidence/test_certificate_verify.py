@@ -160,7 +160,7 @@ def test_starfish_verify_command(keys, tmp_path):
     good.write_text(json.dumps(doc))
     doc["signatures"].pop()
     bad.write_text(json.dumps(doc))
-    cmd = [sys.executable, "-m", "starfish.cli", "verify", "--ca", str(keys.ca)]
+    cmd = [sys.executable, "-m", "starfish_cli", "verify", "--ca", str(keys.ca)]
     ok = subprocess.run([*cmd, str(good)], check=False, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert "VALID" in ok.stdout and "It does not prove" in ok.stdout

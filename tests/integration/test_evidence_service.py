@@ -34,7 +34,7 @@ pytestmark = pytest.mark.timeout(400)
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "starfish.cli", *args],
+        [sys.executable, "-m", "starfish_cli", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

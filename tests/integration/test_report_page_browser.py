@@ -252,7 +252,7 @@ def test_the_report_page_renders_in_a_real_browser(stage2, certified_job, tmp_pa
         [
             sys.executable,
             "-m",
-            "starfish.cli",
+            "starfish_cli",
             "admin",
             "--dir",
             str(stage2.dep.root),

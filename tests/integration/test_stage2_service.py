@@ -217,7 +217,7 @@ def test_cli_fetches_report_and_model(service, tmp_path):
         assert done, "the job tests run first"
         _, model = admin.job_model(done[-1])
         target = _report(admin, done[-1])["job"]["targets"][0]
-    cli = [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root)]
+    cli = [sys.executable, "-m", "starfish_cli", "admin", "--dir", str(service.dep.root)]
     out = subprocess.run(
         cli + ["result", done[-1], "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
     )

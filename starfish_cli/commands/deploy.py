@@ -23,8 +23,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from starfish.deployment.bundle import render_bundle
-    from starfish.deployment.spec import SpecError, load
+    from starfish_cli.deployment.bundle import render_bundle
+    from starfish_cli.deployment.spec import SpecError, load
 
     try:
         spec = load(args.spec)

@@ -4,7 +4,7 @@
 
 * `ROLE.toml` (installed as /etc/starfish/ROLE.toml): the recipe's config
   (`deploy/ROLE/ROLE.toml`) with every address and port taken from the description;
-* `ROLE.nft` (/etc/starfish/ROLE.nft): the host's firewall (`starfish.deployment.firewall`);
+* `ROLE.nft` (/etc/starfish/ROLE.nft): the host's firewall (`starfish_cli.deployment.firewall`);
 * `starfish-ROLE.service` (/etc/systemd/system/): the recipe's unit, unchanged;
 * `certs/ROLE.key` + `certs/ROLE.csr` (parties: also `ROLE-signing.*`): the keys go to
   /etc/starfish/certs/ (0600, owned by the service user; `deploy/install.sh`); only the
@@ -22,8 +22,8 @@ from typing import Any
 
 from harness.local import render_config
 from mpc.plane.cert_requests import make_request
-from starfish.deployment.firewall import ruleset
-from starfish.deployment.spec import Spec
+from starfish_cli.deployment.firewall import ruleset
+from starfish_cli.deployment.spec import Spec
 
 DEPLOY_DIR = Path(__file__).resolve().parent.parent.parent / "deploy"
 

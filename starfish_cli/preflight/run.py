@@ -16,8 +16,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from starfish.preflight import checks
-from starfish.preflight.checks import FAIL, PASS, Check
+from starfish_cli.preflight import checks
+from starfish_cli.preflight.checks import FAIL, PASS, Check
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The `starfish` command line: one sub-command per module of `starfish/commands/`.
+"""The `starfish` command line: one sub-command per module of `starfish_cli/commands/`.
 
 Each command module exposes `register(subparsers)` which adds its parser and sets
 `func(args) -> int`. Commands import their heavy dependencies lazily so that
@@ -17,7 +17,7 @@ import importlib.metadata
 import sys
 
 from server.tls_floor import require_tls13
-from starfish.errors import CommandError
+from starfish_cli.errors import CommandError
 
 #: command modules, in the order `--help` lists them
 COMMANDS = (
@@ -56,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"starfish.commands.{name}")
+            module = importlib.import_module(f"starfish_cli.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"starfish.commands.{name}":
+            if exc.name == f"starfish_cli.commands.{name}":
                 continue  # command not installed in this build
             raise
         module.register(sub)

@@ -32,8 +32,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from starfish.preflight.checks import FAIL
-    from starfish.preflight.run import Options, run_checks, table
+    from starfish_cli.preflight.checks import FAIL
+    from starfish_cli.preflight.run import Options, run_checks, table
 
     user = args.user or pwd.getpwuid(os.geteuid()).pw_name
     opts = Options(user, args.warn_days, args.timeout, args.identity, not args.no_reach, not args.no_bind)

@@ -5,7 +5,7 @@ report page).
 Connection settings come from the deployment directory written by `starfish up`
 (`--dir`), or from `--address`, `--ca` and the token in $STARFISH_ADMIN_TOKEN; these and
 `--json` may stand before or after the subcommand. Replies print as readable lines
-(`starfish.admin_view`), or as JSON with `--json`. The CA certificate also verifies the
+(`starfish_cli.admin_view`), or as JSON with `--json`. The CA certificate also verifies the
 erasure certificate before anything is written.
 """
 
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from starfish.errors import CommandError
+from starfish_cli.errors import CommandError
 
 CONNECTION_HELP = {
     "--dir": "deployment directory of `starfish up` (default run)",
@@ -113,7 +113,7 @@ def _load_model(path: str):
 
 def _show(args: argparse.Namespace, reply) -> None:
     """Print a reply: readable lines, or JSON with --json."""
-    from starfish import admin_view
+    from starfish_cli import admin_view
 
     print(json.dumps(admin_view.as_data(reply), indent=1) if args.json else admin_view.text(reply))
 
@@ -151,7 +151,7 @@ def _jobs(admin, args: argparse.Namespace) -> int:
     import numpy as np
 
     from proto.starfish.v1 import admin_pb2
-    from starfish import admin_view
+    from starfish_cli import admin_view
 
     if args.admin_command == "unlearn":
         try:

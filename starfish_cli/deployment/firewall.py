@@ -11,7 +11,7 @@ not let it through.
 
 from __future__ import annotations
 
-from starfish.deployment.spec import Spec
+from starfish_cli.deployment.spec import Spec
 
 
 def _set(items: list[str] | tuple) -> str:
