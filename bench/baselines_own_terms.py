@@ -160,8 +160,8 @@ def with_gaps(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def puf_seed(quick: bool, seed: int, backdoor: bool) -> dict[str, Any]:
     """Original, retrain and every PUF variant on one label-skewed federation."""
+    from evaluation.dataset_probe import DatasetProbe
     from evaluation.experiment import Experiment
-    from evaluation.probe import DatasetProbe
     from evaluation.simulator import simulate
     from mpc.plain_backend import PlainBackend
 
@@ -186,8 +186,8 @@ def puf_seed(quick: bool, seed: int, backdoor: bool) -> dict[str, Any]:
 def unseen_seed(quick: bool, seed: int) -> dict[str, Any]:
     """Before, retrain and every method at its paper's defaults on the label-skewed
     federation with two backdoored targets (PUF stops on the whole test split's accuracy)."""
+    from evaluation.dataset_probe import DatasetProbe
     from evaluation.experiment import Experiment
-    from evaluation.probe import DatasetProbe
     from evaluation.simulator import simulate
     from mpc.plain_backend import PlainBackend
 

@@ -70,7 +70,7 @@ class Bench:
         self.saved = root / "saved"
 
     def _fleet(self, lab: Any, mode: str, out: Path) -> None:
-        from harness.multihost.fleet import command
+        from harness.multihost.clients_host import command
 
         with open(self.root / f"fleet-{out.name}.log", "ab") as log:
             proc = lab.popen(

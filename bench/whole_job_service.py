@@ -69,7 +69,7 @@ def _say(line: str) -> None:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.metrics import model_gap
+    from evaluation.unlearning_metrics import model_gap
     from harness.demo.reference import evaluator as demo_evaluator
     from mpc.plain_backend import PlainBackend
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from starfish_cli.main import main
+from starfish_cli.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

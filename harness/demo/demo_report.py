@@ -1,6 +1,6 @@
 """The demo's outputs: the console tables, the JSON report and the PNG plots.
 
-Three models are compared on TER, BA-ASR and MIA-ASR (percent; `evaluation.metrics`):
+Three models are compared on TER, BA-ASR and MIA-ASR (percent; `evaluation.unlearning_metrics`):
 the global model before unlearning (M_T), the Starfish-2PC model M̂ and the retrain
 reference. Costs are listed per step: wall time, and bytes on the wire (client uploads and
 party-to-party traffic in Stage I; online party-to-party and offline dealer bytes per

@@ -3,7 +3,7 @@
 Retrain (the gold standard of unlearning) is FedAvg from the same M_0 over the same T
 rounds with the same clients' data, data orders and settings, minus the target
 (`evaluation.simulator.run_fedavg`), computed locally in plaintext by the demo in a
-background thread while the service runs. Metrics are those of `evaluation.metrics.Evaluator`:
+background thread while the service runs. Metrics are those of `evaluation.unlearning_metrics.Evaluator`:
 TER on the test split, BA-ASR on the target's triggered images, MIA-ASR (loss-threshold
 attack) on the target's training samples.
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from evaluation.metrics import Evaluator
 from evaluation.simulator import Federation, run_fedavg
 from evaluation.training import LocalTrainer
+from evaluation.unlearning_metrics import Evaluator
 
 
 @dataclass(frozen=True)

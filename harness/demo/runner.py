@@ -30,9 +30,9 @@ import torch
 
 from client_sdk.evidence import CertificateCheck, check_certificate
 from evaluation.experiment import json_ready
-from evaluation.metrics import model_gap
 from evaluation.models import build_model, initial_model, num_parameters
 from evaluation.simulator import build_federation
+from evaluation.unlearning_metrics import model_gap
 from harness.demo import demo_report as rep
 from harness.demo.demo_config import DemoConfig
 from harness.demo.fleet import Fleet

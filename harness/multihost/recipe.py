@@ -81,7 +81,7 @@ def unit_environment(unit: Path) -> dict[str, str]:
 def console_script(path: Path) -> Path:
     """A `starfish` console script as the installer writes it for `[project.scripts]`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!{sys.executable}\nimport sys\nfrom starfish_cli.main import main\n\nsys.exit(main())\n")
+    path.write_text(f"#!{sys.executable}\nimport sys\nfrom starfish_cli.entry import main\n\nsys.exit(main())\n")
     path.chmod(0o755)
     return path
 

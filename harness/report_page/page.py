@@ -20,7 +20,7 @@ from html import escape
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from harness.report_page import evidence, sections
+from harness.report_page import evidence_sections, sections
 from harness.report_page.glossary import glossary
 from harness.report_page.markup import section
 from harness.report_page.parameters import parameters
@@ -93,14 +93,14 @@ def render_page(
         verdict(report, check, quality),
         sections.summary(report),
         parameters(report),
-        evidence.certificate(check, report.get("certificate"), certificate_file, report),
+        evidence_sections.certificate(check, report.get("certificate"), certificate_file, report),
         sections.rounds(report),
         sections.flags(report),
         sections.costs(report),
         sections.quality(quality),
         sections.theorem1(report),
         sections.revealed(report),
-        evidence.erasure(report),
+        evidence_sections.erasure(report),
         glossary(),
         section(
             "raw",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from client_sdk.evidence import CertificateCheck
-from harness.report_page.evidence import mismatches
+from harness.report_page.evidence_sections import mismatches
 from harness.report_page.glossary import term
 from harness.report_page.markup import Html, definitions, duration, join, mb, section, when
 

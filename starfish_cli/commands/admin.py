@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from starfish_cli.errors import CommandError
+from starfish_cli.command_error import CommandError
 
 CONNECTION_HELP = {
     "--dir": "deployment directory of `starfish up` (default run)",

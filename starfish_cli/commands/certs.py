@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from starfish_cli.errors import CommandError
+from starfish_cli.command_error import CommandError
 
 
 def register(subparsers) -> None:

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _health(config):
     """The gRPC health listener of `[observability] health_listen` (None without one); gRPC
-    listeners serve TLS 1.3 only (server.tls_floor, set by `starfish_cli.main`)."""
+    listeners serve TLS 1.3 only (server.tls_floor, set by `starfish_cli.entry`)."""
     if not config.health_listen:
         return None
     from mpc.plane.dealer_health import DealerHealth

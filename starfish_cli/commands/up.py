@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from starfish_cli.errors import CommandError
+from starfish_cli.command_error import CommandError
 
 LOCK_FILE = "up.lock"
 

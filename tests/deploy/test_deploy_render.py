@@ -12,7 +12,7 @@ import pytest
 from mpc.plane.certs import make_ca, sign_request
 from starfish_cli.deployment import spec as spec_mod
 from starfish_cli.deployment.bundle import DEPLOY_DIR, config
-from starfish_cli.main import main
+from starfish_cli.entry import main
 
 EXAMPLE = DEPLOY_DIR / "deployment.toml"
 ADDRESS_KEYS = ("listen", "peer_listen", "peer_address")

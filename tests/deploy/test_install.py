@@ -15,7 +15,7 @@ import pytest
 
 from mpc.plane.certs import make_ca, sign_request
 from starfish_cli.deployment.bundle import DEPLOY_DIR
-from starfish_cli.main import main
+from starfish_cli.entry import main
 
 INSTALL = DEPLOY_DIR / "install.sh"
 ROLES = ("party0", "party1", "dealer")

@@ -18,7 +18,7 @@ from harness.local import LocalDeployment
 from mpc.plane.certs import issue_cert
 from mpc.plane.tls import TlsFiles, server_context
 from server.file_modes import private_dir
-from starfish_cli.main import main
+from starfish_cli.entry import main
 from starfish_cli.preflight.run import Options, run_checks
 
 

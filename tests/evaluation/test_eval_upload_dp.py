@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation.oracle import SimulatedOracle
-from evaluation.probe import DatasetProbe
+from evaluation.dataset_probe import DatasetProbe
+from evaluation.simulated_oracle import SimulatedOracle
 from evaluation.simulator import SimulationConfig, SimulationResult, simulate
 from evaluation.training import fedavg
 from mpc.plain_backend import PlainBackend

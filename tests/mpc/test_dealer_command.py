@@ -16,7 +16,7 @@ from mpc.plane.dealer_client import open_dealer_link
 from mpc.plane.dealer_ops import request
 from mpc.plane.tls import client_context
 from mpc.ports import free_port
-from starfish_cli.main import main
+from starfish_cli.entry import main
 
 from plane_helpers import Pki, both
 

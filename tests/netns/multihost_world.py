@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.multihost.fleet import command as fleet_command
+from harness.multihost.clients_host import command as fleet_command
 from harness.multihost.hosts import OperatorHosts
 from harness.multihost.recipe import OPERATORS, STARFISH, Recipe, hosts, private_keys, render
 from netlab.capture import Capture

@@ -17,7 +17,7 @@ import importlib.metadata
 import sys
 
 from server.tls_floor import require_tls13
-from starfish_cli.errors import CommandError
+from starfish_cli.command_error import CommandError
 
 #: command modules, in the order `--help` lists them
 COMMANDS = (

@@ -1,4 +1,4 @@
-"""The one error a `starfish` command raises for a wrong input or a failed call: `starfish_cli.main`
+"""The one error a `starfish` command raises for a wrong input or a failed call: `starfish_cli.entry`
 prints it as one line (`starfish <command>: error: ...`) and exits with status 1."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The clients' host: the FL clients of a federation and the admin tool, as one process.
 
-    python -m harness.multihost.fleet --deployment ROOT --config demo.json train --out stage1.json
-    python -m harness.multihost.fleet --deployment ROOT --config demo.json unlearn --out DIR
+    python -m harness.multihost.clients_host --deployment ROOT --config demo.json train --out stage1.json
+    python -m harness.multihost.clients_host --deployment ROOT --config demo.json unlearn --out DIR
 
 runs inside the clients' namespace of a lab. The federation is `DemoConfig.simulation()`'s
 (same data, partition and data orders in every process). `train`: every client enrols and
@@ -60,7 +60,7 @@ class _Services:
 
 def command(recipe: Recipe, config_path: Path, mode: str, out: Path) -> list[str]:
     """The command line of this process for `mode` ("train" or "unlearn")."""
-    argv = [sys.executable, "-m", "harness.multihost.fleet", "--deployment", str(recipe.root)]
+    argv = [sys.executable, "-m", "harness.multihost.clients_host", "--deployment", str(recipe.root)]
     return [*argv, "--config", str(config_path), mode, "--out", str(out)]
 
 
@@ -129,7 +129,7 @@ def unlearn(dep: RemoteDeployment, cfg: Any, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.multihost.fleet")
+    parser = argparse.ArgumentParser(prog="python -m harness.multihost.clients_host")
     parser.add_argument("--deployment", required=True, type=Path, help="root of the rendered recipe")
     parser.add_argument("--config", required=True, type=Path, help="DemoConfig as JSON")
     parser.add_argument("mode", choices=("train", "unlearn"))
