@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from source_tree import PACKAGES, Import, all_imports
+from helpers.source_tree import PACKAGES, Import, all_imports
 
 IMPORTS = all_imports()
 APPLICATIONS = ("evaluation", "harness", "starfish_cli", "bench")

@@ -15,7 +15,7 @@ from evaluation.simulator import SimulationConfig, SimulationResult, build_feder
 from mpc.plain_backend import PlainBackend
 from unlearning.history import GradientRequest
 
-from conftest import SMALL
+from helpers.eval_federations import SMALL
 
 
 def test_models_follow_fedavg_of_the_recorded_gradients(small_run: SimulationResult) -> None:

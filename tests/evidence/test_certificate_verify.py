@@ -19,7 +19,7 @@ from harness.local import REPO_ROOT
 from mpc.plane.certs import issue_signing_cert
 from proto.wire import model_hash
 
-from evidence_fixtures import Keys, certificate, sign_as, statement
+from helpers.evidence_fixtures import Keys, certificate, sign_as, statement
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from server.jobs.jobstore import JobRecord
 from unlearning.baselines.random_selection import RandomSelectionParams
 from unlearning.starfish.params import StarfishParams
 
-from evidence_fixtures import Keys, certificate
+from helpers.evidence_fixtures import Keys, certificate
 
 FILED = 1_800_000_000.0
 

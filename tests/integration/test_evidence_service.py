@@ -26,8 +26,8 @@ from proto.certificate_verify import verify_document
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
 from server.evidence.statement import receipt_entry
 
-from metrics_scrape import scrape, value
-from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
+from helpers.metrics_scrape import scrape, value
+from helpers.stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -23,7 +23,7 @@ from proto.binding import round_target
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from server.store import Store
 
-from stage1_helpers import (
+from helpers.stage1_helpers import (
     F,
     fedavg_step,
     run_clients,

@@ -17,7 +17,7 @@ import pytest
 from harness.local import LocalDeployment
 from server.store import Store
 
-from stage1_helpers import fedavg_step, tolerance, wait_committed
+from helpers.stage1_helpers import fedavg_step, tolerance, wait_committed
 
 pytestmark = pytest.mark.timeout(480)
 LR = 0.2

@@ -34,8 +34,8 @@ from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.job_config import DEMO_DEALER_LABEL
 from server.store import StoreError
 
-from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
-from stage2_fixtures import plaintext_reference, relative_gap
+from helpers.stage2_fixtures import STAGE2_ROUNDS as ROUNDS
+from helpers.stage2_fixtures import plaintext_reference, relative_gap
 
 PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
 JOB_TIMEOUT_S = 150

@@ -18,7 +18,7 @@ from mpc.plane.tls import client_context
 from mpc.ports import free_port
 from starfish_cli.entry import main
 
-from plane_helpers import Pki, both
+from helpers.plane_helpers import Pki, both
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,7 +35,7 @@ from netlab.capture import tcpdump_missing
 from netlab.flows import find, read_streams
 from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
-from multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
+from helpers.multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
 
 pytestmark = [
     pytest.mark.needs_netns,

@@ -32,7 +32,7 @@ import pytest
 from harness.local import REPO_ROOT, LocalDeployment
 from server.store import Store
 
-from metrics_scrape import scrape, value
+from helpers.metrics_scrape import scrape, value
 
 pytestmark = pytest.mark.timeout(300)
 HERE = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ import pytest
 
 from harness.local import LocalDeployment
 
-from server_fixtures import CLIENTS, M
+from helpers.server_fixtures import CLIENTS, M
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2,
 from proto.wire import model_hash, model_messages, read_share_stream, sha256_hex, share_messages
 from server.store import membership_digest
 
-from server_fixtures import bound_header
+from helpers.server_fixtures import bound_header
 
 pytestmark = pytest.mark.timeout(300)
 M = 16

@@ -19,7 +19,7 @@ from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2,
 from proto.wire import model_hash, model_messages
 from server.store import membership_digest
 
-from server_fixtures import bound_header
+from helpers.server_fixtures import bound_header
 
 pytestmark = pytest.mark.timeout(120)
 M = 16

@@ -24,7 +24,7 @@ from proto.wire import model_hash
 from starfish_flower import Parties, StarfishFedAvg, StarfishMod, identity_from_credentials
 from starfish_flower.arrays import flatten
 
-from flower_app import NODES, initial_arrays, make_client_app
+from helpers.flower_app import NODES, initial_arrays, make_client_app
 
 ARCH = "logreg-6"
 ROUNDS_BEFORE, ROUNDS_AFTER = 3, 2

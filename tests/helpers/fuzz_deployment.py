@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fuzz_messages import Hints
 
 from harness.local import LocalDeployment
+
+from helpers.fuzz_messages import Hints
 
 TRAINERS = ["c0", "c1", "c2"]
 FUZZ_CLIENT = "fz"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from synthetic_fl import LogRegFL
+from helpers.synthetic_fl import LogRegFL
 
 TRIGGER = 3.0
 TARGET = "c0"

@@ -27,7 +27,7 @@ from client_sdk import PartyUnreachableError
 from harness.local import LocalDeployment
 from server.store import Store
 
-from stage1_helpers import fedavg_step, tolerance
+from helpers.stage1_helpers import fedavg_step, tolerance
 
 LR = 0.1
 

@@ -41,7 +41,7 @@ STRANGER = ("stranger", "10.20.0.66")
 SERVICE_USER = "nobody"
 """The units' service user in the test: an account every machine has (install.sh would
 create `starfish`); it owns the keys and data, and runs the services."""
-WIRE_PEERS = str(Path(__file__).with_name("wire_peers.py"))
+WIRE_PEERS = str(Path(__file__).resolve().parents[1] / "netns" / "wire_peers.py")
 ADMIN_PORT = 22  #: `[admin] ports` of deploy/deployment.toml: an SSH stand-in listens there
 CLIENTS = 6
 ROUNDS = 6

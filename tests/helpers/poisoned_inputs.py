@@ -12,7 +12,7 @@ from client_sdk.sharing import Half, Sharing, assemble
 from mpc.fixedpoint import to_wire
 from proto import binding
 
-from stage1_helpers import F
+from helpers.stage1_helpers import F
 
 
 def ring(values: np.ndarray) -> np.ndarray:
