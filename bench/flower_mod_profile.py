@@ -30,7 +30,7 @@ MODEL_PARAMS = 50_890  #: mnist_mlp
 ARCH = "mnist_mlp"
 #: (file suffix, function) of the steps a client takes per round through the mod
 STEPS = (
-    ("starfish_flower/settings.py", "resolve"),
+    ("starfish_flower/parties.py", "resolve"),
     ("starfish_flower/mod.py", "_client"),
     ("client_sdk/client.py", "__init__"),
     ("client_sdk/client.py", "register"),
