@@ -12,7 +12,7 @@ $(STAMP): scripts/setup.sh requirements/runtime.lock requirements.txt requiremen
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m starfish.cli demo
+	$(PY) -m starfish_cli demo
 
 test: $(STAMP)
 	$(PY) -m ruff check .
@@ -20,10 +20,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
-	$(PY) -m starfish.cli bench
+	$(PY) -m bench
 
 bench-quick: $(STAMP)
-	$(PY) -m starfish.cli bench --quick
+	$(PY) -m bench --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache

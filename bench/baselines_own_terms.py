@@ -24,8 +24,8 @@ backdoor metrics (TER, BA-ASR, MIA-ASR, ARP).
   label skew, two backdoored targets, every method with its paper's defaults (PUF with
   its stopping rule and its Natural baseline, FedEraser Δt = 1 and 2, FedADP without DP).
 
-    starfish bench --only baselines_own_terms           # full: 3 seeds, 5k MNIST, MLP
-    starfish bench --only baselines_own_terms --quick   # digits, one seed
+    python -m bench baselines_own_terms           # full: 3 seeds, 5k MNIST, MLP
+    python -m bench baselines_own_terms --quick   # digits, one seed
     python -m bench.baselines_own_terms --section unseen  # one section again, keeping the others
 
 Writes bench/results/baselines_own_terms.json (after each section, so an interrupted run
@@ -160,8 +160,8 @@ def with_gaps(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def puf_seed(quick: bool, seed: int, backdoor: bool) -> dict[str, Any]:
     """Original, retrain and every PUF variant on one label-skewed federation."""
+    from evaluation.dataset_probe import DatasetProbe
     from evaluation.experiment import Experiment
-    from evaluation.probe import DatasetProbe
     from evaluation.simulator import simulate
     from mpc.plain_backend import PlainBackend
 
@@ -186,8 +186,8 @@ def puf_seed(quick: bool, seed: int, backdoor: bool) -> dict[str, Any]:
 def unseen_seed(quick: bool, seed: int) -> dict[str, Any]:
     """Before, retrain and every method at its paper's defaults on the label-skewed
     federation with two backdoored targets (PUF stops on the whole test split's accuracy)."""
+    from evaluation.dataset_probe import DatasetProbe
     from evaluation.experiment import Experiment
-    from evaluation.probe import DatasetProbe
     from evaluation.simulator import simulate
     from mpc.plain_backend import PlainBackend
 

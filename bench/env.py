@@ -65,7 +65,7 @@ def machine() -> dict[str, Any]:
 
 FORCE_ENV = "STARFISH_BENCH_FORCE"
 """Set to 1 to measure on a busy machine anyway; the result is then marked `"loaded": true`."""
-BUSY_MARKERS = ("pytest", "bench.", "starfish bench", "starfish.cli bench")
+BUSY_MARKERS = ("pytest", "bench.", "-m bench", "starfish bench", "starfish_cli bench")
 
 
 class MachineBusy(RuntimeError):

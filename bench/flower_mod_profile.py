@@ -30,7 +30,7 @@ MODEL_PARAMS = 50_890  #: mnist_mlp
 ARCH = "mnist_mlp"
 #: (file suffix, function) of the steps a client takes per round through the mod
 STEPS = (
-    ("starfish_flower/settings.py", "resolve"),
+    ("starfish_flower/parties.py", "resolve"),
     ("starfish_flower/mod.py", "_client"),
     ("client_sdk/client.py", "__init__"),
     ("client_sdk/client.py", "register"),
@@ -75,7 +75,7 @@ def _train(msg, context):
 def profile(clients: int = 100) -> dict[str, Any]:
     """Seconds per client of one round through `StarfishMod`, total and by step (see module doc)."""
     from bench.env import process_cpu_seconds
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
     from starfish_flower import Parties, StarfishMod, identity_from_credentials
 
     ids = [f"client{i}" for i in range(clients)]

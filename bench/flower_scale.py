@@ -25,7 +25,7 @@ load average, and the clients' wall time inside the Starfish SDK (from their rec
 `bench.flower_mod_profile` (`mod_profile`) says where a client's time goes in the mod.
 
 Each run happens in a network namespace with loopback only (`starfish_flower.sandbox`).
-`starfish bench --only flower_scale` (N = 100: one pair, N = 1,000: `REPEATS` pairs, 10 % per
+`python -m bench flower_scale` (N = 100: one pair, N = 1,000: `REPEATS` pairs, 10 % per
 round); `--quick`: N = 30 (3 per round: the parties' minimum cohort), one pair.
 """
 
@@ -161,7 +161,7 @@ def _timed(base: type, sampler: CpuSampler, probe: PartyProbe) -> type:
 
 def _deployment(clients: int):
     """party0 and party1 as real processes, rounds opened on request, N registered clients."""
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
 
     dep = LocalDeployment(
         Path(tempfile.mkdtemp(prefix="flower-scale-")) / "dep",

@@ -10,7 +10,7 @@ benchmarks only (`SeededHistory`, `SeededOracle`).
 
 * `SeededHistory` — a stored Stage I history (models, g, ‖g‖, δ; arrays may be memory
   mapped) shared on demand;
-* `SeededOracle` — answers warm-up/correction requests as `evaluation.oracle.SimulatedOracle`
+* `SeededOracle` — answers warm-up/correction requests as `evaluation.simulated_oracle.SimulatedOracle`
   does; only party 0 trains (the other party derives its mask share), and the client
   compute time is recorded separately from the 2PC time;
 * `SyntheticHistory` — Gaussian gradients of any model size for the per-step cost tables
@@ -112,7 +112,7 @@ class SeededOracle(GradientOracle):
     """Exact gradients by local training (party 0 only), shared with seeded masks."""
 
     def __init__(self, result: object, rank: int = 0, seed: int = 0) -> None:
-        from evaluation.oracle import SimulatedOracle
+        from evaluation.simulated_oracle import SimulatedOracle
 
         self._inner = SimulatedOracle(result)  # type: ignore[arg-type]
         self._m = int(result.models[0].numel())  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ every transport — checked). Two probes measure the transports themselves: late
 1-element all-reduce) and throughput (an all-reduce of 2^23 int64 each way). Goal:
 Σ median wall(tls) ≤ 1.3 × Σ median wall(gloo).
 
-`python -m bench.mpc_plane [--quick]` or `starfish bench --only mpc_plane`.
+`python -m bench.mpc_plane [--quick]` or `python -m bench mpc_plane`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ targets also report max(max CPU, ΣCPU/2) — the time the three processes need 
 cores, ignoring waits on each other. Targets: SecTC 19 × 582,026 ≤ 60 s; SecSrt of 64
 pairs with SecGE2 ≤ 5 s.
 
-`python -m bench.mpc_primitives [--quick]` or `starfish bench --only mpc_primitives`.
+`python -m bench.mpc_primitives [--quick]` or `python -m bench mpc_primitives`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ party 0's ledger (online bytes and rounds, offline bytes, per step), CPU seconds
 process of the run, and the load average. A step is latency-bound on a link when its
 online rounds × RTT is a large part of its wall time there.
 
-`starfish bench --only multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
+`python -m bench multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
 rounds (minutes). Needs root and iproute2 (network namespaces); refuses to run without them.
 """
 
@@ -59,7 +59,7 @@ class Bench:
 
     def __init__(self, root: Path, cfg: Any) -> None:
         from evaluation.simulator import build_federation
-        from starfish.multihost.recipe import hosts, render
+        from harness.multihost.recipe import hosts, render
 
         self.root, self.cfg = root, cfg
         clients = [c.client_id for c in build_federation(cfg.simulation()).clients]
@@ -70,7 +70,7 @@ class Bench:
         self.saved = root / "saved"
 
     def _fleet(self, lab: Any, mode: str, out: Path) -> None:
-        from starfish.multihost.fleet import command
+        from harness.multihost.clients_host import command
 
         with open(self.root / f"fleet-{out.name}.log", "ab") as log:
             proc = lab.popen(
@@ -81,7 +81,7 @@ class Bench:
             raise RuntimeError(f"Stage I failed on the clients' host (exit {code})")
 
     def _services(self, lab: Any) -> Any:
-        from starfish.multihost.hosts import OperatorHosts
+        from harness.multihost.hosts import OperatorHosts
 
         ops = OperatorHosts(lab, self.recipe)
         ops.start()
@@ -116,7 +116,7 @@ class Bench:
                 record["link"]["problems"] = link_problems(record["link"])
                 if record["link"]["problems"]:  # an emulation that is not the profile measures nothing
                     raise RuntimeError(f"the {profile_name} link is not as specified: {record['link']['problems']}")
-            from starfish.multihost.hosts import OperatorHosts
+            from harness.multihost.hosts import OperatorHosts
 
             OperatorHosts(lab, self.recipe).restore_data(self.saved)
             cpu_before = _cpu_children()

@@ -78,7 +78,7 @@ def product_faults(backend: Backend, rank: int, magnitudes: tuple[int, ...], n: 
 
 
 def _compare(secure: dict[str, Any], plain: dict[str, Any], evaluator: Any) -> dict[str, Any]:
-    from evaluation.metrics import model_gap
+    from evaluation.unlearning_metrics import model_gap
 
     ms, mp = torch.from_numpy(secure["model"]), torch.from_numpy(plain["model"])
     flags_s = [f for e in secure["flags"] for f in e["flags"].values()]
@@ -98,7 +98,7 @@ def _compare(secure: dict[str, Any], plain: dict[str, Any], evaluator: Any) -> d
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.metrics import Evaluator
+    from evaluation.unlearning_metrics import Evaluator
     from mpc.plain_backend import PlainBackend
 
     bits = BITS_QUICK if quick else BITS_FULL

@@ -178,7 +178,7 @@ def plot(rows: list[dict[str, Any]]) -> None:
 
 
 def run(quick: bool = False, seed: int = 0) -> dict[str, Any]:
-    """`starfish bench --only privacy`: every setting, the table, the plot; writes privacy.json."""
+    """`python -m bench privacy`: every setting, the table, the plot; writes privacy.json."""
     import torch
 
     torch.set_num_threads(1)

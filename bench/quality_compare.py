@@ -47,7 +47,7 @@ def _row(metrics: dict[str, float], arp: float, seconds: float) -> dict[str, flo
 def one_seed(quick: bool, seed: int, cluster: TwoPartyCluster) -> dict[str, dict[str, float]]:
     """Every method's metrics on the history of `seed`."""
     from evaluation.experiment import Experiment
-    from evaluation.metrics import Evaluator
+    from evaluation.unlearning_metrics import Evaluator
     from mpc.plain_backend import PlainBackend
     from unlearning.registry import names as strategy_names
 

@@ -18,7 +18,7 @@ the same algorithm on a smaller model.
     .venv/bin/python -m bench.quality_matrix                      # every case, seeds 0-2
     .venv/bin/python -m bench.quality_matrix --datasets mnist5k --seeds 0
     .venv/bin/python -m bench.quality_matrix --plot               # redraw the figure, print the tables
-    starfish bench --only quality_matrix [--quick]
+    python -m bench quality_matrix [--quick]
 
 Adds every row to bench/results/quality_matrix.json as soon as it is measured (rows of
 other cases and seeds already there are kept).
@@ -53,7 +53,7 @@ QUICK_SETTING: dict[str, Any] = {"dataset": "digits", "num_clients": 8, "rounds"
 DATASETS = ("mnist5k", "mnist")
 PARTITIONS = ("iid", "dirichlet")
 SEEDS = (0, 1, 2)
-#: the `make demo` setting (starfish/demo/demo_config.py): σ 1, β 0.4, one recovery round
+#: the `make demo` setting (harness/demo/demo_config.py): σ 1, β 0.4, one recovery round
 STARFISH = {"sigma": 1.0, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery_rounds": 1}
 #: σ 1 selects every round, so SecRS and random selection are compared at σ 0.6
 SIGMA06 = {**STARFISH, "sigma": 0.6}

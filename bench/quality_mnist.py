@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run(quick: bool = False) -> dict[str, Any]:
+    """The table's entry (`python -m bench quality_mnist`): seed 0 with the default strategies (`quick`:
+    10 rounds); the figures of bench/results/quality_mnist.json."""
+    main(["--rounds", "10"] if quick else [])
+    return json.loads((RESULTS_DIR / "quality_mnist.json").read_text())["figures"]
+
+
 def _one_seed(args: argparse.Namespace, cfg: Any, meta: dict[str, Any]) -> None:
     """Every strategy on one seed's history beside the retrain reference; the result file grows as runs finish."""
     from evaluation.compare import markdown_table

@@ -15,7 +15,7 @@ def section_multihost(lines: list[str]) -> None:
     lines.append("## The whole job with the operators on separate hosts (emulated LAN and WAN)\n")
     res, quick = load("multihost")
     if res is None:
-        lines.append("Not measured yet (`starfish bench --only multihost`, needs root).\n")
+        lines.append("Not measured yet (`python -m bench multihost`, needs root).\n")
         return
     f = res["figures"]
     runs = f["profiles"]

@@ -45,7 +45,7 @@ def section_stage1(lines: list[str]) -> None:
     lines.append("## Stage I: a FedAvg round over secret shares against a plain FedAvg round\n")
     res, quick = load("stage1")
     if res is None:
-        lines.append("Not measured yet (`starfish bench --only stage1`).\n")
+        lines.append("Not measured yet (`python -m bench stage1`).\n")
         return
     f = res["figures"]
     base, _ = load("stage1_shake_baseline")

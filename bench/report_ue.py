@@ -47,7 +47,7 @@ def section_ue_round(lines: list[str]) -> None:
     res, quick = load("ue_round")
     lines.append("## Update estimation round (SecUE at the paper's MNIST size)\n")
     if res is None:
-        lines.append("Not measured yet (`starfish bench --only ue_round`).\n")
+        lines.append("Not measured yet (`python -m bench ue_round`).\n")
         return
     lines.append(meta_line(res, quick) + "\n")
     f = res["figures"]

@@ -13,7 +13,7 @@ datasets already in the file are kept; `stamps` holds each case's date and load.
     .venv/bin/python -m bench.secrs_random                                   # 5k MNIST
     .venv/bin/python -m bench.secrs_random --dataset mnist --seeds 0,1,2 \
         --settings "σ 0.6, β 0.4, R 1;σ 0.8, β 0.4, R 1"                     # full MNIST
-    starfish bench --only secrs_random [--quick]
+    python -m bench secrs_random [--quick]
 """
 
 from __future__ import annotations

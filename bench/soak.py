@@ -1,6 +1,6 @@
 """Soak: Stage I with hundreds of clients while parties and client processes are killed.
 
-`starfish bench --only soak` (`--quick`: 40 clients × 5 rounds). Setting: 200 SDK clients
+`python -m bench soak` (`--quick`: 40 clients × 5 rounds). Setting: 200 SDK clients
 hosted by 4 processes (`bench.soak_client`, 50 client threads each; the first 50 clients also
 keep WatchTasks streams open on both parties), 20 rounds of FedAvg over a 2,000-parameter
 model, both parties as real processes (TLS, durable stores) on loopback. A seeded chaos
@@ -48,8 +48,8 @@ from bench.disk_faults import can_mount, tmpfs
 from bench.env import load_average, stamp, write_result
 from bench.soak_client import gradient
 from bench.soak_faults import StorageFaults, Unlearner
+from harness.local import REPO_ROOT, LocalDeployment
 from server.store import Store
-from starfish.local import REPO_ROOT, LocalDeployment
 
 NAME = "soak"
 FULL = {"clients": 200, "rounds": 20, "params": 2_000, "processes": 4, "watchers": 50, "jobs": 2, "seed": 0}

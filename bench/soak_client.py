@@ -27,7 +27,7 @@ import numpy as np
 
 from client_sdk import Client, PartyUnreachableError, RoundClosedError, StarfishError
 from client_sdk.client import RoundView
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 POLL_S = 0.2
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from bench.disk_faults import disk_full, read_only
 from client_sdk import StarfishError
+from harness.local import LocalDeployment
 from proto.starfish.v1 import admin_pb2
 from server.store import Store
-from starfish.local import LocalDeployment
 
 COMMIT_SHARE = 0.9  #: a round holding this share of the active clients' uploads is about to close
 MET = {"cannot write its store now": "answered_retry", "round step postponed": "round_step_postponed"}

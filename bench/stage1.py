@@ -40,10 +40,10 @@ import grpc
 import numpy as np
 
 from bench.env import stamp, write_result
+from harness.local import LocalDeployment
 from mpc.ports import free_port
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import chunked_messages, collect_model, sha256_hex
-from starfish.local import LocalDeployment
 
 NAME = "stage1"
 PAPER_MODEL_PARAMS = 582_026

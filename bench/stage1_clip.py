@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from bench.env import stamp, write_result
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 NAME = "stage1_clip"
 PARAMS, CLIENTS = 50_890, 10

@@ -14,7 +14,7 @@ ARP (measured from the oracle's requests) and their differences to retrain.
 
     .venv/bin/python -m bench.starfish_defaults                       # every case, seeds 0 and 1
     .venv/bin/python -m bench.starfish_defaults --cases demo --seeds 0 --variants paper,sigma1-beta0.4
-    starfish bench --only starfish_defaults [--quick]
+    python -m bench starfish_defaults [--quick]
 
 Adds every row to bench/results/starfish_defaults.json as soon as it is measured (rows of other
 cases and seeds already there are kept, so cases can run in separate processes).

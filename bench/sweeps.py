@@ -55,7 +55,7 @@ def plaintext_run(result: Any, params: dict[str, Any], deltas: np.ndarray | None
     import torch
 
     from bench.histories import SeededHistory, SeededOracle
-    from evaluation.metrics import Evaluator
+    from evaluation.unlearning_metrics import Evaluator
     from mpc.plain_backend import PlainBackend
     from unlearning.starfish import StarfishStrategy
     from unlearning.strategy import UnlearnContext

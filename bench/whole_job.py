@@ -118,7 +118,7 @@ def _totals(ledger: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.metrics import Evaluator
+    from evaluation.unlearning_metrics import Evaluator
     from mpc.plain_backend import PlainBackend
 
     config = simulation_config(quick)
@@ -154,7 +154,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 def _figures(result: Any, evaluator: Any, m: int, parties: tuple[dict, dict], plain: dict) -> dict[str, Any]:
     """The JSON figures: party 0's 2PC run beside the plaintext run and the paper's Table II."""
-    from evaluation.metrics import model_gap
+    from evaluation.unlearning_metrics import model_gap
 
     r0, r1 = parties
     secure_model = torch.from_numpy(r0["model"])

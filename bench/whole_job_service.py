@@ -5,10 +5,10 @@ party0's job runner spawns a dealer and one worker per party for the 2PC session
 
 1. Stage I: 20 SDK clients (threads of this process) train the paper's MNIST CNN
    (582,026 parameters) for T = 40 rounds and upload secret-shared gradients, norms and
-   thresholds to both parties (`starfish.demo.stage1.train`);
+   thresholds to both parties (`harness.demo.stage1.train`);
 2. Stage II: the admin RPC files "unlearn client-00 with Starfish" (σ 0.6, α 0.4, β 0.1,
    B 2, sample-first SecTC); the remaining clients answer warm-up and correction tasks
-   through the SDK (`starfish.demo.unlearn.via_admin`). The job's wall time is what the
+   through the SDK (`harness.demo.unlearn.via_admin`). The job's wall time is what the
    admin sees from filing to success (it includes the clients' task work, session start,
    the install of M̂ and the erasure); the per-step costs are party 0's worker ledger.
 
@@ -42,7 +42,7 @@ TASK_DEADLINE_S = 1200.0
 
 def demo_config(quick: bool) -> Any:
     """The service run's settings (the same federation as `bench.whole_job.simulation_config`)."""
-    from starfish.demo.demo_config import DemoConfig
+    from harness.demo.demo_config import DemoConfig
 
     sim = simulation_config(quick).resolved()
     return DemoConfig(
@@ -69,9 +69,9 @@ def _say(line: str) -> None:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from evaluation.metrics import model_gap
+    from evaluation.unlearning_metrics import model_gap
+    from harness.demo.reference import evaluator as demo_evaluator
     from mpc.plain_backend import PlainBackend
-    from starfish.demo.reference import evaluator as demo_evaluator
 
     cfg = demo_config(quick)
     cfg.validate()
@@ -125,10 +125,10 @@ def _through_the_service(cfg: Any) -> _ServiceRun:
     """Start the parties, train T rounds with SDK clients, file and follow the job; stop everything."""
     from evaluation.models import initial_model
     from evaluation.simulator import build_federation
-    from starfish.demo.fleet import Fleet
-    from starfish.demo.services import DemoServices
-    from starfish.demo.stage1 import train
-    from starfish.demo.unlearn import via_admin
+    from harness.demo.fleet import Fleet
+    from harness.demo.services import DemoServices
+    from harness.demo.stage1 import train
+    from harness.demo.unlearn import via_admin
 
     fed = build_federation(cfg.simulation())
     m0 = initial_model(fed.config.architecture, fed.config.seed)

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from evaluation.metrics import Evaluator, average_round_saving, model_gap
-from evaluation.oracle import SimulatedOracle
-from evaluation.probe import DatasetProbe
+from evaluation.dataset_probe import DatasetProbe
+from evaluation.simulated_oracle import SimulatedOracle
 from evaluation.simulator import SimulationResult
+from evaluation.unlearning_metrics import Evaluator, average_round_saving, model_gap
 from mpc.backend import Backend
 from unlearning import registry
 from unlearning.fedavg import AggregatePrivacy

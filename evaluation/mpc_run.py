@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
+from evaluation.dataset_probe import DatasetProbe
 from evaluation.experiment import Outcome, execute
-from evaluation.oracle import SimulatedOracle
-from evaluation.probe import DatasetProbe
+from evaluation.simulated_oracle import SimulatedOracle
 from evaluation.simulator import SimulationResult
 from mpc.backend import Backend
 

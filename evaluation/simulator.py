@@ -32,10 +32,10 @@ import torch
 
 from client_sdk.stats import l2_norm, tolerance_threshold
 from evaluation.attacks import TriggerSpec, backdoor_data
+from evaluation.dataset_probe import DatasetProbe
 from evaluation.datasets import Dataset, load_dataset
 from evaluation.models import initial_model, input_shape
 from evaluation.partition import partition
-from evaluation.probe import DatasetProbe
 from evaluation.simulation_config import SimulationConfig
 from evaluation.training import ClientData, LocalTrainer, apply_update, fedavg, train_round
 from evaluation.upload_dp import UploadPrivatizer

@@ -10,7 +10,7 @@ uploads (lines 15–16), and the next budget follows the loss change,
 each round's clean pseudo-gradients and aggregates what it returns, so the stored
 uploads, their norms and thresholds, and the global models all come from privatized
 uploads, exactly as in the paper's training. The loss that drives the budget is the
-probe loss F(M) (`evaluation.probe.DatasetProbe`), the same F the FedADP strategy reads
+probe loss F(M) (`evaluation.dataset_probe.DatasetProbe`), the same F the FedADP strategy reads
 its windows from. The history then declares the mechanism (`UploadPrivacy`) so FedADP
 knows its uploads are already private. Noise comes from `fedadp.noise_generator` keyed
 by (noise seed, round, client slot): a reproducible simulation; a deployment draws it on

@@ -7,11 +7,11 @@ TLS12_SUITES, a pre-shared-key suite that needs a PSK callback gRPC never instal
 TLS 1.2 handshake can agree on a suite, a client that offers only TLS 1.2 is refused (no
 shared cipher), and every connection that succeeds is TLS 1.3.
 
-The variable must be set before anything loads gRPC: every entry point (`starfish.cli.main`
+The variable must be set before anything loads gRPC: every entry point (`starfish_cli.entry`
 for `starfish party|dealer|...`, `python -m party0|party1`) calls `require_tls13()` first,
 and `PartyServer` and the dealer's gRPC port refuse to start when it was not
 (`check_tls13`), so no listener can serve TLS 1.2 by an import-order accident. A later
-call (the `starfish party` path calls it in `starfish.cli.main` and again in
+call (the `starfish party` path calls it in `starfish_cli.entry` and again in
 `server.main.run_party`, after the command table has loaded gRPC) keeps the floor that an
 earlier call set in time. This module imports nothing of gRPC.
 """

@@ -32,7 +32,7 @@ from typing import Any
 from flwr.app import Context
 
 from client_sdk.admin import AdminClient
-from starfish_flower.settings import Parties
+from starfish_flower.parties import Parties
 
 DIR = "starfish-dir"
 PARTY0 = "starfish-party0"

@@ -54,7 +54,7 @@ from client_sdk.outbox import federation_id
 from proto.wire import model_hash
 from starfish_flower import app_config, keys, logs
 from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
-from starfish_flower.settings import Identity, Parties
+from starfish_flower.parties import Identity, Parties
 
 log = logs.get(__name__)
 MOD_FAILED_PRECONDITION = 6  #: flwr.common.constant.ErrorCode.MOD_FAILED_PRECONDITION

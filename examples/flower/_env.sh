@@ -51,7 +51,7 @@ wait_for() {
 # request; a round deadline of 600 s (the strategy closes a round as soon as its clients uploaded: the
 # deadline only bounds a round whose clients are slow, e.g. a SuperNode starting a ClientApp process per round)
 start_parties() {
-  "$PY" -m starfish.cli up --dir "$DIR/deployment" --clients "$1" --opening on_request --deadline 600 >"$DIR/starfish-up.log" 2>&1 &
+  "$PY" -m starfish_cli up --dir "$DIR/deployment" --clients "$1" --opening on_request --deadline 600 >"$DIR/starfish-up.log" 2>&1 &
   PIDS+=($!)
   wait_for "$DIR/starfish-up.log" "party0 (leader" 300 "the Starfish parties"
 }
@@ -61,7 +61,7 @@ start_parties() {
 start_superlink() {
   local port certs="$DIR/deployment/certs"
   port=$(free_port)
-  "$PY" -m starfish.cli certs --out "$certs" --issue superlink >/dev/null
+  "$PY" -m starfish_cli certs --out "$certs" --issue superlink >/dev/null
   flower-superlink "$@" --host 127.0.0.1 --port "$port" --database "$DIR/superlink.db" \
     --ssl-ca-certfile "$certs/ca.pem" --ssl-certfile "$certs/superlink.pem" --ssl-keyfile "$certs/superlink.key" \
     >"$DIR/superlink.log" 2>&1 &

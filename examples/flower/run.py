@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from flwr.simulation import run_simulation
     from mnist_app import Plan, make_client_app, make_server_app
 
-    from starfish.local import LocalDeployment
+    from harness.local import LocalDeployment
     from starfish_flower import Parties
 
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="starfish-flower-"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from source_tree import functions
+from helpers.source_tree import functions
 
 MAX_LINES = 60
 

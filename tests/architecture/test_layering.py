@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from source_tree import PACKAGES, Import, all_imports
+from helpers.source_tree import PACKAGES, Import, all_imports
 
 IMPORTS = all_imports()
-APPLICATIONS = ("evaluation", "starfish", "bench")
+APPLICATIONS = ("evaluation", "harness", "starfish_cli", "bench")
 
 #: package -> packages (ours or third-party) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -36,6 +36,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "party1": ("party0", "unlearning", "client_sdk", *APPLICATIONS),
     "starfish_flower": ("mpc", "privacy", "unlearning", "server", "party0", "party1", "crypten", *APPLICATIONS),
     "evaluation": ("server", "party0", "party1", *APPLICATIONS[1:]),
+    "harness": ("starfish_cli", "bench"),
+    "bench": ("starfish_cli",),
     "netlab": ("proto", "mpc", "privacy", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
 }
 

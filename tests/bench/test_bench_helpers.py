@@ -18,7 +18,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 from mpc.plain_backend import PlainBackend
 from mpc.protocols.secsrt import bitonic_stages
 
-import bench_cases
+from helpers import bench_cases
 
 
 @pytest.mark.timeout(180)

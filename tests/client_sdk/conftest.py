@@ -8,9 +8,9 @@ import grpc
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from proto.starfish.v1 import common_pb2, peer_pb2_grpc
 from proto.wire import model_hash, model_messages
-from starfish.local import LocalDeployment
 
 M = 48
 

@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
+from harness.local import render_config
 from mpc.plane.certs import make_certs, not_after
 from mpc.ports import free_port
-from starfish.local import render_config
 
 
 def _scrape(url: str, deadline_s: float = 60.0) -> str:
@@ -42,7 +42,7 @@ def test_the_dealer_process_exports_its_metrics(tmp_path):
     }
     (tmp_path / "dealer.toml").write_text(render_config(config))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "starfish.cli", "dealer", "--config", str(tmp_path / "dealer.toml")],
+        [sys.executable, "-m", "starfish_cli", "dealer", "--config", str(tmp_path / "dealer.toml")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

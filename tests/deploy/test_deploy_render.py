@@ -10,9 +10,9 @@ import tomllib
 import pytest
 
 from mpc.plane.certs import make_ca, sign_request
-from starfish.cli import main
-from starfish.deployment import spec as spec_mod
-from starfish.deployment.bundle import DEPLOY_DIR, config
+from starfish_cli.deployment import spec as spec_mod
+from starfish_cli.deployment.bundle import DEPLOY_DIR, config
+from starfish_cli.entry import main
 
 EXAMPLE = DEPLOY_DIR / "deployment.toml"
 ADDRESS_KEYS = ("listen", "peer_listen", "peer_address")
@@ -105,7 +105,7 @@ def test_the_rendered_rulesets_are_valid_nftables(tmp_path):
 
 
 def test_the_example_description_and_the_emulated_network_name_the_same_hosts():
-    from starfish.multihost.recipe import hosts
+    from harness.multihost.recipe import hosts
 
     spec = spec_mod.load(EXAMPLE)
     assert {r: spec.operator(r).address for r in ("party0", "party1", "dealer")} == {

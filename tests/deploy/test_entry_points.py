@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tls_handshake import negotiated_version
 
-from starfish.local import LocalDeployment
-from starfish.multihost.recipe import DEPLOY_DIR, console_script, unit_environment
+from harness.local import LocalDeployment
+from harness.multihost.recipe import DEPLOY_DIR, console_script, unit_environment
+
+from helpers.tls_handshake import negotiated_version
 
 START_TIMEOUT_S = 180.0
 

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from mpc.plane.certs import make_ca, sign_request
-from starfish.cli import main
-from starfish.deployment.bundle import DEPLOY_DIR
+from starfish_cli.deployment.bundle import DEPLOY_DIR
+from starfish_cli.entry import main
 
 INSTALL = DEPLOY_DIR / "install.sh"
 ROLES = ("party0", "party1", "dealer")
@@ -75,7 +75,7 @@ def test_units_are_hardened_and_verify(tmp_path, role):
     opt = tmp_path / "opt"
     (opt / ".venv" / "bin").mkdir(parents=True)
     entry = opt / ".venv" / "bin" / "starfish"
-    entry.write_text(f'#!/bin/sh\nexec {sys.executable} -m starfish.cli "$@"\n')
+    entry.write_text(f'#!/bin/sh\nexec {sys.executable} -m starfish_cli "$@"\n')
     entry.chmod(0o755)
     copy.write_text(unit.read_text().replace("/opt/starfish", str(opt)))
     proc = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=120)

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.local import LocalDeployment
 from mpc.plane.certs import issue_cert
 from mpc.plane.tls import TlsFiles, server_context
 from server.file_modes import private_dir
-from starfish.cli import main
-from starfish.local import LocalDeployment
-from starfish.preflight.run import Options, run_checks
+from starfish_cli.entry import main
+from starfish_cli.preflight.run import Options, run_checks
 
 
 class TlsListener:

@@ -9,10 +9,10 @@ import re
 import subprocess
 import sys
 
-from starfish.local import REPO_ROOT
+from harness.local import REPO_ROOT
 
 LOCK = REPO_ROOT / "requirements" / "runtime.lock"
-RUNTIME = ("server.runtime", "mpc.plane.dealer_service", "mpc.crypten_backend", "client_sdk", "starfish.cli")
+RUNTIME = ("server.runtime", "mpc.plane.dealer_service", "mpc.crypten_backend", "client_sdk", "starfish_cli.entry")
 NOT_LOCKED = {"torch", "starfish-unlearning"}  #: torch: see the lock's header; the project itself
 
 

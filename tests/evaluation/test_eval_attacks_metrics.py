@@ -17,9 +17,9 @@ from evaluation.attacks import (
     loss_threshold,
     membership_predictions,
 )
-from evaluation.metrics import Evaluator, attack_success_rate, average_round_saving, error_rate, model_gap
 from evaluation.models import build_model, get_flat, set_flat
 from evaluation.simulator import SimulationResult
+from evaluation.unlearning_metrics import Evaluator, attack_success_rate, average_round_saving, error_rate, model_gap
 
 
 def test_trigger_stamps_only_the_bottom_right_patch() -> None:

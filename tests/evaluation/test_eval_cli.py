@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from starfish.cli import main
+from starfish_cli.entry import main
 
 BASE = [
     "simulate",

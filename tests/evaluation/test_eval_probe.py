@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from evaluation.dataset_probe import DatasetProbe
 from evaluation.experiment import Experiment
 from evaluation.models import build_model, set_flat
-from evaluation.probe import DatasetProbe
 from evaluation.simulator import SimulationResult
 from mpc.plain_backend import PlainBackend
 

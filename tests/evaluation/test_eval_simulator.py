@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from client_sdk.stats import l2_norm, tolerance_threshold
-from evaluation.oracle import SimulatedOracle
+from evaluation.simulated_oracle import SimulatedOracle
 from evaluation.simulator import SimulationConfig, SimulationResult, build_federation, simulate
 from mpc.plain_backend import PlainBackend
 from unlearning.history import GradientRequest
 
-from conftest import SMALL
+from helpers.eval_federations import SMALL
 
 
 def test_models_follow_fedavg_of_the_recorded_gradients(small_run: SimulationResult) -> None:

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation.oracle import SimulatedOracle
-from evaluation.probe import DatasetProbe
+from evaluation.dataset_probe import DatasetProbe
+from evaluation.simulated_oracle import SimulatedOracle
 from evaluation.simulator import SimulationConfig, SimulationResult, simulate
 from evaluation.training import fedavg
 from mpc.plain_backend import PlainBackend
 from privacy.adaptive import next_budget, noise_std
 from unlearning.history import GradientRequest
 
-from conftest import SMALL
+from helpers.eval_federations import SMALL
 
 #: the small federation with privatized uploads; ε large enough that the model still learns
 PRIVATE = replace(SMALL, upload_dp=True, dp_clip_norm=2.0, dp_epsilon_0=20.0, dp_epsilon_min=20.0, dp_epsilon_max=60.0)

@@ -15,7 +15,7 @@ import pytest
 from evaluation.experiment import Experiment
 from evaluation.simulator import SimulationConfig
 
-from conftest import backdoored_experiment, unlearn
+from helpers.eval_federations import backdoored_experiment, unlearn
 
 FEDERATION = SimulationConfig(dataset="digits", num_clients=8, rounds=20, lr=0.5, local_epochs=1, batch_size=32, seed=0)
 SETTINGS = {

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from client_sdk.evidence import CertificateInvalid, check_certificate, model_matches, verify_certificate
+from harness.local import REPO_ROOT
 from mpc.plane.certs import issue_signing_cert
 from proto.wire import model_hash
-from starfish.local import REPO_ROOT
 
-from evidence_fixtures import Keys, certificate, sign_as, statement
+from helpers.evidence_fixtures import Keys, certificate, sign_as, statement
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_starfish_verify_command(keys, tmp_path):
     good.write_text(json.dumps(doc))
     doc["signatures"].pop()
     bad.write_text(json.dumps(doc))
-    cmd = [sys.executable, "-m", "starfish.cli", "verify", "--ca", str(keys.ca)]
+    cmd = [sys.executable, "-m", "starfish_cli", "verify", "--ca", str(keys.ca)]
     ok = subprocess.run([*cmd, str(good)], check=False, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert "VALID" in ok.stdout and "It does not prove" in ok.stdout

@@ -12,7 +12,7 @@ from server.evidence.certifier import CERTIFICATE_FILE, Attestor, Certifier
 from server.jobs.jobstore import JobStore
 from server.store import Store
 
-from evidence_fixtures import Keys, certificate
+from helpers.evidence_fixtures import Keys, certificate
 
 
 @pytest.fixture

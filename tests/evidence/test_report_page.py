@@ -16,16 +16,16 @@ import re
 import pytest
 
 from client_sdk.evidence import check_certificate
+from harness.report_page import charts, render_page
+from harness.report_page.glossary import TERMS
+from harness.report_page.parameters import MEANINGS
 from server.jobs.cancellation import cancellation_report
 from server.jobs.job_report import KIND_COHORTS
 from server.jobs.jobstore import JobRecord
-from starfish.report_page import charts, render_page
-from starfish.report_page.glossary import TERMS
-from starfish.report_page.parameters import MEANINGS
 from unlearning.baselines.random_selection import RandomSelectionParams
 from unlearning.starfish.params import StarfishParams
 
-from evidence_fixtures import Keys, certificate
+from helpers.evidence_fixtures import Keys, certificate
 
 FILED = 1_800_000_000.0
 

@@ -2,9 +2,9 @@
 
     python client_process.py ROOT CLIENT ROUND M
 
-(tests/integration on PYTHONPATH) waits until round ROUND is open on both parties, prints
+(tests/ on PYTHONPATH, for the helpers package) waits until round ROUND is open on both parties, prints
 "ready", waits for a line on stdin, then submits its deterministic gradient for the round
-(fault_helpers.gradient) and prints the receipt as JSON — or {"error": ..., "outcome": ...}
+(helpers.fault_helpers.gradient) and prints the receipt as JSON — or {"error": ..., "outcome": ...}
 when the SDK raises. Its outbox is the deployment's (`LocalDeployment.client`), so a
 restarted process resumes the same sharing.
 """
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from client_sdk import RoundClosedError, StarfishError
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
-from fault_helpers import gradient, samples
+from helpers.fault_helpers import gradient, samples
 
 
 def main(root: str, client: str, round_index: int, m: int) -> int:

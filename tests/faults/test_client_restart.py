@@ -24,8 +24,8 @@ import pytest
 
 from client_sdk import RoundClosedError
 
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
-from stage1_helpers import wait_committed
+from helpers.fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from helpers.stage1_helpers import wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 HERE = Path(__file__).resolve().parent
@@ -37,7 +37,7 @@ class ClientProcess:
     """client_process.py for one (client, round): started, then told to go, killed or awaited."""
 
     def __init__(self, dep, client: str, round_index: int):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "integration"), str(HERE)])}
+        env = {**os.environ, "PYTHONPATH": str(HERE.parent)}  # tests/: the helpers package
         self.log = open(dep.root / "logs" / f"{client}-r{round_index}.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "client_process.py"), str(dep.root), client, str(round_index), str(M)],

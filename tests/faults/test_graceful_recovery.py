@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from fault_helpers import check_acked_counted, check_models, deployment, receipts_of, submit_threads
-from stage1_helpers import wait_committed
+from helpers.fault_helpers import check_acked_counted, check_models, deployment, receipts_of, submit_threads
+from helpers.stage1_helpers import wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 

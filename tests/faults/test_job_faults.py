@@ -40,7 +40,7 @@ from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2
 from server.jobs.checkpoints import CKPT_RE
 
-from stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
+from helpers.stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
 
 TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
 RESTARTS = max(1, TRIALS - 1)  #: seeded party0 restarts during a job (training set to continue)

@@ -32,7 +32,7 @@ from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.auth import CLIENT_ID_KEY, CLIENT_TOKEN_KEY
 
-from stage2_fixtures import TrainedService
+from helpers.stage2_fixtures import TrainedService
 
 CLIENTS = [f"c{i}" for i in range(5)]
 ROUNDS = 3

@@ -34,7 +34,7 @@ import pytest
 from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2
 
-from stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
+from helpers.stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
 
 TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
 TARGETS = [f"t{k}" for k in range(TRIALS)]

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
-from stage1_helpers import wait_committed
+from helpers.fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from helpers.stage1_helpers import wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 M = 250_000

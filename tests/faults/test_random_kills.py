@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from fault_helpers import ClientThreads, check_acked_counted, check_models, deployment
-from stage1_helpers import wait_committed
+from helpers.fault_helpers import ClientThreads, check_acked_counted, check_models, deployment
+from helpers.stage1_helpers import wait_committed
 
 TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
 pytestmark = pytest.mark.timeout(150 + 60 * TRIALS)

@@ -19,9 +19,9 @@ from client_sdk.sharing import make_sharing
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 
-from fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
-from metrics_scrape import scrape, value
-from stage1_helpers import F, wait_committed
+from helpers.fault_helpers import check_acked_counted, check_models, deployment, gradient, samples
+from helpers.metrics_scrape import scrape, value
+from helpers.stage1_helpers import F, wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 M = 64

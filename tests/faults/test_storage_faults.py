@@ -22,11 +22,18 @@ import time
 
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
-from fault_helpers import check_acked_counted, check_models, configure, receipts_of, start_training, submit_threads
-from stage1_helpers import wait_committed
-from storage_helpers import disk_full, read_only, require_root, tmpfs
+from helpers.fault_helpers import (
+    check_acked_counted,
+    check_models,
+    configure,
+    receipts_of,
+    start_training,
+    submit_threads,
+)
+from helpers.stage1_helpers import wait_committed
+from helpers.storage_helpers import disk_full, read_only, require_root, tmpfs
 
 pytestmark = pytest.mark.timeout(300)
 M = 20_000

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, MetricRecord, RecordDict
 
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 from starfish_flower import Parties, StarfishMod, keys, mod
-from starfish_flower.settings import identity_from_credentials
+from starfish_flower.parties import identity_from_credentials
 
 pytestmark = pytest.mark.timeout(300)
 M = 32

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fuzz_deployment import DIM, FUZZ_CLIENT, TRAINERS, train_round
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
+
+from helpers.fuzz_deployment import DIM, FUZZ_CLIENT, TRAINERS, train_round
 
 
 @pytest.fixture(scope="module")

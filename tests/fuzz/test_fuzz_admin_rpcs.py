@@ -9,13 +9,14 @@ import json
 
 import grpc
 import pytest
-from fuzz_deployment import FUZZ_CLIENT, HINTS, assert_survived
-from fuzz_messages import BAD_CODES, FUZZ, mutated, random_message, send
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proto.starfish.v1 import admin_pb2
 from server.auth import CLIENT_ID_KEY, CLIENT_TOKEN_KEY
+
+from helpers.fuzz_deployment import FUZZ_CLIENT, HINTS, assert_survived
+from helpers.fuzz_messages import BAD_CODES, FUZZ, mutated, random_message, send
 
 METHODS = list(admin_pb2.DESCRIPTOR.services_by_name["AdminService"].methods)
 NAMES = ["sigma", "B", "recovery_rounds", "eta", "seed", "x"]

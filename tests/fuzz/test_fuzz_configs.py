@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_messages import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.local import LocalDeployment
 from mpc.plane.dealer_config import DealerConfigError, load_dealer_config
 from server.config import ConfigError, load_config
-from starfish.local import LocalDeployment
+
+from helpers.fuzz_messages import FUZZ
 
 LOADERS = {
     "party0": (load_config, ConfigError),
@@ -132,7 +133,7 @@ def test_mutated_values_are_refused_with_the_loaders_error(documents, name, tmp_
 
 @pytest.mark.parametrize("name", sorted(LOADERS))
 def test_mutated_text_is_refused_with_the_loaders_error(documents, name, tmp_path):
-    from fuzz_messages import mutated
+    from helpers.fuzz_messages import mutated
 
     @FUZZ
     @given(mutated(documents[name][0].read_bytes()))

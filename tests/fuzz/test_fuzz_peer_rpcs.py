@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from fuzz_deployment import HINTS, assert_survived
-from fuzz_messages import BAD_CODES, FUZZ, Hints, mutated, random_message, send
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
+
+from helpers.fuzz_deployment import HINTS, assert_survived
+from helpers.fuzz_messages import BAD_CODES, FUZZ, Hints, mutated, random_message, send
 
 METHODS = list(peer_pb2.DESCRIPTOR.services_by_name["PeerService"].methods)
 ROUND_STEPS = {

@@ -6,7 +6,7 @@ import pytest
 
 import starfish_flower.offline  # noqa: F401  (before any flwr import: no telemetry leaves the machine)
 
-from stage2_fixtures import STAGE2_CLIENTS, STAGE2_PARAMS, STAGE2_ROUNDS, TASK_TIMEOUT_S, TrainedService
+from helpers.stage2_fixtures import STAGE2_CLIENTS, STAGE2_PARAMS, STAGE2_ROUNDS, TASK_TIMEOUT_S, TrainedService
 
 
 @pytest.fixture(scope="session")

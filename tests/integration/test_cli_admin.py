@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from starfish.local import REPO_ROOT
+from harness.local import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(300)
 UP_READY = "Ctrl-C stops everything"
@@ -31,7 +31,7 @@ UP_READY = "Ctrl-C stops everything"
 
 def _cli(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "starfish.cli", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "starfish_cli", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -50,7 +50,7 @@ def deployment(tmp_path_factory):
     root = tmp_path_factory.mktemp("cliup") / "run"
     log = open(root.parent / "up.out", "w+")  # noqa: SIM115 (the process writes to it until the end)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "starfish.cli", "up", "--dir", str(root), "--clients", "3"],
+        [sys.executable, "-m", "starfish_cli", "up", "--dir", str(root), "--clients", "3"],
         cwd=REPO_ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -30,7 +30,7 @@ SMOKE = [
 
 def _demo(out: Path, *extra: str, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "starfish.cli", "demo", "--out", str(out), *extra],
+        [sys.executable, "-m", "starfish_cli", "demo", "--out", str(out), *extra],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -137,7 +137,7 @@ def test_a_party_dying_mid_training_fails_clearly_and_stops_the_rest(tmp_path):
         [
             sys.executable,
             "-m",
-            "starfish.cli",
+            "starfish_cli",
             "demo",
             "--out",
             str(out),

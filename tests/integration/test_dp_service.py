@@ -23,7 +23,7 @@ from privacy.accountant import privacy_report
 from privacy.release_log import Release
 from proto.starfish.v1 import admin_pb2
 
-from stage2_fixtures import LR, TrainedService
+from helpers.stage2_fixtures import LR, TrainedService
 
 CLIENTS = [f"c{i}" for i in range(5)]
 ROUNDS = 4

@@ -20,21 +20,21 @@ import numpy as np
 import pytest
 
 from client_sdk.evidence import model_matches, verify_certificate
+from harness.local import REPO_ROOT
 from proto.certificate import canonical_json, signing_payload
 from proto.certificate_verify import verify_document
 from proto.starfish.v1 import peer_pb2, peer_pb2_grpc
 from server.evidence.statement import receipt_entry
-from starfish.local import REPO_ROOT
 
-from metrics_scrape import scrape, value
-from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
+from helpers.metrics_scrape import scrape, value
+from helpers.stage2_fixtures import STAGE2_ROUNDS as ROUNDS
 
 pytestmark = pytest.mark.timeout(400)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "starfish.cli", *args],
+        [sys.executable, "-m", "starfish_cli", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -10,8 +10,8 @@ import pytest
 from flwr.app import Array, ArrayRecord
 
 from client_sdk.errors import StarfishError
+from harness.local import LocalDeployment
 from proto.starfish.v1 import common_pb2
-from starfish.local import LocalDeployment
 from starfish_flower import StarfishFedAvg
 
 pytestmark = pytest.mark.timeout(300)

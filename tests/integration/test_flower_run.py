@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from client_sdk.evidence import verify_certificate
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 from starfish_flower import sandbox
 
 pytestmark = pytest.mark.timeout(900)

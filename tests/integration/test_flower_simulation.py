@@ -1,6 +1,6 @@
 """A Flower app on Flower's Simulation Engine (Ray) through `StarfishMod` and
 `StarfishFedAvg`, against both parties as real processes (TLS, job workers, dealer), all
-inside a network namespace the test creates with loopback only (`flower_run.py`; Ray's
+inside a network namespace the test creates with loopback only (`helpers/flower_run.py`; Ray's
 dashboard probes cloud metadata addresses, which must not leave the machine).
 
 Four virtual clients train a tiny logistic regression for three rounds; the ServerApp then
@@ -27,15 +27,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 from starfish_flower import offline, sandbox
 
-from flower_app import fit, node_data
-from flower_run import CLIENTS, ROUNDS_AFTER, ROUNDS_BEFORE
+from helpers.flower_app import fit, node_data
+from helpers.flower_run import CLIENTS, ROUNDS_AFTER, ROUNDS_BEFORE
 
 pytestmark = pytest.mark.timeout(600)
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  #: on the run's PYTHONPATH, for the helpers package
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +44,9 @@ def run(tmp_path_factory):
         pytest.fail("cannot create a network namespace (unshare --net): the simulation would reach outside addresses")
     tmp = tmp_path_factory.mktemp("flower")
     root, out = tmp / "dep", tmp / "result.json"
-    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, **offline.SWITCHES, "PYTHONPATH": path}  # switches set before the run imports flwr
-    command = sandbox.loopback_only([sys.executable, str(HERE / "flower_run.py"), str(root), str(out)])
+    command = sandbox.loopback_only([sys.executable, str(TESTS / "helpers" / "flower_run.py"), str(root), str(out)])
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540, check=False)
     except subprocess.TimeoutExpired as exc:  # the namespace's processes die with it

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from harness.local import LocalDeployment
 from server.readiness import LIVENESS
-from starfish.local import LocalDeployment
 
-from metrics_scrape import scrape, value
+from helpers.metrics_scrape import scrape, value
 
 pytestmark = pytest.mark.timeout(300)
 CLIENTS = ["a", "b", "c"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 
 from client_sdk.evidence import check_certificate
-from starfish.local import REPO_ROOT
-from starfish.report_page import render_page
-from starfish.report_page.markup import when
+from harness.local import REPO_ROOT
+from harness.report_page import render_page
+from harness.report_page.markup import when
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 FLAGS = (
@@ -252,7 +252,7 @@ def test_the_report_page_renders_in_a_real_browser(stage2, certified_job, tmp_pa
         [
             sys.executable,
             "-m",
-            "starfish.cli",
+            "starfish_cli",
             "admin",
             "--dir",
             str(stage2.dep.root),

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from client_sdk.errors import StarfishError
+from harness.local import LocalDeployment
 from proto.starfish.v1 import client_pb2
 from proto.wire import model_hash
-from starfish.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
 CLIENTS = ["a", "b", "c", "d"]

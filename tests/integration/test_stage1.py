@@ -18,12 +18,12 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from client_sdk.sharing import make_sharing
 from client_sdk.torch_helper import flatten, make_grad_fn
+from harness.local import LocalDeployment
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from server.store import Store
-from starfish.local import LocalDeployment
 
-from stage1_helpers import (
+from helpers.stage1_helpers import (
     F,
     fedavg_step,
     run_clients,

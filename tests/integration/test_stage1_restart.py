@@ -14,10 +14,10 @@ import time
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 
-from stage1_helpers import fedavg_step, tolerance, wait_committed
+from helpers.stage1_helpers import fedavg_step, tolerance, wait_committed
 
 pytestmark = pytest.mark.timeout(480)
 LR = 0.2

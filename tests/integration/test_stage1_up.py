@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -22,7 +22,7 @@ def _children(pid: int) -> list[int]:
 
 def test_up_starts_everything_and_stops_cleanly(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "starfish.cli", "up", "--dir", str(tmp_path / "run"), "--clients", "2"],
+        [sys.executable, "-m", "starfish_cli", "up", "--dir", str(tmp_path / "run"), "--clients", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -19,7 +19,7 @@ import pytest
 
 from proto.starfish.v1 import admin_pb2
 
-from stage2_fixtures import plaintext_reference, relative_gap
+from helpers.stage2_fixtures import plaintext_reference, relative_gap
 
 SILENT = "c5"
 PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)

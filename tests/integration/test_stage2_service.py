@@ -29,13 +29,13 @@ from cryptography.hazmat.primitives import serialization
 
 from client_sdk.admin import AdminClient, request_own_unlearning
 from client_sdk.errors import StarfishError
+from harness.local import REPO_ROOT
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.job_config import DEMO_DEALER_LABEL
 from server.store import StoreError
-from starfish.local import REPO_ROOT
 
-from stage2_fixtures import STAGE2_ROUNDS as ROUNDS
-from stage2_fixtures import plaintext_reference, relative_gap
+from helpers.stage2_fixtures import STAGE2_ROUNDS as ROUNDS
+from helpers.stage2_fixtures import plaintext_reference, relative_gap
 
 PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
 JOB_TIMEOUT_S = 150
@@ -217,7 +217,7 @@ def test_cli_fetches_report_and_model(service, tmp_path):
         assert done, "the job tests run first"
         _, model = admin.job_model(done[-1])
         target = _report(admin, done[-1])["job"]["targets"][0]
-    cli = [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root)]
+    cli = [sys.executable, "-m", "starfish_cli", "admin", "--dir", str(service.dep.root)]
     out = subprocess.run(
         cli + ["result", done[-1], "--out", str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
     )

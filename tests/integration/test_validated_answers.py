@@ -13,11 +13,11 @@ import json
 import threading
 
 import pytest
-from poisoned_inputs import PoisoningClient
 
 from proto.starfish.v1 import admin_pb2
 
-from stage2_fixtures import TrainedService
+from helpers.poisoned_inputs import PoisoningClient
+from helpers.stage2_fixtures import TrainedService
 
 pytestmark = pytest.mark.timeout(600)
 CLIENTS = [f"c{i}" for i in range(5)]

@@ -17,13 +17,13 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
-from poisoned_inputs import poisoned_sharing
 
+from harness.local import LocalDeployment
 from proto.binding import round_target
 from proto.starfish.v1 import client_pb2_grpc, common_pb2
-from starfish.local import LocalDeployment
 
-from stage1_helpers import fedavg_step, tolerance, wait_committed
+from helpers.poisoned_inputs import poisoned_sharing
+from helpers.stage1_helpers import fedavg_step, tolerance, wait_committed
 
 pytestmark = pytest.mark.timeout(300)
 LR = 0.5

@@ -9,7 +9,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mpc.plane.certs import issue_signing_cert
 from proto import certificate
-from starfish.cli import main
+from starfish_cli.entry import main
 
 
 def _cert(path) -> x509.Certificate:

@@ -16,7 +16,7 @@ from mpc.plane.dealer_service import DealerConfig, DealerLimits, DealerService
 from mpc.plane.rendezvous import PeerListener, connect_peer, ping
 from mpc.plane.tls import PeerRefused, client_context, server_context
 
-from plane_helpers import HOST, Pki, both
+from helpers.plane_helpers import HOST, Pki, both
 
 SILENT = 40  #: more than the 36 connection slots a dealer with 16 sessions kept before
 

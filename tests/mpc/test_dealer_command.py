@@ -16,9 +16,9 @@ from mpc.plane.dealer_client import open_dealer_link
 from mpc.plane.dealer_ops import request
 from mpc.plane.tls import client_context
 from mpc.ports import free_port
-from starfish.cli import main
+from starfish_cli.entry import main
 
-from plane_helpers import Pki, both
+from helpers.plane_helpers import Pki, both
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_dealer_process_serves_a_session_and_stops_on_sigterm(tmp_path):
     port = free_port()
     cfg = _write_config(tmp_path / "dealer.toml", pki.good, f"127.0.0.1:{port}")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "starfish.cli", "dealer", "--config", str(cfg)],
+        [sys.executable, "-m", "starfish_cli", "dealer", "--config", str(cfg)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -17,7 +17,7 @@ from mpc.plane.dealer_ops import request
 from mpc.plane.dealer_service import DealerConfig, DealerLimits, DealerService
 from mpc.plane.tls import PeerRefused, client_context
 
-from plane_helpers import HOST, Pki, both
+from helpers.plane_helpers import HOST, Pki, both
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

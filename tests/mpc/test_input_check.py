@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mpc.input_check import CheckBounds, HeldInput, largest_norm, plain_check
 
-from input_check_pair import Pipe, Upload, honest, ring, run_held, run_pair
+from helpers.input_check_pair import Pipe, Upload, honest, ring, run_held, run_pair
 
 F = 16
 NORMS = (0.05, 1.0, 7.5, 40.0)

@@ -7,7 +7,7 @@ import torch
 
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 
-import twoparty_cases as cases
+from helpers import twoparty_cases as cases
 
 pytestmark = pytest.mark.timeout(300)
 ULP = 2.0**-DEFAULT_PRECISION_BITS

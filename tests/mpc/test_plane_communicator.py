@@ -19,7 +19,7 @@ from mpc.crypten_loader import load_crypten
 from mpc.plane.channel import ChannelClosed
 from mpc.plane.communicator import PlaneCommunicator
 
-from plane_helpers import Pki, both, pair
+from helpers.plane_helpers import Pki, both, pair
 
 crypten = load_crypten()
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,7 +12,7 @@ import pytest
 from mpc.plane.rendezvous import PeerListener, connect_peer
 from mpc.plane.tls import PeerRefused, client_context, server_context
 
-from plane_helpers import HOST, Pki
+from helpers.plane_helpers import HOST, Pki
 
 
 @pytest.fixture(scope="module")

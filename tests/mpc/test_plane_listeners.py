@@ -14,7 +14,7 @@ from mpc.plane.dealer_service import DealerConfig, DealerService
 from mpc.plane.rendezvous import PeerListener
 from mpc.plane.tls import server_context
 
-from plane_helpers import HOST, Pki
+from helpers.plane_helpers import HOST, Pki
 
 OTHER = "127.0.0.2"  #: another address of this host (all of 127/8 is local), not configured
 

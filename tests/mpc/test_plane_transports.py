@@ -8,7 +8,7 @@ import torch
 
 from mpc.cluster import ClusterConfig, run_two_party
 
-import twoparty_cases as cases
+from helpers import twoparty_cases as cases
 
 
 @pytest.mark.timeout(400)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, encode, share
 from mpc.plain_backend import PlainBackend
 
-import twoparty_cases as cases
+from helpers import twoparty_cases as cases
 
 pytestmark = pytest.mark.timeout(600)
 

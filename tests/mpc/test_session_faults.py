@@ -17,7 +17,7 @@ from mpc.plane.communicator import PlaneCommunicator
 from mpc.plane.tls import TlsFiles
 from mpc.session import Endpoint, InsecureProviderError, SessionConfig, SessionError, configure
 
-import twoparty_cases as cases
+from helpers import twoparty_cases as cases
 
 SHORT_TIMEOUT_S = 5.0
 

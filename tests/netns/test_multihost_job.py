@@ -35,7 +35,7 @@ from netlab.capture import tcpdump_missing
 from netlab.flows import find, read_streams
 from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
-from multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
+from helpers.multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
 
 pytestmark = [
     pytest.mark.needs_netns,
@@ -86,7 +86,7 @@ def test_each_operator_host_holds_only_its_own_private_keys(world):
     }
     digests = [d for found in keys.values() for d in found.values()]
     assert len(set(digests)) == len(digests)  # no key copied from one place to another
-    from starfish.multihost.recipe import private_keys
+    from harness.multihost.recipe import private_keys
 
     assert private_keys(world.recipe.root) == keys  # still so after Stage I
 

@@ -10,9 +10,9 @@ import tomllib
 
 import pytest
 
+from harness.multihost.recipe import DEPLOY_DIR, OPERATORS, hosts, render
 from mpc.plane.dealer_config import load_dealer_config
 from server.config import load_config, token_digest
-from starfish.multihost.recipe import DEPLOY_DIR, OPERATORS, hosts, render
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="deploy/install.sh sets file owners: needs root")
 
@@ -55,7 +55,7 @@ def test_units_run_the_installed_command_on_the_rendered_config(recipe):
         assert argv[0] == str(recipe.root / "opt" / ".venv" / "bin" / "starfish")  # /opt/starfish's console script
         assert argv[-1] == str(recipe.config_path(name))
     with pytest.raises(ValueError, match="ExecStart"):
-        from starfish.multihost.recipe import unit_exec_start
+        from harness.multihost.recipe import unit_exec_start
 
         unit_exec_start(DEPLOY_DIR / "hosts.toml")
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import REPO_ROOT, LocalDeployment
 from server.store import Store
-from starfish.local import REPO_ROOT, LocalDeployment
 
-from metrics_scrape import scrape, value
+from helpers.metrics_scrape import scrape, value
 
 pytestmark = pytest.mark.timeout(300)
 HERE = Path(__file__).resolve().parent

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from mpc.dp_noise import keyed_gaussian
 from privacy.settings import DPSettings
 from server.stage1_dp import Stage1Privacy
 from server.store import Store
-from starfish.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(600)
 CLIENTS = ["a", "b", "c"]

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from server.store import Store
-from starfish.local import LocalDeployment
 
 pytestmark = pytest.mark.timeout(300)
 M = 64

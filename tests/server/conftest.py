@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from starfish.local import LocalDeployment
+from harness.local import LocalDeployment
 
-from server_fixtures import CLIENTS, M
+from helpers.server_fixtures import CLIENTS, M
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import time
 
 import yaml
 
+from harness.local import REPO_ROOT
 from server import metrics
-from starfish.local import REPO_ROOT
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "starfish-alerts.yml"
 SCRAPE = REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml"

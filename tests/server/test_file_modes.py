@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from mpc.fixedpoint import random_ring
 from server.file_modes import ExposedStoreError, check_private
 from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobStore
 from server.store import Store
-from starfish.local import LocalDeployment
 from tests.server.test_jobs_parts import _export, _state
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,10 +17,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from mpc.fixedpoint import random_ring
 from server.jobs.jobstore import JobStore
 from server.jobs.manager import JobManager
 from server.store import Store
+
+from helpers.store_rounds import commit_round
 
 M = 4
 
@@ -36,21 +37,10 @@ class RecordingPeer:
         return None
 
 
-def _commit(store: Store, i: int, members: dict[str, int]) -> str:
-    previous = store.global_model_hash(i - 1)
-    store.open_round(i, previous, deadline=1e12, lr=0.5)
-    for c, n in members.items():
-        store.put_upload(i, c, n, random_ring(M), random_ring(1), random_ring(1), previous)
-    store.set_round_state(i, "closed")
-    store.set_membership(i, members)
-    store.set_round_output(i, "toy", np.full(M, float(i), dtype=np.float32), 0)
-    return store.commit_round(i)
-
-
 def _manager(tmp_path: Path) -> tuple[JobManager, Store, JobStore, RecordingPeer]:
     store = Store(tmp_path / "p0", 0)
     store.install_initial_model("toy", np.zeros(M, dtype=np.float32), 0.5)
-    _commit(store, 1, {"c1": 3, "c2": 4})
+    commit_round(store, 1, {"c1": 3, "c2": 4}, M)
     jobs = JobStore(tmp_path / "jobs")
     peer = RecordingPeer()
     manager = JobManager.__new__(JobManager)  # no worker standby, no thread: the rule alone
@@ -90,7 +80,7 @@ def test_a_round_committed_after_the_base_rebases_the_job(tmp_path: Path):
     job, checkpoints = _running_job(jobs, store, base=1)
     manager.state.training_paused.set()
     assert not manager._chain_moved(job)
-    newest = _commit(store, 2, {"c1": 3, "c2": 4, "c3": 5})  # a round that slipped past the pause
+    newest = commit_round(store, 2, {"c1": 3, "c2": 4, "c3": 5}, M)  # a round that slipped past the pause
     assert manager._chain_moved(job) and manager._installed_model(job) == ""
 
     rebased = manager._rebase(job)
@@ -103,7 +93,7 @@ def test_a_round_committed_after_the_base_rebases_the_job(tmp_path: Path):
     assert rebased.state == "running" and "re-based on global model 2" in rebased.step
     assert manager.state.training_paused.is_set()
     assert not manager._chain_moved(rebased)
-    _commit(store, 3, {"c1": 3, "c2": 4})
+    commit_round(store, 3, {"c1": 3, "c2": 4}, M)
     assert manager._rebase(jobs.get("j1")).rebased == 2  # every re-base is counted
 
 
@@ -119,7 +109,7 @@ def test_an_install_just_before_a_restart_is_no_moved_chain(tmp_path: Path):
 def test_a_committed_round_is_not_taken_for_the_jobs_install(tmp_path: Path):
     manager, store, jobs, _ = _manager(tmp_path)
     job, _ = _running_job(jobs, store, base=1)
-    _commit(store, 2, {"c1": 3, "c2": 4})
+    commit_round(store, 2, {"c1": 3, "c2": 4}, M)
 
     assert manager._installed_model(job) == ""
     assert manager._chain_moved(job)

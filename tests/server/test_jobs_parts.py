@@ -27,6 +27,8 @@ from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.starfish.state import CurvaturePair, StarfishState
 from unlearning.starfish.strategy import StarfishStrategy
 
+from helpers.store_rounds import commit_round
+
 M = 7
 
 
@@ -164,16 +166,9 @@ def test_job_queue_order_and_states(tmp_path: Path):
 def _history_store(tmp_path: Path) -> Store:
     """Two committed rounds: c1, c2 in both, c3 only in round 2, c4 registered but never trained."""
     store = Store(tmp_path / "p0", 0)
-    m0 = store.install_initial_model("toy", np.zeros(M, dtype=np.float32), 0.5)
-    previous = m0
+    store.install_initial_model("toy", np.zeros(M, dtype=np.float32), 0.5)
     for i, members in ((1, {"c1": 3, "c2": 4}), (2, {"c1": 3, "c2": 4, "c3": 5})):
-        store.open_round(i, previous, deadline=1e12, lr=0.5)
-        for c, n in members.items():
-            store.put_upload(i, c, n, random_ring(M), random_ring(1), random_ring(1), previous)
-        store.set_round_state(i, "closed")
-        store.set_membership(i, members)
-        store.set_round_output(i, "toy", np.full(M, float(i), dtype=np.float32), 0)
-        previous = store.commit_round(i)
+        commit_round(store, i, members, M)
     return store
 
 

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_handshake import negotiated_version
 
+from harness.local import LocalDeployment, render_config
 from mpc.ports import free_port
-from starfish.local import LocalDeployment, render_config
+
+from helpers.tls_handshake import negotiated_version
 
 REPO = Path(__file__).resolve().parents[2]
 

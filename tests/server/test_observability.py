@@ -18,8 +18,8 @@ import pytest
 
 from proto.starfish.v1 import client_pb2, client_pb2_grpc
 
-from metrics_scrape import scrape, value
-from server_fixtures import client_channel, metadata, raw_upload
+from helpers.metrics_scrape import scrape, value
+from helpers.server_fixtures import client_channel, metadata, raw_upload
 
 pytestmark = pytest.mark.timeout(120)
 

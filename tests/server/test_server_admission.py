@@ -16,12 +16,12 @@ import grpc
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from mpc.fixedpoint import random_ring, to_wire
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import chunks
-from starfish.local import LocalDeployment
 
-from server_fixtures import admin_channel, bound_header, client_channel, metadata
+from helpers.server_fixtures import admin_channel, bound_header, client_channel, metadata
 
 pytestmark = pytest.mark.timeout(300)
 WATCH = client_pb2.WatchTasksRequest()

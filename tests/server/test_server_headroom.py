@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client_sdk import UploadRejectedError
+from harness.local import LocalDeployment
 from mpc.fixedpoint import decode, encode, reconstruct_encoded, share_encoded
 from server import membership
 from server.headroom import RING_MAX, coordinate_bound, fits, round_sample_budget, trim_to_budget
-from starfish.local import LocalDeployment
 
 
 @settings(max_examples=200, deadline=None)

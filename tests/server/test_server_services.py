@@ -22,7 +22,7 @@ from proto.starfish.v1 import (
 )
 from server.store import Store, TaskRecord
 
-from server_fixtures import (
+from helpers.server_fixtures import (
     M,
     admin_channel,
     client_channel,

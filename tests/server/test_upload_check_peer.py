@@ -12,14 +12,14 @@ import grpc
 import numpy as np
 import pytest
 
+from harness.local import LocalDeployment
 from mpc.fixedpoint import share, to_wire
 from mpc.input_check import largest_norm
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2, peer_pb2, peer_pb2_grpc
 from proto.wire import model_hash, model_messages
 from server.store import membership_digest
-from starfish.local import LocalDeployment
 
-from server_fixtures import bound_header
+from helpers.server_fixtures import bound_header
 
 pytestmark = pytest.mark.timeout(120)
 M = 16

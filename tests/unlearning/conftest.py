@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synthetic_fl import LogRegSetup, fixed_noise, make_logreg_setup
+from helpers.synthetic_fl import LogRegSetup, fixed_noise, make_logreg_setup
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from mpc.plain_backend import PlainBackend
 from unlearning import registry
 from unlearning.strategy import UnlearnContext
 
-from backdoor_fl import TARGET, BackdoorFL
-from synthetic_fl import LogRegOracle, LogRegProbe
+from helpers.backdoor_fl import TARGET, BackdoorFL
+from helpers.synthetic_fl import LogRegOracle, LogRegProbe
 
 ROUNDS = 20
 LR = 0.5

@@ -10,7 +10,7 @@ from unlearning.baselines.common import loss_windows
 from unlearning.baselines.crab import CrabStrategy, KeptRound, kl_divergence, rollback_index
 from unlearning.strategy import UnlearnContext, UnlearningError
 
-from synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
+from helpers.synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
 
 BIG = {2, 5}  #: rounds with large steps in the constructed example
 

@@ -13,7 +13,7 @@ from unlearning.baselines.fedadp import FedADPStrategy
 from unlearning.history import UploadPrivacy
 from unlearning.strategy import UnlearnContext, UnlearningError
 
-from synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
+from helpers.synthetic_fl import LogRegFL, LogRegProbe, TableOracle, history_from_gradients
 
 
 def test_budget_schedule_follows_eq4():

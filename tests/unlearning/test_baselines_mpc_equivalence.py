@@ -16,7 +16,7 @@ from mpc.plain_backend import PlainBackend
 from unlearning import registry
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle, LogRegProbe
+from helpers.synthetic_fl import LogRegFL, LogRegOracle, LogRegProbe
 
 ROUNDS = 10
 LR = 0.5

@@ -23,7 +23,7 @@ from privacy.settings import DPSettings
 from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
+from helpers.synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5

@@ -18,7 +18,7 @@ from mpc.plain_backend import PlainBackend
 from unlearning.starfish import StarfishState, StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
+from helpers.synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5

@@ -11,7 +11,7 @@ from unlearning.starfish import StarfishStrategy
 from unlearning.starfish.thresholds import client_rounds, determine_thresholds
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle
+from helpers.synthetic_fl import LogRegFL, LogRegOracle
 
 ABSENT = {"c1": {2, 3, 7}, "c3": {1, 5}, "c0": {4}}  #: rounds each client skipped
 ROUNDS, LR, ALPHA = 10, 0.5, 0.4

@@ -12,7 +12,7 @@ from unlearning.starfish import StarfishParams, StarfishStrategy
 from unlearning.starfish.recovery import recovery_schedule
 from unlearning.strategy import UnlearnContext
 
-from synthetic_fl import LogRegFL, LogRegOracle
+from helpers.synthetic_fl import LogRegFL, LogRegOracle
 
 ROUNDS, LR = 10, 0.5
 BASE = {"sigma": 0.6, "beta": 0.2}

@@ -12,7 +12,7 @@ from unlearning.starfish import StarfishState, StarfishStrategy, release
 from unlearning.starfish.release import PendingRelease, classify, release_support, revealable
 from unlearning.strategy import UnlearningError
 
-from synthetic_fl import fixed_noise, make_logreg_setup
+from helpers.synthetic_fl import fixed_noise, make_logreg_setup
 
 N_SAMPLES = {"a": 10, "b": 20, "c": 30, "d": 40, "e": 50}
 

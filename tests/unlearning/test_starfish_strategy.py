@@ -16,7 +16,7 @@ from unlearning.starfish import StarfishParams, StarfishState, StarfishStrategy
 from unlearning.starfish.run_report import average_round_saving, theorem1_bound
 from unlearning.strategy import UnlearningError
 
-from synthetic_fl import LogRegFL, LogRegOracle, LogRegSetup, make_logreg_setup
+from helpers.synthetic_fl import LogRegFL, LogRegOracle, LogRegSetup, make_logreg_setup
 
 LR = 0.5
 ETA_U = LR / 0.6  #: η_l/σ: T′ = σT replayed rounds cover the same "distance" as T rounds

@@ -1,8 +1,0 @@
-"""The one error a `starfish` command raises for a wrong input or a failed call: `starfish.cli`
-prints it as one line (`starfish <command>: error: ...`) and exits with status 1."""
-
-from __future__ import annotations
-
-
-class CommandError(Exception):
-    """A command cannot do what was asked; the message says why (one line)."""
