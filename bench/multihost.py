@@ -1,6 +1,6 @@
 """The whole unlearning job with the operators on separate (emulated) hosts.
 
-The `deploy/` recipe runs on network namespaces (`netlab`): the dealer service, party0,
+The `deploy/` recipe runs on network namespaces (`harness.netlab`): the dealer service, party0,
 party1 and the clients each on their own host, joined by a bridge. The same job — Stage I history trained once,
 then "unlearn client-00 with Starfish" filed by the admin, the other clients answering
 warm-up and correction tasks — runs three times from the same saved history:
@@ -89,7 +89,7 @@ class Bench:
 
     def stage1(self) -> dict[str, Any]:
         """Train the history once, all operators on one host; save the parties' data."""
-        from netlab.lab import Lab
+        from harness.netlab.lab import Lab
 
         with Lab(self.addresses, single_host=True) as lab:
             ops = self._services(lab)
@@ -102,9 +102,9 @@ class Bench:
 
     def job(self, profile_name: str) -> dict[str, Any]:
         """Restore the history, put the profile on the links, measure them, run the job."""
-        from netlab.emulation import Emulation, link_problems
-        from netlab.lab import Lab
-        from netlab.shaping import PROFILES
+        from harness.netlab.emulation import Emulation, link_problems
+        from harness.netlab.lab import Lab
+        from harness.netlab.shaping import PROFILES
 
         out = self.root / f"job-{profile_name}"
         record: dict[str, Any] = {"profile": profile_name}
@@ -177,7 +177,7 @@ def latency_analysis(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from netlab.lab import unavailable
+    from harness.netlab.lab import unavailable
 
     reason = unavailable()
     if reason is not None:
@@ -188,8 +188,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         {
             "demo_config": cfg.as_dict(),
             "quick": quick,
-            "path": "deploy/ recipe on network namespaces (netlab): dealer service, party0, party1 and the clients "
-            "each on their own host; MPC plane TLS 1.3; admin RPC from the clients' host",
+            "path": "deploy/ recipe on network namespaces (harness.netlab): dealer service, party0, party1 and the "
+            "clients each on their own host; MPC plane TLS 1.3; admin RPC from the clients' host",
         }
     )
     CACHE_DIR.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,9 @@ def section_multihost(lines: list[str]) -> None:
     runs = f["profiles"]
     lines.append(meta_line(res, quick) + "\n")
     lines.append(
-        "The `deploy/` recipe on network namespaces (`netlab`): the dealer service, party0, party1 and the clients "
-        "each on their own host, the same saved Stage I history for every run; links shaped with `tbf` and delayed "
-        "by a user-space delay line on each link (the kernel has no `netem`), measured party0 → party1 "
+        "The `deploy/` recipe on network namespaces (`harness.netlab`): the dealer service, party0, party1 and the "
+        "clients each on their own host, the same saved Stage I history for every run; links shaped with `tbf` and "
+        "delayed by a user-space delay line on each link (the kernel has no `netem`), measured party0 → party1 "
         "before each job. "
         f"Selected rounds identical across the three runs: {'yes' if f['same_selection'] else 'NO'}.\n"
     )

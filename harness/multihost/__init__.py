@@ -1,4 +1,4 @@
-"""The three-operator deployment recipe (`deploy/`) run on emulated hosts (`netlab`).
+"""The three-operator deployment recipe (`deploy/`) run on emulated hosts (`harness.netlab`).
 
 `recipe` turns the recipe's configs and systemd units into a runnable deployment under one
 directory; `hosts` starts each operator's service inside its own network namespace with the

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness.multihost.recipe import OPERATORS, PARTIES, Recipe
-from netlab.lab import Lab, LabError, stop_process
+from harness.netlab.lab import Lab, LabError, stop_process
 
 START_TIMEOUT_S = 180.0
 """A party imports torch at start: slow on a loaded machine."""

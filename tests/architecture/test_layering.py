@@ -38,8 +38,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "evaluation": ("server", "party0", "party1", *APPLICATIONS[1:]),
     "harness": ("starfish_cli", "bench"),
     "bench": ("starfish_cli",),
-    "netlab": ("proto", "mpc", "privacy", "unlearning", "server", "party0", "party1", "client_sdk", *APPLICATIONS),
 }
+
+#: the emulated hosts of the tests and benchmarks: standard library only, nothing else of ours
+NETLAB = "harness.netlab"
 
 #: the optional torch adapter of the SDK: the package never imports it, a client that has torch does
 SDK_TORCH_ADAPTER = "client_sdk.torch_helper"
@@ -56,6 +58,17 @@ def _show(found: list[Import]) -> str:
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_no_package_imports_against_the_layering(package: str) -> None:
     found = [i for i in IMPORTS if _top(i.module) == package and _top(i.target) in FORBIDDEN[package]]
+    assert not found, _show(found)
+
+
+def test_the_emulated_hosts_import_only_themselves() -> None:
+    found = [
+        i
+        for i in IMPORTS
+        if i.module.startswith(NETLAB)
+        and _top(i.target) in PACKAGES
+        and not (i.target == NETLAB or i.target.startswith(NETLAB + "."))
+    ]
     assert not found, _show(found)
 
 

@@ -34,8 +34,8 @@ import numpy as np
 from harness.multihost.clients_host import command as fleet_command
 from harness.multihost.hosts import OperatorHosts
 from harness.multihost.recipe import OPERATORS, STARFISH, Recipe, hosts, private_keys, render
-from netlab.capture import Capture
-from netlab.lab import Lab, LabError
+from harness.netlab.capture import Capture
+from harness.netlab.lab import Lab, LabError
 
 STRANGER = ("stranger", "10.20.0.66")
 SERVICE_USER = "nobody"

@@ -21,7 +21,6 @@ PACKAGES = (
     "starfish_cli",
     "harness",
     "bench",
-    "netlab",
     "privacy",
 )
 

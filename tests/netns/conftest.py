@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from netlab.lab import sweep, unavailable
+from harness.netlab.lab import sweep, unavailable
 
 _REASON = unavailable()
 

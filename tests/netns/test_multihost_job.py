@@ -31,9 +31,9 @@ import numpy as np
 import pytest
 
 from client_sdk.evidence import check_certificate, model_matches
-from netlab.capture import tcpdump_missing
-from netlab.flows import find, read_streams
-from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
+from harness.netlab.capture import tcpdump_missing
+from harness.netlab.flows import find, read_streams
+from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
 from helpers.multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
 

@@ -7,8 +7,8 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netlab.flows import LINKTYPE_LINUX_SLL2, find, read_streams
-from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
+from harness.netlab.flows import LINKTYPE_LINUX_SLL2, find, read_streams
+from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
 A, B = (10, 20, 0, 10), (10, 20, 0, 11)
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.netlab.capture import Capture, tcpdump_missing
+from harness.netlab.emulation import Emulation, link_problems
+from harness.netlab.flows import find, read_streams
+from harness.netlab.lab import Lab, LabError, namespaces, sweep
+from harness.netlab.shaping import LinkProfile
+from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 from mpc.plane.certs import make_certs
-from netlab.capture import Capture, tcpdump_missing
-from netlab.emulation import Emulation, link_problems
-from netlab.flows import find, read_streams
-from netlab.lab import Lab, LabError, namespaces, sweep
-from netlab.shaping import LinkProfile
-from netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
 pytestmark = pytest.mark.needs_netns
 HOSTS = {"alpha": "10.31.0.1", "beta": "10.31.0.2", "gamma": "10.31.0.3"}

@@ -1,7 +1,7 @@
 """Measure what an emulated link really does: TCP round-trip time and throughput.
 
-    python -m netlab.probe serve --bind 10.20.0.11 --port 7000      (in one host)
-    python -m netlab.probe measure --to 10.20.0.11 --port 7000      (in another; prints JSON)
+    python -m harness.netlab.probe serve --bind 10.20.0.11 --port 7000      (in one host)
+    python -m harness.netlab.probe measure --to 10.20.0.11 --port 7000      (in another; prints JSON)
 
 `measure` opens one connection and times `--pings` one-byte exchanges (TCP_NODELAY on
 both ends), then a second one and sends `--bytes` bytes, timing until the server
@@ -91,7 +91,7 @@ def measure(host: str, port: int, pings: int, nbytes: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netlab.probe")
+    parser = argparse.ArgumentParser(prog="python -m harness.netlab.probe")
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve")
     s.add_argument("--bind", required=True)

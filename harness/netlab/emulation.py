@@ -1,7 +1,7 @@
 """Put a link profile on every link of a lab, and check it with measurements.
 
 `Emulation(lab).apply(profile)` wires each host's link through a delay line
-(`netlab.delay_line`, run in the switch namespace) when the profile has a round-trip time,
+(`harness.netlab.delay_line`, run in the switch namespace) when the profile has a round-trip time,
 and caps both ends of each link with `tbf` when it has a rate. `calibrate(profile, a, b)`
 measures the undelayed path between hosts a and b first, sets the per-hop delay so that the
 total round trip is the profile's, then measures again: the returned record (target,
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netlab.lab import HOST_IFACE, SWITCH, Lab, LabError, stop_process
-from netlab.shaping import DIRECT, LinkProfile, qdisc, shape
+from harness.netlab.lab import HOST_IFACE, SWITCH, Lab, LabError, stop_process
+from harness.netlab.shaping import DIRECT, LinkProfile, qdisc, shape
 
 PROBE_PORT = 7999
 PINGS = 50
@@ -63,7 +63,7 @@ class Emulation:
         argv = [
             sys.executable,
             "-m",
-            "netlab.delay_line",
+            "harness.netlab.delay_line",
             h.link,
             h.relay_port,
             "--delay-us",
@@ -87,15 +87,24 @@ class Emulation:
         return out
 
     def measure(self, a: str, b: str, pings: int = 50, nbytes: int = 20_000_000) -> dict[str, Any]:
-        """RTT and throughput from host a to host b through the current links (`netlab.probe`)."""
+        """RTT and throughput from host a to host b through the current links (`harness.netlab.probe`)."""
         address = self.lab.hosts[b].address
         server = self.lab.popen(
-            b, [sys.executable, "-m", "netlab.probe", "serve", "--bind", address, "--port", str(PROBE_PORT)]
+            b, [sys.executable, "-m", "harness.netlab.probe", "serve", "--bind", address, "--port", str(PROBE_PORT)]
         )
         try:
             deadline = time.monotonic() + READY_TIMEOUT_S
             while True:
-                argv = [sys.executable, "-m", "netlab.probe", "measure", "--to", address, "--port", str(PROBE_PORT)]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "harness.netlab.probe",
+                    "measure",
+                    "--to",
+                    address,
+                    "--port",
+                    str(PROBE_PORT),
+                ]
                 proc = subprocess.run(
                     self.lab.command(a, [*argv, "--pings", str(pings), "--bytes", str(nbytes)]),
                     check=False,

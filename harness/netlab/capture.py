@@ -2,7 +2,7 @@
 
 One capture listens on the "any" device of the switch namespace for incoming frames
 (direction "in", no filter). The file is LINKTYPE_LINUX_SLL2 pcap, which records the
-interface of every frame: `netlab.flows.read_streams(path, capture.ifindexes)` keeps only
+interface of every frame: `harness.netlab.flows.read_streams(path, capture.ifindexes)` keeps only
 the frames that entered through a bridge port, so each frame a host sends counts exactly
 once, whichever links are delayed. Start the capture after the link profile is applied
 (the bridge ports differ between direct and delayed links).
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from netlab.lab import SWITCH, Lab, LabError, stop_process
+from harness.netlab.lab import SWITCH, Lab, LabError, stop_process
 
 START_TIMEOUT_S = 20.0
 SETTLE_S = 1.5

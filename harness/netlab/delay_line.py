@@ -1,9 +1,9 @@
 """A user-space delay line between two interfaces: every frame waits `delay` before it is
 passed on, in each direction (the kernel here has no `netem` qdisc).
 
-    python -m netlab.delay_line IFACE_A IFACE_B --delay-us 10000 --stats stats.json
+    python -m harness.netlab.delay_line IFACE_A IFACE_B --delay-us 10000 --stats stats.json
 
-runs inside the switch namespace of a lab (`netlab.lab`), between a host's link `l<i>` and
+runs inside the switch namespace of a lab (`harness.netlab.lab`), between a host's link `l<i>` and
 its bridge port pair `d<i>`. Frames are read and written with AF_PACKET sockets carrying
 the virtio-net header (PACKET_VNET_HDR), so large GSO frames and checksum-offload state pass
 through unchanged; the relay never parses, alters or reorders a frame. Each direction is a
@@ -142,7 +142,7 @@ def realtime() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netlab.delay_line", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.netlab.delay_line", description=__doc__.split("\n")[0])
     parser.add_argument("a")
     parser.add_argument("b")
     parser.add_argument("--delay-us", type=float, required=True, help="one-way delay added in each direction")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from netlab.lab import LabError
+from harness.netlab.lab import LabError
 
 
 @dataclass(frozen=True)
