@@ -6,8 +6,8 @@ TEST_WORKERS ?= 3  # test files run in parallel (pytest-xdist): most tests wait 
 
 .PHONY: setup demo test bench bench-quick clean
 
-$(STAMP): scripts/setup.sh requirements/runtime.lock requirements.txt requirements-flower.txt pyproject.toml
-	bash scripts/setup.sh
+$(STAMP): deploy/setup.sh deploy/runtime.lock requirements.txt requirements-flower.txt pyproject.toml
+	bash deploy/setup.sh
 
 setup: $(STAMP)
 

@@ -36,7 +36,7 @@ BUFFER_KIB = 256 * 1024
 
 def tcpdump_missing() -> str | None:
     """Why no capture can be made here (None when tcpdump is installed)."""
-    return None if shutil.which("tcpdump") else "tcpdump is not installed (scripts/setup.sh installs it as root)"
+    return None if shutil.which("tcpdump") else "tcpdump is not installed (deploy/setup.sh installs it as root)"
 
 
 class Capture:

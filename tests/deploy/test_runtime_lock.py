@@ -1,4 +1,4 @@
-"""requirements/runtime.lock: every entry is pinned with a sha256, the installed runtime is
+"""deploy/runtime.lock: every entry is pinned with a sha256, the installed runtime is
 exactly what it pins, and everything the parties, the dealer and the SDK import is in it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 from harness.local import REPO_ROOT
 
-LOCK = REPO_ROOT / "requirements" / "runtime.lock"
+LOCK = REPO_ROOT / "deploy" / "runtime.lock"
 RUNTIME = ("server.runtime", "mpc.plane.dealer_service", "mpc.crypten_backend", "client_sdk", "starfish_cli.entry")
 NOT_LOCKED = {"torch", "starfish-unlearning"}  #: torch: see the lock's header; the project itself
 

@@ -14,7 +14,7 @@ compares each text's rendered box with its SVG's. A full-page screenshot is kept
 sources stay inside the file, and its Content-Security-Policy allows only its own inline
 style and script.
 
-Skipped, saying why, where no Chromium is installed (scripts/setup.sh installs Debian's
+Skipped, saying why, where no Chromium is installed (deploy/setup.sh installs Debian's
 `chromium` when it runs as root).
 """
 
@@ -111,7 +111,7 @@ document.querySelectorAll("svg[data-chart]").forEach(function (svg) {
 pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(
-        BROWSER is None, reason="no Chromium installed (scripts/setup.sh installs Debian's chromium as root)"
+        BROWSER is None, reason="no Chromium installed (deploy/setup.sh installs Debian's chromium as root)"
     ),
 ]
 

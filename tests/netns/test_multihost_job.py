@@ -40,7 +40,7 @@ from helpers.multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, W
 pytestmark = [
     pytest.mark.needs_netns,
     pytest.mark.skipif(tcpdump_missing() is not None, reason=str(tcpdump_missing())),
-    pytest.mark.skipif(shutil.which("nft") is None, reason="nftables is not installed (scripts/setup.sh installs it)"),
+    pytest.mark.skipif(shutil.which("nft") is None, reason="nftables is not installed (deploy/setup.sh installs it)"),
 ]
 PEERS = str(Path(__file__).with_name("wire_peers.py"))
 OPERATOR_HOSTS = ("party0", "party1", "dealer")
