@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import grpc
 
-from proto.channels import reconnect_options
+from proto.channel_options import reconnect_options
 from proto.starfish.v1 import client_pb2_grpc
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024

@@ -7,7 +7,8 @@ process of its own (`starfish dealer --config dealer.toml`), not a child of a pa
 
 Layout under `root`::
 
-    certs/            CA, party0/party1/dealer TLS and party erasure-signing certificates (mpc.plane.certs)
+    certs/            the CA; TLS certificates of party0, party1, dealer; the parties' signing certificates
+                      (mpc.plane.certificate_authority)
     credentials.json  admin token, client tokens and each client's principal (mode 0600; tokens never logged)
     party0.toml, party1.toml, dealer.toml
     party0/, party1/  data dirs
@@ -31,7 +32,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from mpc.plane.certs import make_certs
+from mpc.plane.certificate_authority import make_certs
 from mpc.ports import free_port
 from server.config import token_digest
 from server.file_modes import private_dir

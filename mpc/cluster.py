@@ -231,7 +231,7 @@ class TwoPartyCluster:
         return self
 
     def _spawn(self) -> None:
-        from mpc.plane.certs import make_certs
+        from mpc.plane.certificate_authority import make_certs
 
         self._certs = tempfile.mkdtemp(prefix="starfish-cluster-")
         make_certs(Path(self._certs), hosts=("localhost",))

@@ -16,8 +16,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpc.config_schema import Schema, SchemaError, address
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
+from mpc.toml_schema import Schema, SchemaError, address
 from privacy.settings import DP_KEYS, DPConfig, parse_dp_config
 from server.config_schema import build_party_schema
 from server.headroom import round_sample_budget

@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mpc.config_schema import Schema
 from mpc.plane.dealer_config import DEALER_SCHEMA
+from mpc.toml_schema import Schema
 from server.config import party_schema
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -2,7 +2,7 @@
 
 `server.config` builds the schema once (`party_schema()`, with its dataclasses' defaults)
 and checks a file against it before reading any value (an
-unknown key or section is refused with the nearest known spelling, `mpc.config_schema`),
+unknown key or section is refused with the nearest known spelling, `mpc.toml_schema`),
 and the reference table of docs/SERVICE.md is generated from it (`python -m
 server.config_doc`). Defaults of the dataclass-backed sections are read from the
 dataclasses that hold the parsed values, so the table cannot disagree with the code;
@@ -12,7 +12,7 @@ that the document is current.
 
 from __future__ import annotations
 
-from mpc.config_schema import Key, Schema, Section, dataclass_keys
+from mpc.toml_schema import Key, Schema, Section, dataclass_keys
 
 TOP = {
     "role": "0 (leader: orders rounds, serves the admin API) or 1 (helper: follows and verifies)",

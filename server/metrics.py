@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from mpc.plane.certs import not_after
+from mpc.plane.certificate_authority import not_after
 
 log = logging.getLogger(__name__)
 disable_created_metrics()  # no `_created` series beside every counter and histogram

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import grpc
 
-from proto.channels import reconnect_options
+from proto.channel_options import reconnect_options
 from proto.starfish.v1 import peer_pb2_grpc
 from server import metrics, request_context
 from server.config import PartyConfig

@@ -3,7 +3,7 @@ sends to the CA, and installing the certificates the CA sends back.
 
 Key custody (docs/DEPLOY.md §3): every operator generates its TLS key — and each party its
 erasure-signing key — on its own host; only a certificate signing request (PKCS #10, PEM)
-leaves the host, and the CA (`mpc.plane.certs.sign_request`) never sees a private key.
+leaves the host, and the CA (`mpc.plane.certificate_authority.sign_request`) never sees a private key.
 
 * `make_request(dir, name, ips, hosts)` writes NAME.key (mode 0600) and NAME.csr: subject
   O=Starfish, CN=NAME, the subject alternative names and the extended key usage asked for

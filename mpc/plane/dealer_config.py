@@ -16,7 +16,7 @@
     remember_sessions = 4096
 
 Every key: DEALER_SCHEMA below (docs/DEPLOY.md's table is generated from it). An unknown key
-or section is refused, naming the nearest known spelling (mpc.config_schema).
+or section is refused, naming the nearest known spelling (mpc.toml_schema).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from mpc.config_schema import Key, Schema, SchemaError, Section, address, dataclass_keys
 from mpc.plane.dealer_service import DealerConfig, DealerLimits
 from mpc.plane.tls import TlsFiles
+from mpc.toml_schema import Key, Schema, SchemaError, Section, address, dataclass_keys
 
 
 class DealerConfigError(SchemaError):

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _one_machine(args: argparse.Namespace) -> int:
-    from mpc.plane.certs import issue_cert, issue_signing_cert, make_certs
+    from mpc.plane.certificate_authority import issue_cert, issue_signing_cert, make_certs
 
     if args.rotate_signing or args.issue:
         _require_ca(args.out, "--rotate-signing" if args.rotate_signing else "--issue")
@@ -97,7 +97,7 @@ def _one_machine(args: argparse.Namespace) -> int:
 
 
 def _ca(args: argparse.Namespace) -> int:
-    from mpc.plane.certs import make_ca
+    from mpc.plane.certificate_authority import make_ca
 
     if (args.dir / "ca.key").exists():
         raise SystemExit(f"starfish certs ca: {args.dir / 'ca.key'} exists; refusing to replace a CA")
@@ -120,7 +120,7 @@ def _request(args: argparse.Namespace) -> int:
 def _sign(args: argparse.Namespace) -> int:
     from cryptography import x509
 
-    from mpc.plane.certs import RequestRefused, sign_request
+    from mpc.plane.certificate_authority import RequestRefused, sign_request
 
     try:
         pem = sign_request(args.ca, args.request.read_bytes(), valid_days=args.days)

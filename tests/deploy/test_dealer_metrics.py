@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from harness.local import render_config
-from mpc.plane.certs import make_certs, not_after
+from mpc.plane.certificate_authority import make_certs, not_after
 from mpc.ports import free_port
 
 

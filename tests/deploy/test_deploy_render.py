@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from mpc.plane.certs import make_ca, sign_request
+from mpc.plane.certificate_authority import make_ca, sign_request
 from starfish_cli.deployment import spec as spec_mod
 from starfish_cli.deployment.bundle import DEPLOY_DIR, config
 from starfish_cli.entry import main

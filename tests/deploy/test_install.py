@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mpc.plane.certs import make_ca, sign_request
+from mpc.plane.certificate_authority import make_ca, sign_request
 from starfish_cli.deployment.bundle import DEPLOY_DIR
 from starfish_cli.entry import main
 

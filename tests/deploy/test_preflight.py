@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.local import LocalDeployment
-from mpc.plane.certs import issue_cert
+from mpc.plane.certificate_authority import issue_cert
 from mpc.plane.tls import TlsFiles, server_context
 from server.file_modes import private_dir
 from starfish_cli.entry import main

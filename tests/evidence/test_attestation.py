@@ -143,7 +143,7 @@ def test_first_difference_compares_canonically():
 
 def test_a_party_refuses_to_start_with_a_signing_key_it_cannot_use(tmp_path):
     """`load_identity` checks what a verifier will: the right party, the signing usage, a matching key."""
-    from mpc.plane.certs import make_certs
+    from mpc.plane.certificate_authority import make_certs
     from server.config import parse_config
     from server.evidence.signing import SigningError, load_identity
 

@@ -16,7 +16,7 @@ import pytest
 
 from client_sdk.evidence import CertificateInvalid, check_certificate, model_matches, verify_certificate
 from harness.local import REPO_ROOT
-from mpc.plane.certs import issue_signing_cert
+from mpc.plane.certificate_authority import issue_signing_cert
 from proto.wire import model_hash
 
 from helpers.evidence_fixtures import Keys, certificate, sign_as, statement

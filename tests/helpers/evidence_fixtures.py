@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from mpc.plane.certs import make_certs
+from mpc.plane.certificate_authority import make_certs
 from proto.certificate import FORMAT, sign, signing_payload, utc_iso
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpc.plane.certs import issue_cert, make_certs
+from mpc.plane.certificate_authority import issue_cert, make_certs
 from mpc.plane.rendezvous import PeerListener, connect_peer
 from mpc.plane.tls import TlsFiles, client_context, server_context
 

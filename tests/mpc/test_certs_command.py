@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mpc.plane.certs import issue_signing_cert
+from mpc.plane.certificate_authority import issue_signing_cert
 from proto import certificate
 from starfish_cli.entry import main
 
@@ -101,7 +101,7 @@ def test_the_ca_refuses_a_dealer_signing_request_and_an_altered_request(tmp_path
     from cryptography.hazmat.primitives.asymmetric import ec
 
     from mpc.plane.cert_requests import DOCUMENT_SIGNING_OID, subject
-    from mpc.plane.certs import RequestRefused, make_ca, sign_request
+    from mpc.plane.certificate_authority import RequestRefused, make_ca, sign_request
 
     make_ca(tmp_path)
     key = ec.generate_private_key(ec.SECP256R1())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mpc.plane.certs import issue_cert
+from mpc.plane.certificate_authority import issue_cert
 from mpc.plane.dealer_client import DealerError, open_dealer_link
 from mpc.plane.dealer_ops import request
 from mpc.plane.dealer_service import DealerConfig, DealerLimits, DealerService

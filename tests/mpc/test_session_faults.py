@@ -133,7 +133,7 @@ def _waited_seconds(traceback_text: str) -> float:
 def test_sessions_reinitialise_in_the_same_processes(tmp_path):
     import multiprocessing as mp
 
-    from mpc.plane.certs import make_certs
+    from mpc.plane.certificate_authority import make_certs
     from mpc.plane.dealer_service import DealerConfig, DealerService
 
     make_certs(tmp_path)

@@ -15,7 +15,7 @@ from harness.netlab.flows import find, read_streams
 from harness.netlab.lab import Lab, LabError, namespaces, sweep
 from harness.netlab.shaping import LinkProfile
 from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
-from mpc.plane.certs import make_certs
+from mpc.plane.certificate_authority import make_certs
 
 pytestmark = pytest.mark.needs_netns
 HOSTS = {"alpha": "10.31.0.1", "beta": "10.31.0.2", "gamma": "10.31.0.3"}

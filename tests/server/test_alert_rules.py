@@ -54,7 +54,7 @@ def test_the_rules_select_the_configured_scrape_job():
 
 
 def test_certificate_expiry_is_exported_per_use_and_follows_the_files(tmp_path):
-    from mpc.plane.certs import issue_cert, make_ca, not_after
+    from mpc.plane.certificate_authority import issue_cert, make_ca, not_after
 
     make_ca(tmp_path)
     cert, _ = issue_cert(tmp_path, "party0", valid_days=10)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mpc.config_schema import SchemaError
 from mpc.plane.dealer_config import DEALER_SCHEMA, DealerConfigError, parse_dealer_config
 from mpc.plane.dealer_service import DealerLimits
+from mpc.toml_schema import SchemaError
 from server import config_doc
 from server.config import (
     AdmissionConfig,
