@@ -1,4 +1,5 @@
-# Starfish: `make demo` sets up and runs the whole system locally; `make test` lints and runs the tests.
+# Starfish: `make demo` sets up and runs the whole system locally; `make test` lints, runs the tests and lists
+# the 20 slowest.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.starfish-setup-done
@@ -17,7 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 bench: $(STAMP)
 	$(PY) -m bench
