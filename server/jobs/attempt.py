@@ -35,17 +35,17 @@ from privacy.distributed import PrivateAggregator
 from privacy.release_log import Release
 from privacy.settings import DPSettings
 from proto.wire import model_hash
-from server.jobs import agree
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
 from server.jobs.history import StoreHistory
 from server.jobs.oracle import ServiceOracle
-from server.jobs.parent_link import ParentLink
-from server.jobs.process import WorkerSpec
 from server.store import Store
+from server.workers import agree
+from server.workers.parent_link import ParentLink
+from server.workers.process import WorkerSpec
 from unlearning import registry
 from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
 
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
 
 
 def ledger_from_dict(data: dict[str, Any]) -> CostLedger:

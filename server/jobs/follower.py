@@ -24,9 +24,7 @@ from mpc.plane.rendezvous import check_session_id
 from server import metrics
 from server.jobs.adoption import adopt_checkpoints, remove_checkpoints, stale_failed
 from server.jobs.checkpoints import CheckpointDir
-from server.jobs.failures import RESTARTED, exit_description, last_error_line
 from server.jobs.jobstore import JobStore
-from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import (
     MIN_COHORT,
@@ -38,6 +36,8 @@ from server.jobs.validation import (
 )
 from server.state import PartyState
 from server.store import StoreError
+from server.workers.failures import RESTARTED, exit_description, last_error_line
+from server.workers.process import WorkerProcess
 
 log = logging.getLogger(__name__)
 

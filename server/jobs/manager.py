@@ -13,7 +13,7 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    worker and party1's job state. If either worker dies or the dealer fails the session,
    the attempt fails and attempt k+1 resumes from the newest checkpoint both parties
    hold, in a fresh session (new id, new keys). The failure is blamed on the process that
-   caused it (`server.jobs.failures`); `jobs.max_attempts` failures in a row without a new
+   caused it (`server.workers.failures`); `jobs.max_attempts` failures in a row without a new
    common checkpoint fail the job, which keeps its checkpoints;
 3. on success: install M̂ as global model T+1 (a chain that moved past M_T re-bases the job:
    it runs again from the newest model, `_rebase`), wait until party1 has installed the same
@@ -45,15 +45,15 @@ from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.cancellation import CANCELLED_BY_ADMIN, JobCancelled, write_cancellation_report
 from server.jobs.checkpoints import CheckpointDir, held_checkpoint
-from server.jobs.failures import Failure, blame, observe_exit, observe_party1
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
-from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import CheckedRequest, RequestError, check_request, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 from server.store import ConflictError
+from server.workers.failures import Failure, blame, observe_exit, observe_party1
+from server.workers.process import WorkerProcess
 from unlearning.weight_cap import principal_count
 
 log = logging.getLogger(__name__)
@@ -587,7 +587,7 @@ class JobManager(JobRunnerBase):
             self.state.stopping.wait(self.cfg.jobs.poll_s)
 
     def _diagnose(self, job: JobRecord, worker: WorkerProcess, theirs=None) -> Failure:
-        """Blame the process that made the attempt fail (server.jobs.failures); the dealer
+        """Blame the process that made the attempt fail (server.workers.failures); the dealer
         service is named by a worker that exits because the dealer failed its session."""
         observed = [observe_exit("party0 worker", worker.poll(), worker.log_path)]
         end = time.time() + PEER_SETTLE_S

@@ -17,12 +17,12 @@ from proto.wire import model_hash
 from server import metrics
 from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord, JobStore
-from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 from server.peer_client import PeerClient
 from server.state import PartyState
 from server.store import TaskRecord
 from server.upload_check import CheckFailed, lead_task_check
 from server.upload_check_peer import await_task_verdicts
+from server.workers.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 
 log = logging.getLogger(__name__)
 CHECK_WAIT_S = 45.0  #: bound on a job step's answer check (the worker waits 60 s for the reply)

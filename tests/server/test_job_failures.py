@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from server.jobs.adoption import adopt_checkpoints, adoptable, has_checkpoints, stale_failed
-from server.jobs.failures import (
+from server.jobs.jobstore import JobStore
+from server.workers.failures import (
     EXIT_DEALER,
     EXIT_ORPHANED,
     RESTARTED,
@@ -18,7 +19,6 @@ from server.jobs.failures import (
     observe_exit,
     observe_party1,
 )
-from server.jobs.jobstore import JobStore
 
 KILL = -signal.SIGKILL
 
@@ -126,7 +126,7 @@ def test_party1_side_of_an_attempt():
 
 def test_a_dealer_error_anywhere_in_a_failure_names_the_dealer():
     from mpc.plane.dealer_client import DealerError
-    from server.jobs.worker import _dealer_failed
+    from server.workers.worker import _dealer_failed
 
     try:
         try:

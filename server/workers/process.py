@@ -67,7 +67,7 @@ class WorkerSpec:
     #: `[privacy]` DP settings (DPSettings fields); empty when DP is off
     dp: dict[str, Any]
     #: what the session computes: "unlearn" (a job's attempt) or "stage1_clip" (a Stage I
-    #: round's clipped, noised aggregate; `server.jobs.clip_attempt`)
+    #: round's clipped, noised aggregate; `server.stage1_clip_attempt`)
     task: str = "unlearn"
 
     def write(self, path: Path) -> Path:
@@ -86,11 +86,11 @@ Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def spawn_worker(log_path: Path) -> subprocess.Popen:
-    """Start `python -m server.jobs.worker`; it imports, then waits for a spec on stdin."""
+    """Start `python -m server.workers.worker`; it imports, then waits for a spec on stdin."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "server.jobs.worker"],
+            [sys.executable, "-m", "server.workers.worker"],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

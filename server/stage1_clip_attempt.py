@@ -30,15 +30,15 @@ import numpy as np
 from mpc.crypten_backend import CrypTenBackend
 from privacy.distributed import PrivateAggregator
 from privacy.settings import DPSettings
-from server.jobs import agree
 from server.jobs.attempt import open_session
-from server.jobs.parent_link import ParentLink
-from server.jobs.process import WorkerSpec
 from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, aggregate_digest
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, membership_digest
+from server.workers import agree
+from server.workers.parent_link import ParentLink
+from server.workers.process import WorkerSpec
 
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
 
 
 def _members(store: Store, spec: WorkerSpec) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""A party's job worker: `python -m server.jobs.worker`.
+"""A party's job worker: `python -m server.workers.worker`.
 
 One process per session attempt (CrypTen's communicator is process-global; a crash only
 loses this attempt): a job's attempt (`attempt.run_attempt`) or, with Stage I DP, a
@@ -8,7 +8,7 @@ message from the party, {"kind": "spec", "path": attempt-K.json}; so a party can
 worker started in advance (the import takes seconds) and hand it the next attempt.
 
 Exit codes: 0 done, 1 failed (traceback in the job log), 3 the party process went away,
-4 the dealer service failed the session (`server.jobs.failures` blames the dealer).
+4 the dealer service failed the session (`server.workers.failures` blames the dealer).
 """
 
 from __future__ import annotations
@@ -20,24 +20,24 @@ import sys
 import traceback
 
 from server.file_modes import restrict_umask
-from server.jobs.failures import EXIT_DEALER
-from server.jobs.parent_link import ParentLink
-from server.jobs.process import WorkerSpec
+from server.workers.failures import EXIT_DEALER
+from server.workers.parent_link import ParentLink
+from server.workers.process import WorkerSpec
 
 EXIT_FAILED = 1
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
 
 
 def _preload() -> None:
     """Import the heavy modules (torch, CrypTen, the algorithms) before the party hands over a session."""
     import server.jobs.attempt  # noqa: F401
-    import server.jobs.clip_attempt  # noqa: F401
+    import server.stage1_clip_attempt  # noqa: F401
     import unlearning.starfish.strategy  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="server.jobs.worker", description="Starfish job worker (one session attempt; spec read from stdin)"
+        prog="server.workers.worker", description="Starfish job worker (one session attempt; spec read from stdin)"
     )
     parser.parse_args(argv)
     restrict_umask()  # checkpoints, task files and reports: 0600 / 0700 (server.file_modes)
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = link.wait_spec()
     try:
         from server.jobs.attempt import run_attempt
-        from server.jobs.clip_attempt import run_clip
         from server.stage1_clip import STAGE1_CLIP
+        from server.stage1_clip_attempt import run_clip
 
         if WorkerSpec.read(spec).task == STAGE1_CLIP:
             return run_clip(spec, link)
