@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,8 @@ from server.workers.process import Standby, WorkerProcess, WorkerSpec, spawn_wor
 
 log = logging.getLogger(__name__)
 STAGE1_CLIP = "stage1_clip"  #: `WorkerSpec.task` of a clip session
+#: what a clip session's worker runs (`server.workers.worker` imports it by this name)
+CLIP_SESSION_MODULE = "server.stage1_clip_attempt"
 AGGREGATE_FILE = "aggregate.npy"
 COSTS_FILE = "costs.json"
 WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
@@ -75,7 +78,8 @@ class Stage1Clipper:
         self.store = store
         self.privacy = privacy
         self.root = Path(cfg.data_dir) / "stage1-clip"
-        self.workers = Standby(spawn_worker, self.root / "logs", "clip", cfg.jobs.standby != "off")
+        spawn = partial(spawn_worker, CLIP_SESSION_MODULE)
+        self.workers = Standby(spawn, self.root / "logs", "clip", cfg.jobs.standby != "off")
         self._lock = threading.Lock()
         self._running: dict[int, tuple[str, WorkerProcess]] = {}  #: party1: round → its session's worker
         if cfg.jobs.standby == "always":  # "on_demand": from the first session on

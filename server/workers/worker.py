@@ -1,11 +1,14 @@
-"""A party's job worker: `python -m server.workers.worker`.
+"""A party's worker process: `python -m server.workers.worker <session module>`.
 
 One process per session attempt (CrypTen's communicator is process-global; a crash only
-loses this attempt): a job's attempt (`attempt.run_attempt`) or, with Stage I DP, a
-round's clip session (`clip_attempt.run_clip`; the spec's `task` says which). It sets up
-its pipe to the party (`parent_link`), imports torch and CrypTen, then waits for its first
-message from the party, {"kind": "spec", "path": attempt-K.json}; so a party can keep one
-worker started in advance (the import takes seconds) and hand it the next attempt.
+loses this attempt). The party names, on the command line, the module that runs its kind
+of session: `server.jobs.attempt` (a job's attempt) or `server.stage1_clip_attempt` (a
+Stage I round's clip session). Such a module holds `TASK` (the `WorkerSpec.task` it runs)
+and `run_session(spec_path, link) -> int`; so this process knows neither kind and neither
+kind imports the other. The worker sets up its pipe to the party (`parent_link`), imports
+the session module (torch, CrypTen, the algorithms), then waits for its first message from
+the party, {"kind": "spec", "path": attempt-K.json}; so a party can keep one worker started
+in advance (the import takes seconds) and hand it the next attempt.
 
 Exit codes: 0 done, 1 failed (traceback in the job log), 3 the party process went away,
 4 the dealer service failed the session (`server.workers.failures` blames the dealer).
@@ -14,10 +17,13 @@ Exit codes: 0 done, 1 failed (traceback in the job log), 3 the party process wen
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 import traceback
+from pathlib import Path
+from types import ModuleType
 
 from server.file_modes import restrict_umask
 from server.workers.failures import EXIT_DEALER
@@ -28,33 +34,39 @@ EXIT_FAILED = 1
 log = logging.getLogger("server.workers.worker")
 
 
-def _preload() -> None:
-    """Import the heavy modules (torch, CrypTen, the algorithms) before the party hands over a session."""
-    import server.jobs.attempt  # noqa: F401
-    import server.stage1_clip_attempt  # noqa: F401
-    import unlearning.starfish.strategy  # noqa: F401
+def load_session_module(name: str) -> ModuleType:
+    """Import the module that runs this worker's kind of session; it must hold `TASK` and `run_session`."""
+    if not name.startswith("server."):
+        raise ValueError(f"{name!r} is not a session module of the party runtime")
+    module = importlib.import_module(name)
+    if not isinstance(getattr(module, "TASK", None), str) or not callable(getattr(module, "run_session", None)):
+        raise ValueError(f"{name} holds no TASK and run_session(spec_path, link)")
+    return module
+
+
+def run_spec(module: ModuleType, spec: Path, link: ParentLink) -> int:
+    """Run the handed-over attempt; a spec of another kind of session is refused."""
+    task = WorkerSpec.read(spec).task
+    if task != module.TASK:
+        raise ValueError(f"{spec} is a {task!r} session; this worker runs {module.TASK!r} sessions")
+    return module.run_session(spec, link)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="server.workers.worker", description="Starfish job worker (one session attempt; spec read from stdin)"
+        prog="server.workers.worker", description="Starfish worker (one session attempt; spec read from stdin)"
     )
-    parser.parse_args(argv)
+    parser.add_argument("session_module", help="the module that runs the session, e.g. server.jobs.attempt")
+    args = parser.parse_args(argv)
     restrict_umask()  # checkpoints, task files and reports: 0600 / 0700 (server.file_modes)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s worker %(levelname)s %(message)s")
     link = ParentLink()
-    _preload()
+    module = load_session_module(args.session_module)
     spec = link.wait_spec()
     try:
-        from server.jobs.attempt import run_attempt
-        from server.stage1_clip import STAGE1_CLIP
-        from server.stage1_clip_attempt import run_clip
-
-        if WorkerSpec.read(spec).task == STAGE1_CLIP:
-            return run_clip(spec, link)
-        return run_attempt(spec, link)
+        return run_spec(module, spec, link)
     except Exception as exc:
-        log.error("job attempt failed:\n%s", traceback.format_exc())
+        log.error("session attempt failed:\n%s", traceback.format_exc())
         return EXIT_DEALER if _dealer_failed(exc) else EXIT_FAILED
 
 
