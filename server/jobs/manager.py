@@ -35,13 +35,12 @@ import ssl
 import threading
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from mpc.plane.rendezvous import ping
 from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
-from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.cancellation import CANCELLED_BY_ADMIN, JobCancelled, write_cancellation_report
 from server.jobs.checkpoints import CheckpointDir, held_checkpoint
@@ -84,8 +83,15 @@ def _receipt_dict(msg) -> dict[str, Any]:
     }
 
 
+class Certifies(Protocol):
+    """What signs a finished job's erasure certificate: `server.evidence.certifier.Certifier`,
+    handed in by the runtime (the evidence package sits above the jobs)."""
+
+    def certify(self, job: JobRecord, receipts: dict[str, list[dict[str, Any]]]) -> dict[str, Any]: ...
+
+
 class JobManager(JobRunnerBase):
-    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient, certifier: Certifier):
+    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient, certifier: Certifies):
         super().__init__(state, jobs)
         self.peer = peer
         self.certifier = certifier
