@@ -36,6 +36,7 @@ from proto.wire import model_hash
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
 from server.jobs.history import StoreHistory
 from server.jobs.oracle import ServiceOracle
+from server.jobs.validation import parse_canonical
 from server.store import Store
 from server.workers import agree
 from server.workers.parent_link import ParentLink
@@ -68,6 +69,8 @@ class JobAttempt:
         if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
             raise RuntimeError(f"this party's M_{spec.base_round} is not the job's base model")
         self.strategy: type[Strategy] = registry.strategy_class(spec.strategy)
+        #: the job's canonical parameters as its party stored them, typed (never re-read from a request)
+        self.params = parse_canonical(spec.targets, spec.strategy, json.dumps(spec.parameters, sort_keys=True)).params
         self.checkpoints = CheckpointDir(self.job_dir / "checkpoints")
         self.prior = CostLedger()  #: costs of earlier attempts, up to the checkpoint resumed from
         self.backend: CrypTenBackend | None = None
@@ -117,7 +120,7 @@ class JobAttempt:
             history=StoreHistory(self.store, spec.base_round),
             oracle=oracle,
             targets=tuple(spec.targets),
-            params=spec.parameters,
+            params=self.params,
             on_progress=self._on_progress,
             on_checkpoint=self._on_checkpoint,
             resume_from=state,

@@ -47,7 +47,7 @@ from server.jobs.checkpoints import CheckpointDir, held_checkpoint
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import CheckedRequest, RequestError, check_request, history_clients
+from server.jobs.validation import CheckedRequest, RequestError, check_history, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 from server.store import ConflictError
@@ -102,27 +102,20 @@ class JobManager(JobRunnerBase):
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
     # -- requests --------------------------------------------------------------------------
-    def submit(self, targets: list[str], strategy: str, parameters: dict[str, Any]) -> JobRecord:
-        """Validate and queue an unlearn request (raises `RequestError`)."""
+    def submit(self, checked: CheckedRequest) -> JobRecord:
+        """Check a parsed request (`validation.parse_request`) against the stored history and
+        queue it with its canonical parameters (raises `RequestError`)."""
         if not self.cfg.jobs.dealer:
             raise RequestError(
                 "precondition", "no dealer service is configured on party0 ([jobs] dealer = 'host:port')"
             )
-        checked = check_request(
-            self.store,
-            set(self.cfg.clients),
-            targets,
-            strategy,
-            parameters,
-            self.cfg.unlearning,
-            min_cohort=self.cfg.privacy.min_cohort,
-        )
+        check_history(self.store, set(self.cfg.clients), checked.targets)
         with self._lock:
             existing = self._duplicate(checked)
             if existing is not None:
                 log.info("job %s: the same request again, answered with this %s job", existing.job_id, existing.state)
                 return existing
-            job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
+            job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters_json)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
         self._warm_up()
         self.wake.set()
@@ -301,15 +294,7 @@ class JobManager(JobRunnerBase):
 
     def _begin(self, job: JobRecord) -> JobRecord:
         self.jobs.update(job.job_id, dequeued=time.time())
-        check_request(
-            self.store,
-            set(self.cfg.clients),
-            list(job.targets),
-            job.strategy,
-            job.parameters,
-            self.cfg.unlearning,
-            min_cohort=self.cfg.privacy.min_cohort,
-        )
+        check_history(self.store, set(self.cfg.clients), list(job.targets))  # parameters: parsed when filed
         self.state.pause_training(job.job_id)
         self._await_no_open_round(job.job_id)
         base = self.store.latest_committed()

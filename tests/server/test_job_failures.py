@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_a_party_that_went_away_is_blamed_before_workers_that_failed():
 
 
 def _failed_job(jobs: JobStore, job_id: str, base: str, params: dict, rounds=(1, 2)) -> None:
-    jobs.add(job_id, ["c1"], "starfish", params)
+    jobs.add(job_id, ["c1"], "starfish", json.dumps(params, sort_keys=True))
     jobs.update(job_id, base_model_hash=base)
     for t in rounds:
         (jobs.job_dir(job_id) / "checkpoints" / f"t{t:06d}").mkdir(parents=True)
@@ -61,7 +62,7 @@ def test_identical_request_adopts_failed_checkpoints(tmp_path: Path):
     jobs = JobStore(tmp_path)
     _failed_job(jobs, "jold", "h1", {"beta": 0.25})
     _failed_job(jobs, "jother", "h1", {"beta": 0.5})
-    new = jobs.add("jnew", ["c1"], "starfish", {"beta": 0.25})
+    new = jobs.add("jnew", ["c1"], "starfish", '{"beta": 0.25}')
     assert adoptable(jobs, new, "h2") is None  # another base model: not the same computation
     old = adoptable(jobs, new, "h1")
     assert old is not None and old.job_id == "jold"
