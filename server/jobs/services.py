@@ -132,22 +132,28 @@ class JobAdminService(AdminService):
 
     def _parse_request(self, request, context, own: bool) -> CheckedRequest:
         """The request parsed once (`validation.parse_request`) under the operator's policy
-        (server.unlearning_policy): the operator's parameters fill what the admin leaves out;
-        a client's own request runs Starfish with them, and may name nothing else."""
+        (server.unlearning_policy): the operator's parameters fill what the admin leaves out
+        (within `[unlearning.bounds]`); a client's own request runs Starfish with them and is
+        refused when it names anything else (compared in canonical form, before any bound)."""
         cfg = self.cfg
-        operator = dict(cfg.unlearning.parameters)
-        parse = partial(parse_request, list(request.targets), policy=cfg.unlearning, min_cohort=cfg.privacy.min_cohort)
-        checked = parse(request.strategy, request.parameters_json, defaults=operator)
-        if own and (checked.strategy, checked.parameters_json) != (
-            "starfish",
-            parse("", "", defaults=operator).parameters_json,
-        ):
+        parse = partial(
+            parse_request,
+            list(request.targets),
+            min_cohort=cfg.privacy.min_cohort,
+            defaults=dict(cfg.unlearning.parameters),
+        )
+        checked = parse(request.strategy, request.parameters_json, policy=None if own else cfg.unlearning)
+        if not own:
+            return checked
+        operators = parse("starfish", "", policy=cfg.unlearning)
+        if (checked.strategy, checked.parameters_json) != (operators.strategy, operators.parameters_json):
             context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 "a client's own unlearning runs Starfish with the operator's parameters "
-                f"{json.dumps(operator, sort_keys=True)}; only the admin may choose the strategy or parameters",
+                f"{json.dumps(dict(cfg.unlearning.parameters), sort_keys=True)}; "
+                "only the admin may choose the strategy or parameters",
             )
-        return checked
+        return operators
 
     def Unlearn(self, request, context):
         own = self._authorize_unlearn(request, context)
