@@ -1,10 +1,11 @@
 """party1's side of jobs: it verifies and follows what party0 starts (docs/JOBS.md §2).
 
-StartJob carries the exact job parameters, the session id and where party0 listens
-(tls://host:port), and the dealer identity party0 uses. party1 checks the base model M_T
-is the one it holds, the request is valid against its own store (targets known, not
-erased, not every client; parameters in range; a `min_cohort` parameter, when the strategy
-declares one, at least party1's own `[privacy] min_cohort`) and the dealer identity is the one its own
+StartJob carries the job parameters' canonical JSON (`validation.parse_request`), the
+session id and where party0 listens (tls://host:port), and the dealer identity party0 uses.
+party1 checks the base model M_T is the one it holds, the request is valid against its own
+store (targets known, not erased, not every client; parameters canonical and within its own
+bounds; a `min_cohort` parameter, when the strategy declares one, at least party1's own
+`[privacy] min_cohort`) and the dealer identity is the one its own
 configuration trusts (`[jobs] dealer_identity`; it connects to its own configured dealer
 address), records the job, and starts its worker for that session (a new session
 replaces a previous attempt's worker).
