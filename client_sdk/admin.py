@@ -83,11 +83,11 @@ class AdminClient:
         )
 
     # -- Stage II: unlearning jobs -----------------------------------------------------------
-    def unlearn(self, targets: list[str], strategy: str = "starfish", parameters: dict | None = None) -> str:
-        """File an unlearning request; returns the job id (the job queues behind a running one)."""
-        request = admin_pb2.UnlearnRequest(
-            targets=list(targets), strategy=strategy, parameters_json=json.dumps(parameters or {})
-        )
+    def unlearn(self, targets: list[str], strategy: str = "starfish", parameters: dict | str | None = None) -> str:
+        """File an unlearning request; returns the job id (the job queues behind a running one).
+        `parameters` is a mapping or JSON text passed on as is (party0 parses it, once)."""
+        text = parameters if isinstance(parameters, str) else json.dumps(parameters or {})
+        request = admin_pb2.UnlearnRequest(targets=list(targets), strategy=strategy, parameters_json=text)
         return self._call(lambda: self.stub.Unlearn(request, metadata=self.metadata, timeout=self.timeout_s)).job_id
 
     def job_status(self, job_id: str) -> admin_pb2.JobStatus:

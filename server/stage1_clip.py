@@ -3,12 +3,12 @@
 
 With `[privacy] dp = true` no party ever sends its share of Σ n_j·[g_j] (party1 refuses
 ExchangeAggregate). Once the membership S_i is agreed, round i closes by a short session of
-the job machinery — one job worker per party (`server.jobs.process`), the TLS MPC plane and
+the job machinery — one job worker per party (`server.workers.process`), the TLS MPC plane and
 the dealer service — that computes, with the client norms secret,
 
     G_i = reveal_noised( Σ_{j∈S_i} w_j·SecClip(g_j, C) ),   M_i = M_{i−1} − η_l·G_i
 
-(`server.jobs.clip_attempt`). party0 starts its worker (it listens), then asks party1 with
+(`server.stage1_clip_attempt`). party0 starts its worker (it listens), then asks party1 with
 ClipRound to join the session; party1 starts its worker, waits for it and stores its
 candidate M_i; party0 waits for its own worker, derives M_i from the same opened G_i, and
 commits through CommitRound (hashes compared) as in the plain round.
@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +40,16 @@ from proto.starfish.v1 import peer_pb2
 from proto.wire import model_hash
 from server.aggregation import apply_update
 from server.config import PartyConfig
-from server.jobs.failures import exit_description, last_error_line
-from server.jobs.process import Standby, WorkerProcess, WorkerSpec, spawn_worker
 from server.peer_client import PeerClient, PeerRefused
 from server.stage1_dp import Stage1Privacy
 from server.store import Store
+from server.workers.failures import exit_description, last_error_line
+from server.workers.process import Standby, WorkerProcess, WorkerSpec, spawn_worker
 
 log = logging.getLogger(__name__)
 STAGE1_CLIP = "stage1_clip"  #: `WorkerSpec.task` of a clip session
+#: what a clip session's worker runs (`server.workers.worker` imports it by this name)
+CLIP_SESSION_MODULE = "server.stage1_clip_attempt"
 AGGREGATE_FILE = "aggregate.npy"
 COSTS_FILE = "costs.json"
 WORKER_START_S = 120.0  #: a worker not taken from standby imports torch and CrypTen before it listens
@@ -75,7 +78,8 @@ class Stage1Clipper:
         self.store = store
         self.privacy = privacy
         self.root = Path(cfg.data_dir) / "stage1-clip"
-        self.workers = Standby(spawn_worker, self.root / "logs", "clip", cfg.jobs.standby != "off")
+        spawn = partial(spawn_worker, CLIP_SESSION_MODULE)
+        self.workers = Standby(spawn, self.root / "logs", "clip", cfg.jobs.standby != "off")
         self._lock = threading.Lock()
         self._running: dict[int, tuple[str, WorkerProcess]] = {}  #: party1: round → its session's worker
         if cfg.jobs.standby == "always":  # "on_demand": from the first session on

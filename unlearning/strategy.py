@@ -74,13 +74,14 @@ class ResumableState(ABC):
 
 @dataclass
 class UnlearnContext:
-    """Everything a strategy may use; `params` is the request's raw mapping."""
+    """Everything a strategy may use; `params` is the request's raw mapping, or the strategy's
+    typed parameters when the caller parsed them already (the job service does, once)."""
 
     backend: Backend
     history: SharedHistory
     oracle: GradientOracle
     targets: tuple[str, ...]
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] | StrategyParams = field(default_factory=dict)
     on_progress: Callable[[Progress], None] | None = None
     #: called after every completed unlearning round with the strategy's resumable state
     on_checkpoint: Callable[[ResumableState], None] | None = None
@@ -129,8 +130,9 @@ class Strategy(ABC, Generic[P]):
         return cls.resumable and not cls.requires_plaintext and not cls.needs_probe
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
-        """Unlearn `ctx.targets`: parse the parameters once, validate, then `unlearn`."""
-        params = self.parse_params(ctx.params)
+        """Unlearn `ctx.targets`: parse the parameters once (unless typed already), validate, then `unlearn`."""
+        given = ctx.params
+        params = given if isinstance(given, self.params_type) else self.parse_params(given)  # type: ignore[arg-type]
         self.validate(ctx, params)
         return self.unlearn(ctx, params)
 

@@ -5,11 +5,8 @@
 * `validation` — checks an unlearn request against the stored history;
 * `history`, `oracle` — the store-backed `SharedHistory` and the task-posting
   `GradientOracle` a worker hands to the strategy;
-* `agree` — public agreements of the two workers over their session;
 * `checkpoints` — per-round job state (public JSON/npy, own shares as raw int64);
-* `worker` — the per-attempt process (`python -m server.jobs.worker`); `attempt` — what a
-  worker runs for one session attempt; `parent_link` — its pipe to the party;
-* `process` — starting them ahead of need and talking to a worker (JSON lines over pipes);
+* `attempt` — what a worker (`server.workers`) runs for one session attempt of a job;
 * `runner`, `manager` (party0), `follower` (party1) — the job runners;
 * `job_report` — the job report and its summary;
 * `services` — the admin and peer RPC handlers of jobs.

@@ -43,10 +43,10 @@ def has_checkpoints(jobs: JobStore, job_id: str) -> bool:
 
 def same_request(a: JobRecord, b: JobRecord, base_model_hash: str) -> bool:
     """Same targets, strategy and parameters, and `a` ran from `base_model_hash`."""
-    return (sorted(a.targets), a.strategy, a.parameters) == (
+    return (sorted(a.targets), a.strategy, a.parameters_json) == (
         sorted(b.targets),
         b.strategy,
-        b.parameters,
+        b.parameters_json,
     ) and a.base_model_hash == base_model_hash
 
 

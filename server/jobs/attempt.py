@@ -29,23 +29,28 @@ import torch
 
 from mpc.costs import CostLedger, StepCost
 from mpc.crypten_backend import CrypTenBackend
-from mpc.plane.tls import TlsFiles
-from mpc.session import Endpoint, Session, SessionConfig
 from privacy.distributed import PrivateAggregator
 from privacy.release_log import Release
 from privacy.settings import DPSettings
 from proto.wire import model_hash
-from server.jobs import agree
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
 from server.jobs.history import StoreHistory
 from server.jobs.oracle import ServiceOracle
-from server.jobs.parent_link import ParentLink
-from server.jobs.process import WorkerSpec
+from server.jobs.validation import parse_canonical
 from server.store import Store
+from server.workers import agree
+from server.workers.parent_link import ParentLink
+from server.workers.process import WorkerSpec
+from server.workers.session import open_session
 from unlearning import registry
 from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
 
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
+TASK = "unlearn"  #: the `WorkerSpec.task` this session module runs (server.workers.worker)
+
+# A standby worker imports this module before it is handed a session: Starfish's own
+# strategy (the paper's algorithm) loads now rather than in the session.
+registry.strategy_class("starfish")
 
 
 def ledger_from_dict(data: dict[str, Any]) -> CostLedger:
@@ -64,6 +69,8 @@ class JobAttempt:
         if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
             raise RuntimeError(f"this party's M_{spec.base_round} is not the job's base model")
         self.strategy: type[Strategy] = registry.strategy_class(spec.strategy)
+        #: the job's canonical parameters as its party stored them, typed (never re-read from a request)
+        self.params = parse_canonical(spec.targets, spec.strategy, json.dumps(spec.parameters, sort_keys=True)).params
         self.checkpoints = CheckpointDir(self.job_dir / "checkpoints")
         self.prior = CostLedger()  #: costs of earlier attempts, up to the checkpoint resumed from
         self.backend: CrypTenBackend | None = None
@@ -113,7 +120,7 @@ class JobAttempt:
             history=StoreHistory(self.store, spec.base_round),
             oracle=oracle,
             targets=tuple(spec.targets),
-            params=spec.parameters,
+            params=self.params,
             on_progress=self._on_progress,
             on_checkpoint=self._on_checkpoint,
             resume_from=state,
@@ -169,35 +176,6 @@ class JobAttempt:
         log.info("job %s: result written (model %s); leaving the session", self.spec.job_id, digest[:12])
 
 
-def open_session(spec: WorkerSpec, link: ParentLink) -> Session:
-    """Join the attempt's session: party0 announces its port first (see the module doc)."""
-    session = Session(
-        SessionConfig(
-            rank=spec.role,
-            session_id=spec.session_id,
-            peer=Endpoint(spec.peer_host, spec.peer_port),
-            dealer=Endpoint(spec.dealer_host, spec.dealer_port),
-            tls=TlsFiles(Path(spec.tls_ca), Path(spec.tls_cert), Path(spec.tls_key)),
-            peer_identity=spec.peer_identity,
-            dealer_identity=spec.dealer_identity,
-            precision_bits=spec.precision_bits,
-            timeout_s=spec.session_timeout_s,
-        )
-    )
-    if spec.role == 0:
-        port = session.listen()
-        log.info("job %s: session %s listening on %s:%d", spec.job_id, spec.session_id, spec.peer_host, port)
-        link.send({"kind": "listening", "port": port})
-    else:
-        log.info("job %s: joining session %s at %s:%d", spec.job_id, spec.session_id, spec.peer_host, spec.peer_port)
-    session.open()
-    dealer = session.dealer
-    assert dealer is not None  # set once the session is open
-    link.send({"kind": "session", "session_id": spec.session_id, "dealer": asdict(dealer)})
-    log.info("job %s: session %s open; dealer %s (%s)", spec.job_id, spec.session_id, dealer.identity, dealer.address)
-    return session
-
-
 def releases_json(privacy: PrivateAggregator) -> list[dict[str, Any]]:
     """The Stage II releases with their members (public: the participants of replayed rounds)."""
     return [{**r.as_dict(), "members": list(r.members)} for r in privacy.releases]
@@ -220,6 +198,6 @@ def read_releases(path: Path) -> list[Release]:
     ]
 
 
-def run_attempt(spec_path: Path, link: ParentLink) -> int:
+def run_session(spec_path: Path, link: ParentLink) -> int:
     """Run the session attempt `spec_path` describes; 0 on success (raises on failure)."""
     return JobAttempt(WorkerSpec.read(spec_path), link).run()

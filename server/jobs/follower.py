@@ -1,10 +1,11 @@
 """party1's side of jobs: it verifies and follows what party0 starts (docs/JOBS.md §2).
 
-StartJob carries the exact job parameters, the session id and where party0 listens
-(tls://host:port), and the dealer identity party0 uses. party1 checks the base model M_T
-is the one it holds, the request is valid against its own store (targets known, not
-erased, not every client; parameters in range; a `min_cohort` parameter, when the strategy
-declares one, at least party1's own `[privacy] min_cohort`) and the dealer identity is the one its own
+StartJob carries the job parameters' canonical JSON (`validation.parse_request`), the
+session id and where party0 listens (tls://host:port), and the dealer identity party0 uses.
+party1 checks the base model M_T is the one it holds, the request is valid against its own
+store (targets known, not erased, not every client; parameters canonical and within its own
+bounds; a `min_cohort` parameter, when the strategy declares one, at least party1's own
+`[privacy] min_cohort`) and the dealer identity is the one its own
 configuration trusts (`[jobs] dealer_identity`; it connects to its own configured dealer
 address), records the job, and starts its worker for that session (a new session
 replaces a previous attempt's worker).
@@ -24,20 +25,13 @@ from mpc.plane.rendezvous import check_session_id
 from server import metrics
 from server.jobs.adoption import adopt_checkpoints, remove_checkpoints, stale_failed
 from server.jobs.checkpoints import CheckpointDir
-from server.jobs.failures import RESTARTED, exit_description, last_error_line
 from server.jobs.jobstore import JobStore
-from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import (
-    MIN_COHORT,
-    RequestError,
-    check_request,
-    check_strategy,
-    parse_parameters,
-    with_min_cohort,
-)
+from server.jobs.validation import RequestError, check_history, parse_canonical
 from server.state import PartyState
 from server.store import StoreError
+from server.workers.failures import RESTARTED, exit_description, last_error_line
+from server.workers.process import WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -57,20 +51,21 @@ class JobFollower(JobRunnerBase):
         """Handle peer StartJob; raises `RequestError` when party1 cannot follow."""
         if self.store.global_model_hash(spec.base_round) != spec.base_model_hash:
             raise RequestError("precondition", f"party1's M_{spec.base_round} is not {spec.base_model_hash[:12]}")
-        parameters = parse_parameters(spec.parameters_json)
-        k = self.cfg.privacy.min_cohort
-        if with_min_cohort(spec.strategy, parameters, k) != parameters:  # raises below k
-            raise RequestError("invalid", f"job parameters carry no {MIN_COHORT}; party1's minimum cohort is {k}")
-        if self.jobs.get(spec.job_id) is None:  # a new job: targets, strategy and parameters checked here too
-            check_request(
-                self.store, set(self.cfg.clients), list(spec.targets), spec.strategy, parameters, self.cfg.unlearning
-            )
-        else:  # a further attempt: the targets were checked when the job arrived
-            check_strategy(spec.strategy, parameters, self.cfg.unlearning)
+        # party0's canonical copy, parsed under party1's own bounds and minimum cohort k
+        # (a copy that is not canonical, or whose min_cohort is below k, is refused)
+        checked = parse_canonical(
+            list(spec.targets),
+            spec.strategy,
+            spec.parameters_json,
+            self.cfg.unlearning,
+            min_cohort=self.cfg.privacy.min_cohort,
+        )
+        if self.jobs.get(spec.job_id) is None:  # a new job: its targets checked here too
+            check_history(self.store, set(self.cfg.clients), checked.targets)
         url = self._check_session(spec)
         try:
             job = self.jobs.add(
-                spec.job_id, list(spec.targets), spec.strategy or "starfish", parameters, state="running"
+                spec.job_id, checked.targets, checked.strategy, checked.parameters_json, state="running"
             )
         except ValueError as exc:
             raise RequestError("conflict", str(exc)) from None

@@ -18,6 +18,7 @@ from privacy.accountant import privacy_report
 from privacy.release_log import Release
 from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord
+from unlearning.report_sections import revealed_kind
 
 
 def dealer_record(job_dir: Path, label: str, independent: bool) -> dict[str, Any]:
@@ -52,7 +53,8 @@ def revealed_section(report: dict[str, Any], stage1: dict[int, int], remaining: 
     kinds, each with its `cohort` (the fewest clients any of its values aggregates; null when
     the strategy does not say) and `epsilon` (the DP budget spent; null without DP), the
     revealed aggregates one by one (`published`), and the public models the job relied on
-    (`stage1_models`, |S_i| per stored round) and produced (`unlearned_model`)."""
+    (`stage1_models`, |S_i| per stored round) and produced (`unlearned_model`); every entry
+    has the shape of `unlearning.report_sections.revealed_kind`."""
     sizes = {"history": remaining + targets, "remaining": remaining}
     kinds = report.get("revealed") or {}
     if not isinstance(kinds, dict):  # a strategy that lists its revealed values as text
@@ -68,19 +70,16 @@ def revealed_section(report: dict[str, Any], stage1: dict[int, int], remaining: 
         published = _aggregates(report.get("rounds", []))
         out["aggregate_gradients"]["published"] = published
         out["aggregate_gradients"]["cohort"] = min((p["cohort"] for p in published), default=None)
-    out["stage1_models"] = {
-        "count": len(stage1),
-        "cohort": min(stage1.values(), default=None),
-        "epsilon": None,
-        "why": "M_i of every stored round: (M_{i−1} − M_i)/η is the FedAvg aggregate of its members S_i",
-        "published": [{"round": i, "cohort": n, "epsilon": None} for i, n in sorted(stage1.items())],
-    }
-    out["unlearned_model"] = {
-        "count": 1,
-        "cohort": remaining,
-        "epsilon": None,
-        "why": "M̂, the new global model, computed from the remaining clients' data",
-    }
+    out["stage1_models"] = revealed_kind(
+        len(stage1),
+        "M_i of every stored round: (M_{i−1} − M_i)/η is the FedAvg aggregate of its members S_i",
+        cohort=min(stage1.values(), default=None),
+        epsilon=None,
+        published=[{"round": i, "cohort": n, "epsilon": None} for i, n in sorted(stage1.items())],
+    )
+    out["unlearned_model"] = revealed_kind(
+        1, "M̂, the new global model, computed from the remaining clients' data", cohort=remaining, epsilon=None
+    )
     return out
 
 

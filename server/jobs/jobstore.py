@@ -119,6 +119,7 @@ class JobRecord:
 
     @property
     def parameters_json(self) -> str:
+        """The canonical JSON the table stores (sorted keys, so it reads back to the same text)."""
         return json.dumps(self.parameters, sort_keys=True)
 
 
@@ -167,13 +168,18 @@ class JobStore:
         return out
 
     def add(
-        self, job_id: str, targets: list[str], strategy: str, parameters: dict[str, Any], state: str = "queued"
+        self, job_id: str, targets: list[str], strategy: str, parameters_json: str, state: str = "queued"
     ) -> JobRecord:
-        """Record a new job (idempotent for the same id and content)."""
+        """Record a new job (idempotent for the same id and content); `parameters_json` is the
+        canonical JSON of its parameters (`server.jobs.validation.parse_request`), stored as is."""
         with self._lock:
             existing = self.get(job_id)
             if existing is not None:
-                if (list(existing.targets), existing.strategy, existing.parameters) != (targets, strategy, parameters):
+                if (list(existing.targets), existing.strategy, existing.parameters_json) != (
+                    targets,
+                    strategy,
+                    parameters_json,
+                ):
                     raise ValueError(f"job {job_id} already exists with other parameters")
                 return existing
             seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
@@ -184,7 +190,7 @@ class JobStore:
                     seq,
                     json.dumps(targets),
                     strategy,
-                    json.dumps(parameters, sort_keys=True),
+                    parameters_json,
                     state,
                     time.time(),
                 ),

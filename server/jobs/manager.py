@@ -13,7 +13,7 @@ One job at a time; further requests wait in the queue (FIFO). For a job:
    worker and party1's job state. If either worker dies or the dealer fails the session,
    the attempt fails and attempt k+1 resumes from the newest checkpoint both parties
    hold, in a fresh session (new id, new keys). The failure is blamed on the process that
-   caused it (`server.jobs.failures`); `jobs.max_attempts` failures in a row without a new
+   caused it (`server.workers.failures`); `jobs.max_attempts` failures in a row without a new
    common checkpoint fail the job, which keeps its checkpoints;
 3. on success: install M̂ as global model T+1 (a chain that moved past M_T re-bases the job:
    it runs again from the newest model, `_rebase`), wait until party1 has installed the same
@@ -35,25 +35,24 @@ import ssl
 import threading
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from mpc.plane.rendezvous import ping
 from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
 from server import metrics, request_context
-from server.evidence.certifier import Certifier
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.cancellation import CANCELLED_BY_ADMIN, JobCancelled, write_cancellation_report
 from server.jobs.checkpoints import CheckpointDir, held_checkpoint
-from server.jobs.failures import Failure, blame, observe_exit, observe_party1
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
-from server.jobs.process import WorkerProcess
 from server.jobs.runner import JobFailed, JobRunnerBase
-from server.jobs.validation import CheckedRequest, RequestError, check_request, history_clients
+from server.jobs.validation import CheckedRequest, RequestError, check_history, history_clients
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.state import PartyState
 from server.store import ConflictError
+from server.workers.failures import Failure, blame, observe_exit, observe_party1
+from server.workers.process import WorkerProcess
 from unlearning.weight_cap import principal_count
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,15 @@ def _receipt_dict(msg) -> dict[str, Any]:
     }
 
 
+class Certifies(Protocol):
+    """What signs a finished job's erasure certificate: `server.evidence.certifier.Certifier`,
+    handed in by the runtime (the evidence package sits above the jobs)."""
+
+    def certify(self, job: JobRecord, receipts: dict[str, list[dict[str, Any]]]) -> dict[str, Any]: ...
+
+
 class JobManager(JobRunnerBase):
-    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient, certifier: Certifier):
+    def __init__(self, state: PartyState, jobs: JobStore, peer: PeerClient, certifier: Certifies):
         super().__init__(state, jobs)
         self.peer = peer
         self.certifier = certifier
@@ -96,27 +102,20 @@ class JobManager(JobRunnerBase):
         self.thread = threading.Thread(target=self.run, name="job-manager", daemon=True)
 
     # -- requests --------------------------------------------------------------------------
-    def submit(self, targets: list[str], strategy: str, parameters: dict[str, Any]) -> JobRecord:
-        """Validate and queue an unlearn request (raises `RequestError`)."""
+    def submit(self, checked: CheckedRequest) -> JobRecord:
+        """Check a parsed request (`validation.parse_request`) against the stored history and
+        queue it with its canonical parameters (raises `RequestError`)."""
         if not self.cfg.jobs.dealer:
             raise RequestError(
                 "precondition", "no dealer service is configured on party0 ([jobs] dealer = 'host:port')"
             )
-        checked = check_request(
-            self.store,
-            set(self.cfg.clients),
-            targets,
-            strategy,
-            parameters,
-            self.cfg.unlearning,
-            min_cohort=self.cfg.privacy.min_cohort,
-        )
+        check_history(self.store, set(self.cfg.clients), checked.targets)
         with self._lock:
             existing = self._duplicate(checked)
             if existing is not None:
                 log.info("job %s: the same request again, answered with this %s job", existing.job_id, existing.state)
                 return existing
-            job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters)
+            job = self.jobs.add(new_job_id(), checked.targets, checked.strategy, checked.parameters_json)
         log.info("job %s queued: unlearn %s with %s", job.job_id, list(job.targets), job.strategy)
         self._warm_up()
         self.wake.set()
@@ -295,15 +294,7 @@ class JobManager(JobRunnerBase):
 
     def _begin(self, job: JobRecord) -> JobRecord:
         self.jobs.update(job.job_id, dequeued=time.time())
-        check_request(
-            self.store,
-            set(self.cfg.clients),
-            list(job.targets),
-            job.strategy,
-            job.parameters,
-            self.cfg.unlearning,
-            min_cohort=self.cfg.privacy.min_cohort,
-        )
+        check_history(self.store, set(self.cfg.clients), list(job.targets))  # parameters: parsed when filed
         self.state.pause_training(job.job_id)
         self._await_no_open_round(job.job_id)
         base = self.store.latest_committed()
@@ -587,7 +578,7 @@ class JobManager(JobRunnerBase):
             self.state.stopping.wait(self.cfg.jobs.poll_s)
 
     def _diagnose(self, job: JobRecord, worker: WorkerProcess, theirs=None) -> Failure:
-        """Blame the process that made the attempt fail (server.jobs.failures); the dealer
+        """Blame the process that made the attempt fail (server.workers.failures); the dealer
         service is named by a worker that exits because the dealer failed its session."""
         observed = [observe_exit("party0 worker", worker.poll(), worker.log_path)]
         end = time.time() + PEER_SETTLE_S

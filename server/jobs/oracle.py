@@ -31,8 +31,8 @@ from mpc.backend import Backend, Secret
 from mpc.plane.dealer_client import DealerError
 from proto.starfish.v1 import client_pb2
 from proto.wire import model_hash
-from server.jobs import agree
 from server.store import Store
+from server.workers import agree
 from unlearning.history import GradientOracle, GradientRequest
 from unlearning.strategy import UnlearningError
 

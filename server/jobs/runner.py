@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,16 @@ from proto.wire import model_hash
 from server import metrics
 from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord, JobStore
-from server.jobs.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 from server.peer_client import PeerClient
 from server.state import PartyState
 from server.store import TaskRecord
 from server.upload_check import CheckFailed, lead_task_check
 from server.upload_check_peer import await_task_verdicts
+from server.workers.process import Handler, Standby, WorkerProcess, WorkerSpec, spawn_worker
 
 log = logging.getLogger(__name__)
+#: what a job's worker runs (`server.workers.worker` imports it by this name)
+JOB_SESSION_MODULE = "server.jobs.attempt"
 CHECK_WAIT_S = 45.0  #: bound on a job step's answer check (the worker waits 60 s for the reply)
 
 
@@ -43,7 +46,8 @@ class JobRunnerBase:
         self.store = state.store
         self.cfg = state.config
         self.jobs = jobs
-        self.workers = Standby(spawn_worker, jobs.root / "logs", "worker", self.cfg.jobs.standby != "off")
+        spawn = partial(spawn_worker, JOB_SESSION_MODULE)
+        self.workers = Standby(spawn, jobs.root / "logs", "worker", self.cfg.jobs.standby != "off")
         self._costs_recorded: set[str] = set()
         self.peer: PeerClient | None = None  #: party0's link to party1 (the job manager sets it)
 

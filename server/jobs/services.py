@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -32,9 +33,10 @@ from server.jobs.manager import JobManager
 from server.jobs.validation import (
     MAX_STATEMENT_BYTES,
     MAX_STATEMENT_DEPTH,
+    CheckedRequest,
     RequestError,
     bounded_json,
-    parse_parameters,
+    parse_request,
 )
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
@@ -129,26 +131,35 @@ class JobAdminService(AdminService):
             )
         return True
 
-    def _request_parameters(self, request, context, own: bool) -> dict:
-        """The job's parameters under the operator's policy (server.unlearning_policy): a
-        client's own request gets the operator's; the admin's overrides them."""
-        parameters = parse_parameters(request.parameters_json)
-        operator = dict(self.cfg.unlearning.parameters)
+    def _parse_request(self, request, context, own: bool) -> CheckedRequest:
+        """The request parsed once (`validation.parse_request`) under the operator's policy
+        (server.unlearning_policy): the operator's parameters fill what the admin leaves out
+        (within `[unlearning.bounds]`); a client's own request runs Starfish with them and is
+        refused when it names anything else (compared in canonical form, before any bound)."""
+        cfg = self.cfg
+        parse = partial(
+            parse_request,
+            list(request.targets),
+            min_cohort=cfg.privacy.min_cohort,
+            defaults=dict(cfg.unlearning.parameters),
+        )
+        checked = parse(request.strategy, request.parameters_json, policy=None if own else cfg.unlearning)
         if not own:
-            return {**operator, **parameters}
-        if (parameters and parameters != operator) or request.strategy not in ("", "starfish"):
+            return checked
+        operators = parse("starfish", "", policy=cfg.unlearning)
+        if (checked.strategy, checked.parameters_json) != (operators.strategy, operators.parameters_json):
             context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 "a client's own unlearning runs Starfish with the operator's parameters "
-                f"{json.dumps(operator, sort_keys=True)}; only the admin may choose the strategy or parameters",
+                f"{json.dumps(dict(cfg.unlearning.parameters), sort_keys=True)}; "
+                "only the admin may choose the strategy or parameters",
             )
-        return operator
+        return operators
 
     def Unlearn(self, request, context):
         own = self._authorize_unlearn(request, context)
         try:
-            parameters = self._request_parameters(request, context, own)
-            job = self.manager.submit(list(request.targets), request.strategy, parameters)
+            job = self.manager.submit(self._parse_request(request, context, own))
         except RequestError as exc:
             context.abort(CODES[exc.kind], str(exc))
         return admin_pb2.JobRef(job_id=job.job_id)

@@ -1,16 +1,28 @@
-"""Checks of an unlearn request against the party's stored history (before it is queued
-and again when it starts). Each failure names what is wrong; nothing is changed.
+"""An unlearn request parsed once, and checked against the party's stored history.
+
+`parse_request` is the one place a request's parameters are read (docs/JOBS.md, "Job
+parameters"): strategy name + raw `parameters_json` + targets → the strategy's typed,
+validated parameters and their canonical JSON (sorted keys, every default filled in). That
+canonical JSON is what the job table stores, what party0 sends party1 in StartJob and what
+the job's worker is given; party1 and the worker read it back with `parse_canonical`, which
+refuses a copy that is not canonical. `check_history` checks the targets against the stored
+history (before a job is queued and again when it starts). Each failure names what is wrong;
+nothing is changed.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.store import Store
 from server.unlearning_policy import PolicyError, UnlearningPolicy
+
+if TYPE_CHECKING:
+    from unlearning.params import StrategyParams
 
 
 class RequestError(ValueError):
@@ -18,20 +30,19 @@ class RequestError(ValueError):
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
-        self.kind = kind  #: "invalid" | "not_found" | "precondition"
+        self.kind = kind  #: "invalid" | "not_found" | "precondition" | "conflict"
 
 
 @dataclass(frozen=True)
 class CheckedRequest:
-    targets: list[str]
-    strategy: str
-    parameters: dict[str, Any]
+    """An unlearn request as `parse_request` returns it."""
 
-    @property
-    def parameters_json(self) -> str:
-        """The parameters' canonical JSON (sorted keys): the form the job table stores
-        (`JobRecord.parameters_json`) and party1 receives."""
-        return json.dumps(self.parameters, sort_keys=True)
+    targets: list[str]
+    strategy: str  #: the registry name ("" in the request means "starfish")
+    params: StrategyParams  #: the strategy's typed parameters, ranges and operator bounds checked
+    #: the canonical JSON of `params`: sorted keys, every default filled in; the form the job
+    #: table stores (`JobRecord.parameters_json`), party1 receives and the worker is given
+    parameters_json: str
 
 
 MAX_PARAMETERS_BYTES = 16 * 1024  #: longest `parameters_json` of an unlearn request (UTF-8 bytes)
@@ -103,9 +114,13 @@ def with_min_cohort(strategy: str, parameters: dict[str, Any], k: int) -> dict[s
     return parameters
 
 
-def check_strategy(strategy: str, parameters: dict[str, Any], policy: UnlearningPolicy | None = None) -> str:
-    """The strategy name, after checking it runs as a 2PC job, its parameters parse and the
-    parsed parameters lie within the operator's bounds (`policy`, server.unlearning_policy).
+def typed_parameters(
+    strategy: str, raw: Mapping[str, Any], policy: UnlearningPolicy | None = None
+) -> tuple[str, StrategyParams]:
+    """The strategy name and its typed parameters, after checking it runs as a 2PC job, `raw`
+    parses (`unlearning.params.parse_params`: unknown names, types, ranges, each refusal
+    naming the parameter) and the result lies within the operator's bounds (`policy`,
+    server.unlearning_policy).
 
     The algorithm (and torch) is imported here, at the first request, not at party start.
     """
@@ -117,7 +132,7 @@ def check_strategy(strategy: str, parameters: dict[str, Any], policy: Unlearning
         why = "unknown" if name not in registry.names() else "not available as a 2PC job"
         raise RequestError("invalid", f"strategy {name!r} is {why}; jobs run {registry.job_names()}")
     try:
-        typed = registry.strategy_class(name).parse_params(parameters)
+        typed = registry.strategy_class(name).parse_params(raw)
     except UnlearningError as exc:
         raise RequestError("invalid", f"bad {name} parameters: {exc}") from None
     if policy is not None:
@@ -125,7 +140,47 @@ def check_strategy(strategy: str, parameters: dict[str, Any], policy: Unlearning
             policy.check(typed.as_dict)
         except PolicyError as exc:
             raise RequestError("invalid", str(exc)) from None
-    return name
+    return name, typed
+
+
+def parse_request(
+    targets: list[str],
+    strategy: str,
+    parameters_json: str,
+    policy: UnlearningPolicy | None = None,
+    min_cohort: int | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> CheckedRequest:
+    """The one parse of an unlearn request (module docstring): targets given and distinct,
+    `parameters_json` a bounded JSON object over `defaults` (the operator's parameters,
+    `[unlearning.parameters]`), with `min_cohort` (this party's k) carrying
+    `with_min_cohort`'s value, typed and checked by `typed_parameters`."""
+    if not targets:
+        raise RequestError("invalid", "no target client given")
+    if len(set(targets)) != len(targets):
+        raise RequestError("invalid", f"duplicate target(s) in {targets}")
+    raw = {**(defaults or {}), **parse_parameters(parameters_json)}
+    if min_cohort is not None:
+        raw = with_min_cohort(strategy, raw, min_cohort)
+    name, typed = typed_parameters(strategy, raw, policy)
+    return CheckedRequest(list(targets), name, typed, json.dumps(typed.as_dict, sort_keys=True))
+
+
+def parse_canonical(
+    targets: list[str],
+    strategy: str,
+    parameters_json: str,
+    policy: UnlearningPolicy | None = None,
+    min_cohort: int | None = None,
+) -> CheckedRequest:
+    """`parse_request` of a copy that must already be canonical (party1's StartJob, the
+    worker's spec): one whose text differs from its own canonical form is refused."""
+    checked = parse_request(targets, strategy, parameters_json, policy, min_cohort)
+    if checked.parameters_json != parameters_json:
+        raise RequestError(
+            "invalid", f"parameters_json is not canonical (sorted keys, defaults filled): {checked.parameters_json}"
+        )
+    return checked
 
 
 def history_clients(store: Store, last_round: int) -> set[str]:
@@ -136,24 +191,8 @@ def history_clients(store: Store, last_round: int) -> set[str]:
     return {c for c in seen if not store.is_erased(c)}
 
 
-def check_request(
-    store: Store,
-    known_clients: set[str],
-    targets: list[str],
-    strategy: str,
-    parameters: dict[str, Any],
-    policy: UnlearningPolicy | None = None,
-    min_cohort: int | None = None,
-) -> CheckedRequest:
-    """Validate targets and parameters against the stored history (the inputs of Algorithm 4);
-    with `min_cohort` (this party's k) the parameters carry `with_min_cohort`'s value."""
-    if not targets:
-        raise RequestError("invalid", "no target client given")
-    if len(set(targets)) != len(targets):
-        raise RequestError("invalid", f"duplicate target(s) in {targets}")
-    if min_cohort is not None:
-        parameters = with_min_cohort(strategy, parameters, min_cohort)
-    name = check_strategy(strategy, parameters, policy)
+def check_history(store: Store, known_clients: set[str], targets: list[str]) -> None:
+    """Check a parsed request's targets against the stored history (the inputs of Algorithm 4)."""
     unknown = sorted(t for t in targets if t not in known_clients)
     if unknown:
         raise RequestError("not_found", f"unknown client(s) {unknown}")
@@ -171,4 +210,3 @@ def check_request(
         raise RequestError(
             "precondition", f"{sorted(targets)} would leave no remaining client: a target is the only client"
         )
-    return CheckedRequest(list(targets), name, parameters)

@@ -154,11 +154,7 @@ def _jobs(admin, args: argparse.Namespace) -> int:
     from starfish_cli import admin_view
 
     if args.admin_command == "unlearn":
-        try:
-            params = json.loads(args.params)
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--params is not valid JSON: {exc}") from None
-        job_id = admin.unlearn(args.targets, args.strategy, params)
+        job_id = admin.unlearn(args.targets, args.strategy, args.params)  # party0 parses the JSON, once
         print(json.dumps({"job_id": job_id}) if args.json else job_id, flush=True)
         if not args.wait:
             return 0

@@ -14,4 +14,4 @@ def test_every_function_is_at_most_60_lines() -> None:
 
 def test_the_check_sees_the_source_tree() -> None:
     names = {(path, name) for path, _, name, _ in functions()}
-    assert ("mpc/protocols/sectc.py", "sec_tc") in names and ("server/jobs/worker.py", "main") in names
+    assert ("mpc/protocols/sectc.py", "sec_tc") in names and ("server/workers/worker.py", "main") in names

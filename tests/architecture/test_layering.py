@@ -6,11 +6,15 @@ only by type checkers (`if TYPE_CHECKING:`) are not counted.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from helpers.source_tree import PACKAGES, Import, all_imports
+from helpers.source_tree import PACKAGES, ROOT, Import, all_imports, source_files
 
 IMPORTS = all_imports()
+MODULES = {module for module, _ in source_files()}
 APPLICATIONS = ("evaluation", "harness", "starfish_cli", "bench")
 
 #: package -> packages (ours or third-party) it must never import
@@ -99,6 +103,58 @@ def test_the_party_configuration_sits_below_the_job_runtime() -> None:
     `server.jobs`: the job runtime reads the configuration, never the other way round."""
     below = ("server.config", "server.job_config")
     found = [i for i in IMPORTS if i.module in below and i.target.startswith("server.jobs")]
+    assert not found, _show(found)
+
+
+def server_layers(doc: Path = ROOT / "docs" / "ARCHITECTURE.md") -> dict[str, int]:
+    """The table "Layers inside `server/`" of docs/ARCHITECTURE.md: module prefix → layer
+    (`config.py` → server.config, `workers/` → server.workers and everything under it)."""
+    text = doc.read_text(encoding="utf-8")
+    section = text.split("### Layers inside `server/`", 1)[1].split("\n#", 1)[0]
+    layers: dict[str, int] = {}
+    for row in re.finditer(r"^\| (\d+) [^|]*\| ([^|]*) \|", section, re.MULTILINE):
+        for path in re.findall(r"`([^`]+)`", row.group(2)):
+            name = "server." + path.removesuffix("/").removesuffix(".py").replace("/", ".")
+            assert name not in layers, f"{path} stands in two layers of docs/ARCHITECTURE.md"
+            layers[name] = int(row.group(1))
+    return layers
+
+
+SERVER_LAYERS = server_layers()
+
+
+def _layer(module: str) -> int | None:
+    """The layer of a server module: its longest prefix in the table (None: not placed)."""
+    for prefix in sorted(SERVER_LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return SERVER_LAYERS[prefix]
+    return None
+
+
+def _server_module(target: str) -> str | None:
+    """The server module an import names (`server.store.Store` → server.store)."""
+    for name in (target, target.rpartition(".")[0]):
+        if name in MODULES and _top(name) == "server":
+            return name
+    return None
+
+
+def test_every_server_module_has_a_layer_and_every_layer_entry_exists() -> None:
+    server = sorted(m for m in MODULES if _top(m) == "server" and m != "server")
+    assert [m for m in server if _layer(m) is None] == [], "place these modules in docs/ARCHITECTURE.md"
+    assert [p for p in SERVER_LAYERS if p not in MODULES] == [], "docs/ARCHITECTURE.md names missing modules"
+    assert len(set(SERVER_LAYERS.values())) >= 7
+
+
+def test_no_server_module_imports_a_higher_layer() -> None:
+    """Stage I never imports the jobs, the workers neither of them, the configuration nothing above it, ..."""
+    found = []
+    for i in IMPORTS:
+        target = _server_module(i.target)
+        if _top(i.module) == "server" and target is not None and i.module != "server":
+            mine, theirs = _layer(i.module), _layer(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                found.append(i)
     assert not found, _show(found)
 
 

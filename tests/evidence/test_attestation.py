@@ -44,7 +44,7 @@ def party(tmp_path):
     """party1's records of a finished job that unlearned client c."""
     store, unlearned = _trained(tmp_path / "data", 1)
     jobs = JobStore(tmp_path / "data")
-    job = jobs.add("j000000000001", ["c"], "starfish", {"beta": 0.25}, state="running")
+    job = jobs.add("j000000000001", ["c"], "starfish", '{"beta": 0.25}', state="running")
     jobs.update(job.job_id, base_round=ROUNDS, base_model_hash=store.global_model_hash(ROUNDS), model_hash=unlearned)
     run = {
         "params": {"beta": 0.25, "sigma": 0.6},

@@ -19,7 +19,7 @@ from helpers.evidence_fixtures import Keys, certificate
 def parts(tmp_path):
     keys = Keys.make(tmp_path / "pki")
     store, jobs = Store(tmp_path / "data", 0), JobStore(tmp_path / "data")
-    job = jobs.add("j0123456789ab", ["c2"], "starfish", {}, state="running")
+    job = jobs.add("j0123456789ab", ["c2"], "starfish", "{}", state="running")
     # peer=None: any attempt to reach party1 would fail the test
     return keys, jobs, job, Certifier(Attestor(0, store, jobs, None), None, keys.ca)  # type: ignore[arg-type]
 

@@ -118,6 +118,8 @@ def test_jobs_listing_and_cancel_of_an_unknown_job(deployment):
     assert listing.returncode == 0 and listing.stdout.strip() == "no unlearning jobs", listing
     assert json.loads(_cli("admin", "jobs", "--dir", str(deployment), "--json").stdout) == {"jobs": []}
     _assert_one_line_error(_cli("admin", "cancel", "jnope", "--dir", str(deployment)), "NOT_FOUND", "jnope")
-    _assert_one_line_error(
-        _cli("admin", "unlearn", "client0", "--params", "{nope", "--dir", str(deployment)), "--params is not valid JSON"
+    _assert_one_line_error(  # party0 parses the request's JSON (once) and names what is wrong
+        _cli("admin", "unlearn", "client0", "--params", "{nope", "--dir", str(deployment)),
+        "INVALID_ARGUMENT",
+        "parameters_json is not valid JSON",
     )

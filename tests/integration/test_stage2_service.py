@@ -149,7 +149,7 @@ def _assert_no_party_spawned_a_dealer(service) -> None:
     assert ppid not in parties
     for pid in parties:  # a party's children are its job workers only
         out = subprocess.run(["ps", "-o", "args=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-        assert all("server.jobs.worker" in line for line in out.splitlines()), out
+        assert all("server.workers.worker" in line for line in out.splitlines()), out
 
 
 def _assert_erased(service, target: str, report: dict) -> None:

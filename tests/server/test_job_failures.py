@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
 
 from server.jobs.adoption import adopt_checkpoints, adoptable, has_checkpoints, stale_failed
-from server.jobs.failures import (
+from server.jobs.jobstore import JobStore
+from server.workers.failures import (
     EXIT_DEALER,
     EXIT_ORPHANED,
     RESTARTED,
@@ -18,7 +20,6 @@ from server.jobs.failures import (
     observe_exit,
     observe_party1,
 )
-from server.jobs.jobstore import JobStore
 
 KILL = -signal.SIGKILL
 
@@ -50,7 +51,7 @@ def test_a_party_that_went_away_is_blamed_before_workers_that_failed():
 
 
 def _failed_job(jobs: JobStore, job_id: str, base: str, params: dict, rounds=(1, 2)) -> None:
-    jobs.add(job_id, ["c1"], "starfish", params)
+    jobs.add(job_id, ["c1"], "starfish", json.dumps(params, sort_keys=True))
     jobs.update(job_id, base_model_hash=base)
     for t in rounds:
         (jobs.job_dir(job_id) / "checkpoints" / f"t{t:06d}").mkdir(parents=True)
@@ -61,7 +62,7 @@ def test_identical_request_adopts_failed_checkpoints(tmp_path: Path):
     jobs = JobStore(tmp_path)
     _failed_job(jobs, "jold", "h1", {"beta": 0.25})
     _failed_job(jobs, "jother", "h1", {"beta": 0.5})
-    new = jobs.add("jnew", ["c1"], "starfish", {"beta": 0.25})
+    new = jobs.add("jnew", ["c1"], "starfish", '{"beta": 0.25}')
     assert adoptable(jobs, new, "h2") is None  # another base model: not the same computation
     old = adoptable(jobs, new, "h1")
     assert old is not None and old.job_id == "jold"
@@ -126,7 +127,7 @@ def test_party1_side_of_an_attempt():
 
 def test_a_dealer_error_anywhere_in_a_failure_names_the_dealer():
     from mpc.plane.dealer_client import DealerError
-    from server.jobs.worker import _dealer_failed
+    from server.workers.worker import _dealer_failed
 
     try:
         try:

@@ -59,7 +59,7 @@ def _manager(tmp_path: Path) -> tuple[JobManager, Store, JobStore, RecordingPeer
 
 
 def _running_job(jobs: JobStore, store: Store, base: int):
-    job = jobs.add("j1", ["c1"], "starfish", {})
+    job = jobs.add("j1", ["c1"], "starfish", "{}")
     jobs.update(
         "j1",
         state="running",

@@ -23,9 +23,9 @@ from server.jobs.validation import (
     MAX_PARAMETERS_BYTES,
     MAX_PARAMETERS_DEPTH,
     RequestError,
-    check_strategy,
     json_depth,
     parse_parameters,
+    typed_parameters,
 )
 from server.unlearning_policy import DEFAULT_BOUNDS, PolicyError, UnlearningPolicy, parse_policy
 from unlearning import registry
@@ -94,9 +94,9 @@ def test_a_numeric_parameter_without_a_bound_is_refused():
 
 def test_recovery_rounds_beyond_the_bound_is_refused_naming_the_config_key():
     with pytest.raises(RequestError) as info:
-        check_strategy("starfish", {"recovery_rounds": 1000}, parse_policy({}))
+        typed_parameters("starfish", {"recovery_rounds": 1000}, parse_policy({}))
     message = str(info.value)
     assert "recovery_rounds = 1000 is outside the operator's bounds [0, 20]" in message
     assert "[unlearning.bounds] recovery_rounds" in message
     raised = parse_policy({"bounds": {"recovery_rounds": [0, 2000]}})
-    assert check_strategy("starfish", {"recovery_rounds": 1000}, raised) == "starfish"
+    assert typed_parameters("starfish", {"recovery_rounds": 1000}, raised)[0] == "starfish"

@@ -20,7 +20,7 @@ from server.jobs.checkpoints import CheckpointDir, CheckpointError, held_checkpo
 from server.jobs.history import StoreHistory
 from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
-from server.jobs.validation import RequestError, check_request, check_strategy, parse_parameters
+from server.jobs.validation import RequestError, check_history, parse_parameters, parse_request, typed_parameters
 from server.store import Store
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
@@ -144,11 +144,11 @@ def test_both_parties_digest_the_same_public_state(tmp_path: Path):
 
 def test_job_queue_order_and_states(tmp_path: Path):
     jobs = JobStore(tmp_path)
-    first = jobs.add("ja", ["c1"], "starfish", {"sigma": 0.5})
-    second = jobs.add("jb", ["c2"], "starfish", {})
-    assert jobs.add("ja", ["c1"], "starfish", {"sigma": 0.5}) == first  # idempotent
+    first = jobs.add("ja", ["c1"], "starfish", '{"sigma": 0.5}')
+    second = jobs.add("jb", ["c2"], "starfish", "{}")
+    assert jobs.add("ja", ["c1"], "starfish", '{"sigma": 0.5}') == first  # idempotent
     with pytest.raises(ValueError, match="other parameters"):
-        jobs.add("ja", ["c1"], "starfish", {"sigma": 0.6})
+        jobs.add("ja", ["c1"], "starfish", '{"sigma": 0.6}')
     assert jobs.next_job().job_id == "ja"
     jobs.update("jb", state="running")
     assert jobs.next_job().job_id == "jb"  # a running job (after a restart) comes first
@@ -189,16 +189,17 @@ KNOWN = {"c1", "c2", "c3", "c4"}
 def test_request_validation(tmp_path: Path, targets, params, kind, message):
     store = _history_store(tmp_path)
     with pytest.raises(RequestError, match=message) as err:
-        check_request(store, KNOWN, targets, "starfish", params)
+        check_history(store, KNOWN, parse_request(targets, "starfish", json.dumps(params)).targets)
     assert err.value.kind == kind
-    assert check_request(store, KNOWN, ["c3"], "", {}).strategy == "starfish"
+    assert parse_request(["c3"], "", "").strategy == "starfish"
+    check_history(store, KNOWN, ["c3"])
 
 
 def test_erased_target_and_history_view(tmp_path: Path):
     store = _history_store(tmp_path)
     store.erase_client("c3")
     with pytest.raises(RequestError, match="already erased"):
-        check_request(store, KNOWN, ["c3"], "starfish", {})
+        check_history(store, KNOWN, ["c3"])
     history = StoreHistory(store, 2)
     assert history.num_rounds == 2 and history.all_clients() == ["c1", "c2"]  # erased c3 left out
     assert history.round_info(2).n_samples == {"c1": 3, "c2": 4} and history.round_info(2).lr == 0.5
@@ -246,8 +247,8 @@ def test_task_ids_are_deterministic_and_file_safe():
 
 
 def test_job_strategies():
-    assert check_strategy("", {}) == "starfish"
-    assert check_strategy("random", {"seed": 3, "sigma": 0.5}) == "random"
+    assert typed_parameters("", {})[0] == "starfish"
+    assert typed_parameters("random", {"seed": 3, "sigma": 0.5})[0] == "random"
     for name, params, message in (
         ("random", {"seed": "x"}, "seed"),
         ("starfish", {"seed": 3}, "unknown parameter"),
@@ -255,4 +256,4 @@ def test_job_strategies():
         ("nope", {}, "unknown"),
     ):
         with pytest.raises(RequestError, match=message):
-            check_strategy(name, params)
+            typed_parameters(name, params)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from server.config import parse_config
-from server.jobs.process import WorkerProcess
 from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, ClipFailed, Stage1Clipper, aggregate_digest
 from server.stage1_dp import Stage1Privacy
 from server.store import Store
+from server.workers.process import WorkerProcess
 
 M, LR = 8, 0.5
 BASE = {

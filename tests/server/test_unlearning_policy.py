@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.jobs.validation import RequestError, check_strategy
+from server.jobs.validation import RequestError, typed_parameters
 from server.unlearning_policy import PolicyError, UnlearningPolicy, parse_policy
 
 
@@ -24,14 +24,14 @@ def test_out_of_bounds_requests_are_invalid(parameters, message):
     policy = parse_policy({})
     strategy = "random" if "seed" in parameters else "starfish"
     with pytest.raises(RequestError, match=message) as err:
-        check_strategy(strategy, parameters, policy)
+        typed_parameters(strategy, parameters, policy)
     assert err.value.kind == "invalid"
 
 
 def test_requests_within_bounds_pass():
     policy = parse_policy({"bounds": {"eta_u": [0.001, 0.5]}})
-    assert check_strategy("starfish", {"eta_u": 0.5, "sigma": 1.0, "B": 2}, policy) == "starfish"
-    assert check_strategy("starfish", {}, policy) == "starfish"  # η_u = None: each round's η_l
+    assert typed_parameters("starfish", {"eta_u": 0.5, "sigma": 1.0, "B": 2}, policy)[0] == "starfish"
+    assert typed_parameters("starfish", {}, policy)[0] == "starfish"  # η_u = None: each round's η_l
 
 
 def test_policy_check_names_the_bound():

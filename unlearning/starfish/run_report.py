@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from unlearning.report_sections import revealed_kind
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.state import StarfishState
@@ -53,35 +54,36 @@ def theorem1_inputs(eta_u: float, sigma: float, selected: int, total: int) -> di
 
 
 def revealed_section(log: StarfishLog, selected: Sequence[int], inverse: str, sampled: bool) -> dict[str, Any]:
-    """Every value the run opened, by kind (docs/ALGORITHM.md "What is revealed")."""
+    """Every value the run opened, by kind (docs/ALGORITHM.md "What is revealed";
+    `unlearning.report_sections` gives each entry its shape)."""
     flags = sum(len(entry.flags) for entry in log.flags)
     revealed = [e for e in log.releases if e.action == "revealed"]
     return {
-        "selected_rounds": {
-            "count": len(selected),
-            "values": list(selected),
-            "why": "the top-T′ set of SecRS, opened sorted by round index (never the rank order)",
-        },
-        "aggregate_gradients": {
-            "count": len(revealed),
-            "values": [{"steps": e.steps, "support": e.support} for e in revealed],
-            "why": "the update of one unlearning round, or the sum of held ones (moves the public model); "
+        "selected_rounds": revealed_kind(
+            len(selected),
+            "the top-T′ set of SecRS, opened sorted by round index (never the rank order)",
+            values=list(selected),
+        ),
+        "aggregate_gradients": revealed_kind(
+            len(revealed),
+            "the update of one unlearning round, or the sum of held ones (moves the public model); "
             "support = fewest clients in any combination with Stage I aggregates (≥ min_cohort)",
-        },
-        "correction_flags": {"count": flags, "why": "one SecTC flag per remaining client and check round"},
-        "curvature_bits": {
-            "count": len(log.curvature),
-            "rejected": sum(1 for c in log.curvature if not c.accepted),
-            "why": "one [yᵀs ≥ ε·sᵀs]·[‖y‖² ≤ κ·yᵀs] bit per client and offered L-BFGS pair (safeguard)",
-        },
-        "sample_decided_bits": {
-            "count": flags if sampled else 0,
-            "why": "whether SecTC's public sample already decided a client's flag (check_sample > 0)",
-        },
-        "secmi_masked_products": {
-            "count": log.inverses if inverse == "secmi" else 0,
-            "why": "N = K·R for a random invertible R (Algorithm 7); magnitude leaks over the reals",
-        },
+            values=[{"steps": e.steps, "support": e.support} for e in revealed],
+        ),
+        "correction_flags": revealed_kind(flags, "one SecTC flag per remaining client and check round"),
+        "curvature_bits": revealed_kind(
+            len(log.curvature),
+            "one [yᵀs ≥ ε·sᵀs]·[‖y‖² ≤ κ·yᵀs] bit per client and offered L-BFGS pair (safeguard)",
+            rejected=sum(1 for c in log.curvature if not c.accepted),
+        ),
+        "sample_decided_bits": revealed_kind(
+            flags if sampled else 0,
+            "whether SecTC's public sample already decided a client's flag (check_sample > 0)",
+        ),
+        "secmi_masked_products": revealed_kind(
+            log.inverses if inverse == "secmi" else 0,
+            "N = K·R for a random invertible R (Algorithm 7); magnitude leaks over the reals",
+        ),
     }
 
 

@@ -7,7 +7,7 @@ With `[privacy] dp = true` round i's public aggregate is
 computed by the same written-once code as Stage II's reveals
 (`privacy.distributed.PrivateAggregator`: SecClip, the weighted sum, the distributed
 noise with σ = z·C·max_j w_j), on the CrypTen backend over the TLS MPC plane and the dealer
-service, exactly as a job's session attempt (`attempt.open_session`). Steps:
+service, exactly as a job's session attempt (`server.workers.session.open_session`). Steps:
 
 1. open the party's store read-only; check round i's agreed membership is the one the party
    asked for (its digest) and M_{i−1} is the round's input model;
@@ -30,15 +30,16 @@ import numpy as np
 from mpc.crypten_backend import CrypTenBackend
 from privacy.distributed import PrivateAggregator
 from privacy.settings import DPSettings
-from server.jobs import agree
-from server.jobs.attempt import open_session
-from server.jobs.parent_link import ParentLink
-from server.jobs.process import WorkerSpec
-from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, aggregate_digest
+from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, STAGE1_CLIP, aggregate_digest
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, membership_digest
+from server.workers import agree
+from server.workers.parent_link import ParentLink
+from server.workers.process import WorkerSpec
+from server.workers.session import open_session
 
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
+TASK = STAGE1_CLIP  #: the `WorkerSpec.task` this session module runs (server.workers.worker)
 
 
 def _members(store: Store, spec: WorkerSpec) -> dict[str, int]:
@@ -71,7 +72,7 @@ def _clipped_aggregate(backend: CrypTenBackend, store: Store, spec: WorkerSpec, 
     return released.numpy().astype(np.float64)
 
 
-def run_clip(spec_path: Path, link: ParentLink) -> int:
+def run_session(spec_path: Path, link: ParentLink) -> int:
     """Run the clip session `spec_path` describes (module docstring); 0 on success."""
     spec = WorkerSpec.read(spec_path)
     folder = Path(spec.job_dir)

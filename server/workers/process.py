@@ -66,8 +66,9 @@ class WorkerSpec:
     task_poll_s: float
     #: `[privacy]` DP settings (DPSettings fields); empty when DP is off
     dp: dict[str, Any]
-    #: what the session computes: "unlearn" (a job's attempt) or "stage1_clip" (a Stage I
-    #: round's clipped, noised aggregate; `server.jobs.clip_attempt`)
+    #: what the session computes: "unlearn" (a job's attempt, `server.jobs.attempt`) or
+    #: "stage1_clip" (a Stage I round's clipped, noised aggregate, `server.stage1_clip_attempt`);
+    #: a worker refuses a spec of another kind than its session module's `TASK`
     task: str = "unlearn"
 
     def write(self, path: Path) -> Path:
@@ -85,12 +86,13 @@ class WorkerSpec:
 Handler = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
-def spawn_worker(log_path: Path) -> subprocess.Popen:
-    """Start `python -m server.jobs.worker`; it imports, then waits for a spec on stdin."""
+def spawn_worker(session_module: str, log_path: Path) -> subprocess.Popen:
+    """Start `python -m server.workers.worker <session_module>`; it imports the module that
+    runs its kind of session, then waits for a spec on stdin."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "server.jobs.worker"],
+            [sys.executable, "-m", "server.workers.worker", session_module],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

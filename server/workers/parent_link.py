@@ -18,7 +18,7 @@ from typing import Any
 
 EXIT_ORPHANED = 3
 REQUEST_TIMEOUT_S = 60.0
-log = logging.getLogger("server.jobs.worker")
+log = logging.getLogger("server.workers.worker")
 
 
 class ParentLink:

@@ -22,9 +22,9 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.jobs.parent_link import EXIT_ORPHANED
+from server.workers.parent_link import EXIT_ORPHANED
 
-#: exit code of a worker whose session the dealer failed (server.jobs.worker.EXIT_DEALER)
+#: exit code of a worker whose session the dealer failed (server.workers.worker.EXIT_DEALER)
 EXIT_DEALER = 4
 #: party1's job error when its restart ended the session (server.jobs.follower)
 RESTARTED = "party1 restarted during the session"
