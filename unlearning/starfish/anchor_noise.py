@@ -33,7 +33,7 @@ from mpc.backend import Backend, Secret
 from unlearning.history import SharedHistory
 
 #: κ: the noise's norm over the largest norm of what an observer could isolate
-KAPPA = 2.0
+KAPPA = 3.0
 
 #: draws the secret u ~ N(0, I_m) (`Backend.random`; tests pass a fixed draw to compare backends)
 NoiseDraw = Callable[[Backend, int], Secret]

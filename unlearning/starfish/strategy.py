@@ -36,7 +36,14 @@ from unlearning.starfish.anchor_noise import NoiseDraw, anchor_noise, secret_gau
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
-from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable, stage1_coefficients
+from unlearning.starfish.release import (
+    PendingRelease,
+    anchor_round,
+    classify,
+    near_anchor,
+    revealable,
+    stage1_coefficients,
+)
 from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
@@ -207,15 +214,16 @@ class StarfishStrategy(Strategy[StarfishParams]):
         scale and the clients of S_i it lacks join the pending anchors (anchor_noise.py). k = 1 is
         Algorithm 4 without the release rule: no anchors (nor with `anchor_noise` off)."""
         at = anchor_round(ctx.history, state.model, params.min_step)
-        if at is not None and params.min_cohort > 1 and params.anchor_noise:
+        near = near_anchor(ctx.history, state.model, params.anchor_reach, params.min_step)
+        if near is not None and params.min_cohort > 1 and params.anchor_noise:
             info = ctx.history.round_info(step.r)
             weights = capped_fedavg_weights(info, step.participants, params.min_cohort) or fedavg_weights(
                 info, step.participants
             )
             eta = params.unlearning_rate(info.lr)
-            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, at))
+            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, near))
             if terms:
-                state.pending.add_anchor(at, terms)
+                state.pending.add_anchor(near, terms)
         return at
 
     def _release(
