@@ -29,7 +29,7 @@ from stage1_helpers import fedavg_step, tolerance, wait_committed
 pytestmark = pytest.mark.timeout(300)
 LR = 0.5
 M = 64
-HONEST = {c: 20 for c in "abcdefghi"}  #: equal n_j: the weight cap (at most 1/k of a round each) keeps them
+HONEST = dict.fromkeys("abcdefghi", 20)  #: equal n_j: the weight cap (at most 1/k of a round each) keeps them
 ATTACKER = "mallory"
 
 

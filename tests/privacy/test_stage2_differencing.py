@@ -154,7 +154,7 @@ def test_other_clients_gradients_are_far_apart() -> None:
                 assert defended(grads[a], grads[b]), (a, b)
 
 
-def no_noise(backend, m: int):
+def no_noise(backend, m: int, key: bytes = b""):
     """The anchored reveal without its noise: the release rule's merging alone."""
     return backend.zeros((m,))
 
@@ -196,7 +196,7 @@ def test_merged_first_replay_of_order_independent_clients_recovers_nothing() -> 
 def seeded_draw(seed: int):
     """One reproducible u ~ N(0, I_m) of the anchored reveal (the secret draw's distribution)."""
 
-    def draw(backend, m: int):
+    def draw(backend, m: int, key: bytes = b""):
         gen = torch.Generator().manual_seed(seed)
         return backend.add(backend.zeros((m,)), torch.randn(m, generator=gen, dtype=torch.float64))
 
