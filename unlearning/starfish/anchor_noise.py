@@ -45,7 +45,7 @@ from mpc.backend import Backend, Secret
 from unlearning.history import SharedHistory
 
 #: κ: the noise's norm over the largest norm of what an observer could isolate
-KAPPA = 3.0
+KAPPA = 2.0
 KEY_WORDS = 8  #: a noise key as 8 words of 32 bits (exact in the plaintext backend's float64)
 
 #: draws the secret u ~ N(0, I_m) of one reveal under this party's reveal key
