@@ -258,14 +258,24 @@ def _wrap(fn: Callable[[], np.ndarray]) -> np.ndarray:
 def shifted_part(party: int, share: np.ndarray, window: Window, rho: np.ndarray | None) -> np.ndarray:
     """u_p of W (module doc, steps 1–2) for this party's share of v (offset added by party 0)."""
     with np.errstate(over="ignore"):
-        v = share.astype(np.int64) << np.int64(window.scale)
+        v = np.asarray(share, dtype=np.int64) << np.int64(window.scale)  # a new array
         if party == 0:
             v += np.int64(window.offset)
             if rho is not None:
                 v += rho
-            return (v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64)
-        v = -v if rho is None else rho - v  # = −(v_1 − ρ)
-        return -((v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64))
+        elif rho is None:
+            np.negative(v, out=v)
+        else:
+            np.subtract(rho, v, out=v)  # = −(v_1 − ρ)
+        u = v.view(np.uint64)
+        u >>= np.uint64(window.k)  # below 2^(64−k) ≤ 2^31: the same value read as int64
+        out = u.view(np.int64)
+        return out if party == 0 else np.negative(out, out=out)
+
+
+def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(Σ_l a_rl·b_rl)_r in Z_2^64 (int64 products and sums wrap)."""
+    return np.einsum("...l,...l->...", a, b)
 
 
 def local_term(u: np.ndarray) -> np.ndarray:
@@ -287,6 +297,11 @@ class Drawn:
         (vm, vg), (sm, sg) = correlation.private_dots([(3 * items, length), (7 * items, 1)])
         return cls((vm, vg), (sm, sg))
 
+    def vector_rows(self, part: int, items: int) -> tuple[np.ndarray, np.ndarray]:
+        """Masks and shares of the vector rows of `part` (0, 1: the range windows; 2: x)."""
+        rows = slice(part * items, (part + 1) * items)
+        return self.vectors[0][rows], self.vectors[1][rows]
+
     def scalar_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         return self.scalars[0][start:stop], self.scalars[1][start:stop]
 
@@ -297,9 +312,10 @@ def private_products(
     """This party's shares of the row-wise products Σ_l X_rl·Y_rl of each group (R, L), where
     party 0 holds X and party 1 holds Y, with the masks and product shares `drawn` for each
     group (module doc, step 3): one exchange for all groups."""
-    masked = _wrap(
-        lambda: np.concatenate([(g - masks).reshape(-1) for g, (masks, _) in zip(groups, drawn, strict=True)])
-    )
+    masked, at = np.empty(sum(g.size for g in groups), dtype=np.int64), 0
+    for g, (masks, _) in zip(groups, drawn, strict=True):
+        np.subtract(g, masks, out=masked[at : at + g.size].reshape(g.shape))
+        at += g.size
     theirs = exchange(step, masked)
     if theirs.shape != masked.shape:
         raise ValueError(f"check step {step}: the other party sent {theirs.size} words, expected {masked.size}")
@@ -308,7 +324,7 @@ def private_products(
         other = theirs[at : at + g.size].reshape(g.shape)
         at += g.size
         known = masks if party == 0 else g  # α·(Y − β) for party 0, (X − α)·Y for party 1
-        out.append(_wrap(lambda known=known, other=other, gamma=gamma: (known * other).sum(axis=-1) + gamma))
+        out.append(_wrap(lambda known=known, other=other, gamma=gamma: row_dots(known, other) + gamma))
     return out
 
 
@@ -353,19 +369,19 @@ def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams:
     with np.errstate(over="ignore"):
         vec_rows = [f * u for f, u in zip(folds, parts, strict=True)] if party == 0 else parts
         scalars = np.concatenate([scalar_parts, own[:, None]], axis=1)
-        cross_v, cross_s = private_products(
+        *cross_v, cross_s = private_products(
             party,
-            [np.concatenate([*vec_rows, x]), scalars.reshape(5 * n, 1)],
-            [drawn.vectors, drawn.scalar_rows(0, 5 * n)],
+            [*vec_rows, x, scalars.reshape(5 * n, 1)],
+            [*(drawn.vector_rows(p, n) for p in range(3)), drawn.scalar_rows(0, 5 * n)],
             step,
             exchange,
         )
-        cross_v, cross_s = cross_v.reshape(3, n), cross_s.reshape(n, 5)
-        z_range = sum((f * local_term(u)).sum(axis=1) for f, u in zip(folds, parts, strict=True)) + 2 * (
+        cross_s = cross_s.reshape(n, 5)
+        z_range = sum(row_dots(f, local_term(u)) for f, u in zip(folds, parts, strict=True)) + 2 * (
             cross_v[0] + cross_v[1]
         )
         t = local_term(scalar_parts) + 2 * cross_s[:, :4]
-        s = (x * x).sum(axis=1) + 2 * cross_v[2]
+        s = row_dots(x, x) + 2 * cross_v[2]
         nn = own * own + 2 * cross_s[:, 4]
         return z_range, t[:, 0] + t[:, 1], t[:, 2] + t[:, 3], s, nn
 
