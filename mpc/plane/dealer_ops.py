@@ -279,10 +279,13 @@ def _rows(shape: Shape) -> int:
 
 
 def _row_products(firsts: list[torch.Tensor], seconds: list[torch.Tensor]) -> torch.Tensor:
-    """(Σ_l A_rl·B_rl)_r of each block, the blocks' rows one after the other."""
+    """(Σ_l A_rl·B_rl)_r of each block, the blocks' rows one after the other (numpy's einsum on
+    the int64 words: the same wrapping sums as torch's, without the product's temporary)."""
+    import numpy as np
     import torch
 
-    return torch.cat([(a * b).sum(-1) for a, b in zip(firsts, seconds, strict=True)])
+    rows = [np.einsum("rl,rl->r", a.numpy(), b.numpy()) for a, b in zip(firsts, seconds, strict=True)]
+    return torch.from_numpy(np.concatenate(rows))
 
 
 def _shape(value: Any) -> Shape:
