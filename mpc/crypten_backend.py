@@ -54,7 +54,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.costs import CostLedger
 from mpc.crypten_loader import load_crypten
-from mpc.dp_noise import party_gaussian
+from mpc.dp_noise import keyed_gaussian, party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.dealer_ops import fixed_mask
@@ -350,6 +350,13 @@ class CrypTenBackend(Backend):
         generator and never sent: R ~ N(0, 1) and neither party knows it."""
         gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         local = torch.randn(tuple(shape), generator=gen, dtype=torch.float64) / math.sqrt(2.0)
+        return CrypTenSecret(self._encode(local, self.f), self.f)
+
+    def keyed_random(self, shape: Sequence[int], key: bytes) -> CrypTenSecret:
+        """R = R_0 + R_1 with each party's R_p ~ N(0, 1/2) from its own keyed AES-CTR stream
+        (`mpc.dp_noise.keyed_gaussian`), never sent: R ~ N(0, 1), neither party knows it, and
+        the same keys give the same R."""
+        local = keyed_gaussian(key, tuple(shape), 1.0 / math.sqrt(2.0))
         return CrypTenSecret(self._encode(local, self.f), self.f)
 
     # ------------------------------------------------------------------ local ops

@@ -48,12 +48,19 @@ u − α, u − β, x_p − α are uniform. A refused upload reveals its z (a fu
 The fold weights r are drawn from the per-client seed, which party0 draws with `secrets`
 only after the uploads are fixed, so a client cannot aim at them.
 
-**Rounds** (`check_input`): step 0 opens the differences of the three vector products and
-five scalar ones (3m + 5 words each way), step 1 those of the two scalar windows on S (2
-words), step 2 the four z (4 words). An honest upload fails a window only when a fresh mask
-makes its shares wrap (< m·2^32/2^64 per vector window), so a refused upload is checked once
-more with a second seed before the verdict is final; a dishonest one is refused both times
-but for probability ≤ 2^−34 per check and try.
+**Batches** (`check_batch`): the n items of a batch are checked together, vectorised —
+each item keeps its own seed (so its own fold weights and masks) and its own verdict, but
+every step concatenates all items' vectors into one exchange, and the dealer's correlation
+for the whole attempt (3n vector rows of length m, 7n scalar rows) is one `private_dot`
+request (n·10 words to party 0). Step 0 opens the differences of the three vector products
+and five scalar ones per item (n·(3m + 5) words each way), step 1 those of the two scalar
+windows on S (2n words), step 2 the four z per item (4n words). An honest upload fails a
+window only when a fresh mask makes its shares wrap (< m·2^32/2^64 per vector window), so the
+items a first attempt refused are checked once more, together, each under a second seed
+before their verdict is final (steps 3–5); a dishonest one is refused both times but for
+probability ≤ 2^−34 per check and try. A batch is so 3 exchanges (6 when something is
+re-checked) and 1 dealer request (2), whatever n; `batch_sizes` cuts a batch whose step-0
+vector would exceed `MAX_STEP_WORDS` into several such checks.
 """
 
 from __future__ import annotations
@@ -75,6 +82,8 @@ OFFSET = 1 << (K - 1)
 CHECKS = ("range", "norm", "reported_norm", "delta")
 ATTEMPTS = 2
 SEED_BYTES = 32
+MAX_STEP_WORDS = 1 << 24
+"""The longest step-0 vector a vectorised check builds (128 MiB); a larger batch is cut up."""
 
 
 class Exchange(Protocol):
@@ -83,9 +92,9 @@ class Exchange(Protocol):
 
 
 class Correlation(Protocol):
-    def private_dots(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-        """This party's masks (rows, length) — α for party 0, β for party 1 — and its share
-        (rows,) of α_r·β_r (the dealer's `private_dot` kind)."""
+    def private_dots(self, shapes: list[tuple[int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per block (rows, length): this party's masks — α for party 0, β for party 1 — and
+        its share (rows,) of the row products α_r·β_r; all blocks in one `private_dot` request."""
 
 
 def largest_norm(num_params: int, precision_bits: int) -> float:
@@ -249,14 +258,24 @@ def _wrap(fn: Callable[[], np.ndarray]) -> np.ndarray:
 def shifted_part(party: int, share: np.ndarray, window: Window, rho: np.ndarray | None) -> np.ndarray:
     """u_p of W (module doc, steps 1–2) for this party's share of v (offset added by party 0)."""
     with np.errstate(over="ignore"):
-        v = share.astype(np.int64) << np.int64(window.scale)
+        v = np.asarray(share, dtype=np.int64) << np.int64(window.scale)  # a new array
         if party == 0:
             v += np.int64(window.offset)
             if rho is not None:
                 v += rho
-            return (v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64)
-        v = -v if rho is None else rho - v  # = −(v_1 − ρ)
-        return -((v.view(np.uint64) >> np.uint64(window.k)).astype(np.int64))
+        elif rho is None:
+            np.negative(v, out=v)
+        else:
+            np.subtract(rho, v, out=v)  # = −(v_1 − ρ)
+        u = v.view(np.uint64)
+        u >>= np.uint64(window.k)  # below 2^(64−k) ≤ 2^31: the same value read as int64
+        out = u.view(np.int64)
+        return out if party == 0 else np.negative(out, out=out)
+
+
+def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(Σ_l a_rl·b_rl)_r in Z_2^64 (int64 products and sums wrap)."""
+    return np.einsum("...l,...l->...", a, b)
 
 
 def local_term(u: np.ndarray) -> np.ndarray:
@@ -264,15 +283,39 @@ def local_term(u: np.ndarray) -> np.ndarray:
     return _wrap(lambda: u * u - u)
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """This party's dealer correlation of one attempt over n items (one `private_dot`
+    request): masks and product shares of the 3n vector rows and of the 7n scalar rows
+    (5n in step 0, 2n in step 1)."""
+
+    vectors: tuple[np.ndarray, np.ndarray]  #: masks (3n, m), shares (3n,)
+    scalars: tuple[np.ndarray, np.ndarray]  #: masks (7n, 1), shares (7n,)
+
+    @classmethod
+    def fetch(cls, correlation: Correlation, items: int, length: int) -> Drawn:
+        (vm, vg), (sm, sg) = correlation.private_dots([(3 * items, length), (7 * items, 1)])
+        return cls((vm, vg), (sm, sg))
+
+    def vector_rows(self, part: int, items: int) -> tuple[np.ndarray, np.ndarray]:
+        """Masks and shares of the vector rows of `part` (0, 1: the range windows; 2: x)."""
+        rows = slice(part * items, (part + 1) * items)
+        return self.vectors[0][rows], self.vectors[1][rows]
+
+    def scalar_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.scalars[0][start:stop], self.scalars[1][start:stop]
+
+
 def private_products(
-    party: int, groups: list[np.ndarray], step: int, exchange: Exchange, correlation: Correlation
+    party: int, groups: list[np.ndarray], drawn: list[tuple[np.ndarray, np.ndarray]], step: int, exchange: Exchange
 ) -> list[np.ndarray]:
     """This party's shares of the row-wise products Σ_l X_rl·Y_rl of each group (R, L), where
-    party 0 holds X and party 1 holds Y (module doc, step 3): one exchange for all groups."""
-    drawn = [correlation.private_dots(*g.shape) for g in groups]
-    masked = _wrap(
-        lambda: np.concatenate([(g - masks).reshape(-1) for g, (masks, _) in zip(groups, drawn, strict=True)])
-    )
+    party 0 holds X and party 1 holds Y, with the masks and product shares `drawn` for each
+    group (module doc, step 3): one exchange for all groups."""
+    masked, at = np.empty(sum(g.size for g in groups), dtype=np.int64), 0
+    for g, (masks, _) in zip(groups, drawn, strict=True):
+        np.subtract(g, masks, out=masked[at : at + g.size].reshape(g.shape))
+        at += g.size
     theirs = exchange(step, masked)
     if theirs.shape != masked.shape:
         raise ValueError(f"check step {step}: the other party sent {theirs.size} words, expected {masked.size}")
@@ -281,7 +324,7 @@ def private_products(
         other = theirs[at : at + g.size].reshape(g.shape)
         at += g.size
         known = masks if party == 0 else g  # α·(Y − β) for party 0, (X − α)·Y for party 1
-        out.append(_wrap(lambda known=known, other=other, gamma=gamma: (known * other).sum(axis=-1) + gamma))
+        out.append(_wrap(lambda known=known, other=other, gamma=gamma: row_dots(known, other) + gamma))
     return out
 
 
@@ -290,91 +333,141 @@ def _scalars(values: list[int]) -> np.ndarray:
     return np.array([(int(v) + 2**63) % 2**64 - 2**63 for v in values], dtype=np.int64)
 
 
-def _first_step(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream, step: int, exchange, correlation):
-    """Step 0: the two range windows (folded), the N and δ windows, S = ‖x‖² and N²."""
-    m, x = bounds.num_params, held.gradient
-    windows = (coarse(), fine(bounds.bits))
-    folds = [stream.words(f"fold:range:{i}", m) for i in range(2)]
-    parts = [shifted_part(party, x, w, stream.mask(f"range:{i}", m)) for i, w in enumerate(windows)]
-    scalar_windows = (coarse(), unsigned_fine(bounds.bits), coarse(), unsigned_fine(bounds.bits))
-    scalar_in = _scalars([held.norm, held.norm, held.delta, held.delta])
-    rho = stream.mask("scalars", 4)
-    scalar_parts = np.concatenate(
-        [
-            shifted_part(party, scalar_in[i : i + 1], w, None if rho is None else rho[i : i + 1])
-            for i, w in enumerate(scalar_windows)
-        ]
+def _rows(streams: list[Stream], draw: Callable[[Stream], np.ndarray | None]) -> np.ndarray | None:
+    """One row per item of a per-item stream draw (None when the attempt does not re-share)."""
+    rows = [draw(s) for s in streams]
+    return None if rows[0] is None else np.stack(rows)
+
+
+def _windows(party: int, values: np.ndarray, windows: tuple[Window, ...], rho: np.ndarray | None) -> np.ndarray:
+    """u_p of column j of `values` (n, w) under windows[j]; rho (n, w) or None."""
+    return np.stack(
+        [shifted_part(party, values[:, j], w, None if rho is None else rho[:, j]) for j, w in enumerate(windows)],
+        axis=1,
     )
-    own = _scalars([held.norm])
-    vec_rows = [f * u for f, u in zip(folds, parts, strict=True)] if party == 0 else list(parts)
+
+
+def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams: list[Stream], step, exchange, drawn):
+    """Step 0 for all n items at once: the two range windows (folded), the N and δ windows,
+    S = ‖x‖² and N²; per item (z_range, z_N, z_δ, S, N²), each of shape (n,)."""
+    m, n = bounds.num_params, len(held)
+    x = np.stack([h.gradient for h in held])
+    windows = (coarse(), fine(bounds.bits))
+    folds = [np.stack([s.words(f"fold:range:{i}", m) for s in streams]) for i in range(2)]
+    parts = [
+        shifted_part(party, x, w, _rows(streams, lambda s, i=i: s.mask(f"range:{i}", m))) for i, w in enumerate(windows)
+    ]
+    scalar_windows = (coarse(), unsigned_fine(bounds.bits), coarse(), unsigned_fine(bounds.bits))
+    own = _scalars([h.norm for h in held])
+    delta = _scalars([h.delta for h in held])
+    scalar_parts = _windows(
+        party,
+        np.stack([own, own, delta, delta], axis=1),
+        scalar_windows,
+        _rows(streams, lambda s: s.mask("scalars", 4)),
+    )
     with np.errstate(over="ignore"):
-        vectors = np.stack([*vec_rows, x])
-        cross_v, cross_s = private_products(
-            party, [vectors, np.concatenate([scalar_parts, own]).reshape(5, 1)], step, exchange, correlation
+        vec_rows = [f * u for f, u in zip(folds, parts, strict=True)] if party == 0 else parts
+        scalars = np.concatenate([scalar_parts, own[:, None]], axis=1)
+        *cross_v, cross_s = private_products(
+            party,
+            [*vec_rows, x, scalars.reshape(5 * n, 1)],
+            [*(drawn.vector_rows(p, n) for p in range(3)), drawn.scalar_rows(0, 5 * n)],
+            step,
+            exchange,
         )
-        z_range = sum((f * local_term(u)).sum() for f, u in zip(folds, parts, strict=True)) + 2 * (
+        cross_s = cross_s.reshape(n, 5)
+        z_range = sum(row_dots(f, local_term(u)) for f, u in zip(folds, parts, strict=True)) + 2 * (
             cross_v[0] + cross_v[1]
         )
-        t = local_term(scalar_parts) + 2 * cross_s[:4]
-        s = (x * x).sum() + 2 * cross_v[2]
-        nn = own[0] * own[0] + 2 * cross_s[4]
-        return z_range, t[:2].sum(), t[2:].sum(), s, nn
+        t = local_term(scalar_parts) + 2 * cross_s[:, :4]
+        s = row_dots(x, x) + 2 * cross_v[2]
+        nn = own * own + 2 * cross_s[:, 4]
+        return z_range, t[:, 0] + t[:, 1], t[:, 2] + t[:, 3], s, nn
 
 
-def _second_step(party: int, bounds: CheckBounds, stream: Stream, s, nn, step: int, exchange, correlation):
-    """Step 1: the windows on T − S (norm bound) and N² − S + tol (reported norm)."""
-    t_bound, tol = bounds.norm_sq, bounds.tolerance
+def _second_step(party: int, bounds: CheckBounds, streams: list[Stream], s, nn, step: int, exchange, drawn):
+    """Step 1 for all n items: the windows on T − S (norm bound) and N² − S + tol (reported
+    norm); per item (t_norm, t_reported)."""
+    n, t_bound, tol = len(s), bounds.norm_sq, bounds.tolerance
+    lead = party == 0
     with np.errstate(over="ignore"):
-        lead = party == 0
-        values = _scalars([(t_bound if lead else 0) - int(s), int(nn) - int(s) + (tol if lead else 0)])
+        values = np.stack([np.int64(t_bound if lead else 0) - s, nn - s + np.int64(tol if lead else 0)], axis=1)
     windows = (window_for(t_bound), window_for(2 * tol))
-    rho = stream.mask("norms", 2)
-    parts = np.concatenate(
-        [
-            shifted_part(party, values[i : i + 1], w, None if rho is None else rho[i : i + 1])
-            for i, w in enumerate(windows)
-        ]
-    )
-    (cross,) = private_products(party, [parts.reshape(2, 1)], step, exchange, correlation)
-    return _wrap(lambda: local_term(parts) + 2 * cross)
+    parts = _windows(party, values, windows, _rows(streams, lambda st: st.mask("norms", 2)))
+    (cross,) = private_products(party, [parts.reshape(2 * n, 1)], [drawn.scalar_rows(5 * n, 7 * n)], step, exchange)
+    t = _wrap(lambda: local_term(parts) + 2 * cross.reshape(n, 2))
+    return t[:, 0], t[:, 1]
 
 
-def _attempt(party: int, held: HeldInput, bounds: CheckBounds, stream: Stream, first_step: int, exchange, correlation):
-    z_range, z_reported, z_delta, s, nn = _first_step(party, held, bounds, stream, first_step, exchange, correlation)
-    t_norm, t_reported = _second_step(party, bounds, stream, s, nn, first_step + 1, exchange, correlation)
+def _attempt(party: int, held: list[HeldInput], bounds: CheckBounds, streams, first_step: int, exchange, correlation):
+    """One attempt over all items: steps 3a, 3a+1, 3a+2; one verdict per item."""
+    drawn = Drawn.fetch(correlation, len(held), bounds.num_params)
+    z_range, z_reported, z_delta, s, nn = _first_step(party, held, bounds, streams, first_step, exchange, drawn)
+    t_norm, t_reported = _second_step(party, bounds, streams, s, nn, first_step + 1, exchange, drawn)
     with np.errstate(over="ignore"):
-        mine = _scalars([int(z_range), int(t_norm), int(z_reported + t_reported), int(z_delta)])
-        total = mine + exchange(first_step + 2, mine)
-    return Verdict(tuple(c for c, z in zip(CHECKS, total, strict=True) if z != 0))
+        mine = np.stack([z_range, t_norm, z_reported + t_reported, z_delta], axis=1).reshape(-1)
+        theirs = exchange(first_step + 2, mine)
+        if theirs.shape != mine.shape:
+            raise ValueError(
+                f"check step {first_step + 2}: the other party sent {theirs.size} words, expected {mine.size}"
+            )
+        total = (mine + theirs).reshape(-1, len(CHECKS))
+    return [Verdict(tuple(c for c, z in zip(CHECKS, row, strict=True) if z != 0)) for row in total]
 
 
 def retry_seed(seed: bytes, attempt: int) -> bytes:
     return hmac.new(seed, b"attempt:%d" % attempt, hashlib.sha256).digest()
 
 
-def check_input(
-    party: int, held: HeldInput, bounds: CheckBounds, seed: bytes, exchange: Exchange, correlation: Correlation
-) -> Verdict:
-    """One client's verdict (module doc); both parties call it with the same seed and bounds.
-    A refused upload is checked once more under a second seed (an honest one fails only
-    when a mask makes its shares wrap); steps 3a, 3a+1, 3a+2 belong to attempt a."""
+def _stream(seed: bytes, attempt: int) -> Stream:
+    return Stream(seed, False) if attempt == 0 else Stream(retry_seed(seed, attempt), True)
+
+
+def check_batch(
+    party: int,
+    held: list[HeldInput],
+    bounds: CheckBounds,
+    seeds: list[bytes],
+    exchange: Exchange,
+    correlation: Correlation,
+) -> list[Verdict]:
+    """The verdict on each item (module doc, "Batches"); both parties call it with the same
+    seeds (one per item) and bounds. The items refused by attempt a are checked again, together,
+    under attempt a + 1's seeds; steps 3a, 3a+1, 3a+2 belong to attempt a."""
     if party not in (0, 1):
         raise ValueError(f"party is 0 or 1, got {party}")
-    grad = np.asarray(held.gradient)
-    if grad.dtype != np.int64 or grad.shape != (bounds.num_params,):
-        raise ValueError(f"a gradient share is int64 of shape ({bounds.num_params},), got {grad.dtype} {grad.shape}")
-    verdict = Verdict(CHECKS)
+    if not held or len(held) != len(seeds):
+        raise ValueError(f"a batch checks at least one item with one seed each, got {len(held)} and {len(seeds)}")
+    for h in held:
+        grad = np.asarray(h.gradient)
+        if grad.dtype != np.int64 or grad.shape != (bounds.num_params,):
+            raise ValueError(
+                f"a gradient share is int64 of shape ({bounds.num_params},), got {grad.dtype} {grad.shape}"
+            )
+    verdicts = [Verdict(CHECKS)] * len(held)
+    pending = list(range(len(held)))
     for attempt in range(ATTEMPTS):
-        stream = Stream(seed, False) if attempt == 0 else Stream(retry_seed(seed, attempt), True)
-        verdict = _attempt(party, held, bounds, stream, 3 * attempt, exchange, correlation)
-        if verdict.accepted:
+        streams = [_stream(seeds[i], attempt) for i in pending]
+        found = _attempt(party, [held[i] for i in pending], bounds, streams, 3 * attempt, exchange, correlation)
+        for i, verdict in zip(pending, found, strict=True):
+            verdicts[i] = verdict
+        pending = [i for i in pending if not verdicts[i].accepted]
+        if not pending:
             break
-    return verdict
+    return verdicts
+
+
+def batch_sizes(items: int, num_params: int) -> list[int]:
+    """How a batch of `items` is cut into vectorised checks: as many items per check as keep
+    its step-0 vector (3m + 5 words per item) within `MAX_STEP_WORDS` (at least one)."""
+    per = max(1, MAX_STEP_WORDS // (3 * num_params + 5))
+    return [min(per, items - start) for start in range(0, items, per)]
 
 
 def plain_check(gradient: np.ndarray, norm: int, delta: int, bounds: CheckBounds) -> Verdict:
     """The verdict on cleartext encodings (centred integers): each check's accepting region
-    (module doc). `check_input` returns the same verdict outside each check's random band."""
+    (module doc). `check_batch` returns the same verdict outside each check's random band."""
     x = [int(v) for v in np.asarray(gradient, dtype=np.int64)]
     bound = 1 << bounds.bits
     s = sum(v * v for v in x)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from mpc.backend import Backend, Public, Secret
-from mpc.dp_noise import party_gaussian
+from mpc.dp_noise import keyed_gaussian, party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.primitives import Fixed, Prepared
 
@@ -175,6 +175,10 @@ class PlainBackend(Backend):
         """Gaussian entries from a generator seeded by the OS CSPRNG (SecMI's mask R)."""
         gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
         return PlainSecret(torch.randn(tuple(shape), generator=gen, dtype=torch.float64))
+
+    def keyed_random(self, shape: Sequence[int], key: bytes) -> PlainSecret:
+        """N(0, I) from the keyed AES-CTR stream of `key` (this backend stands for both parties)."""
+        return PlainSecret(keyed_gaussian(key, tuple(shape), 1.0))
 
     def select(self, bit: Secret, a: Secret | Public, b: Secret | Public) -> PlainSecret:
         """SecSel as an exact choice (bit·a + (1 − bit)·b would round in float64)."""

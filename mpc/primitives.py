@@ -153,6 +153,13 @@ class Primitives(ABC):
         """A shared random tensor (entries ~ N(0, 1)-like) that no party knows (SecMI's mask R)."""
 
     @abstractmethod
+    def keyed_random(self, shape: Sequence[int], key: bytes) -> Secret:
+        """A shared N(0, I) tensor that no party knows, each party's part drawn from its own
+        32-byte `key` (AES-256-CTR, `mpc.dp_noise.keyed_gaussian`): the same keys give the same
+        tensor, so a repeated opening repeats the draw. The plaintext backend, standing for both
+        parties, draws all of it from its one key."""
+
+    @abstractmethod
     def load_shares(self, share: np.ndarray | torch.Tensor, precision_bits: int | None = None) -> Secret:
         """This party's int64 share made elsewhere (a client, a checkpoint) as a secret with
         `precision_bits` fractional bits (the backend's own by default); no communication."""

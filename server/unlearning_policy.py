@@ -39,6 +39,7 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "curvature_max": (1.0, 1e6),
     "hv_bound": (0.1, 1e3),
     "min_step": (0.0, 1e-3),
+    "anchor_reach": (2.0, 10.0),
     "seed": (0, 2**31 - 1),
     "recovery_rounds": (0, 20),
 }

@@ -1,8 +1,8 @@
 """Input validation, party0's side: a batch of uploads or task answers checked in 2PC with
 party1 (docs/SERVICE.md, "Input validation"; docs/PRIVACY.md, "Malicious clients").
 
-The protocol of one check is `mpc.input_check.check_input`; this module runs it
-over the peer channel and a dealer session. A batch, led by party0:
+The protocol is `mpc.input_check.check_batch`; this module runs it over the peer channel
+and a dealer session. A batch, led by party0:
 
 1. the items are fixed (a round's candidate members, or a job step's answers); party0
    draws a 32-byte seed from the OS CSPRNG and a fresh batch id, which also names the
@@ -10,10 +10,11 @@ over the peer channel and a dealer session. A batch, led by party0:
 2. StartCheck(batch id, seed, round, items, dealer identity, party0's max_norm): party1
    checks that it holds every item and that the bound is its own, and joins the dealer
    session (server.upload_check_peer); party0 joins it as rank 0;
-3. per item, in the listed order (the dealer's streams are consumed in protocol order),
-   both parties run `check_input` with the client's seed HMAC(seed, client) (each client
-   appears once per batch); each of its exchanges is one CheckStep call: party0's int64
-   vector of that step out, party1's back (3 steps, 6 when a refused item is checked again);
+3. both parties run `check_batch` over all items at once, each item with its client's seed
+   HMAC(seed, client) (each client appears once per batch); each exchange is one CheckStep
+   call carrying every item's vector of that step: party0's int64 vector out, party1's back
+   — 3 calls per batch, 6 when a refused item is checked again (a batch too large for one
+   step vector is cut by `batch_sizes` into parts of 6 step numbers each, 6c..6c+5 for part c);
 4. FinishCheck: party1's verdicts, which it recorded durably; party0 compares them with
    its own (the opened bits are the same on both parties).
 
@@ -33,11 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpc.input_check import (
+    MAX_STEP_WORDS,
     SEED_BYTES,
     CheckBounds,
     HeldInput,
     Verdict,
-    check_input,
+    batch_sizes,
+    check_batch,
     client_seed,
     largest_norm,
 )
@@ -111,12 +114,15 @@ class DealerCorrelation:
     def __init__(self, link: DealerLink) -> None:
         self.link = link
 
-    def private_dots(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-        request = Request("private_dot", ((rows, length),))
+    def private_dots(self, shapes: list[tuple[int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """All blocks in one request (party 0 fetches V_0 of Σ rows words)."""
+        request = Request("private_dot", tuple(shapes))
+        total = sum(rows for rows, _ in shapes)
         local, share = OPS["private_dot"].party_shares(
-            self.link.prg, self.link.rank, request, lambda r: self.link.fetch(r, (rows,))
+            self.link.prg, self.link.rank, request, lambda r: self.link.fetch(r, (total,))
         )
-        return local[0].numpy(), share.numpy()
+        cuts = np.cumsum([rows for rows, _ in shapes])[:-1]
+        return [(m.numpy(), g) for m, g in zip(local, np.split(share.numpy(), cuts), strict=True)]
 
 
 def open_link(cfg: PartyConfig, batch_id: str) -> DealerLink:
@@ -157,8 +163,39 @@ def read_step(stream: Iterable, max_words: int) -> tuple[peer_pb2.CheckStepHeade
 
 
 def max_step_words(cfg: PartyConfig) -> int:
-    """The longest step vector accepted: 3·m + 1024 words at the largest model."""
-    return 3 * cfg.limits.max_model_params + 1024
+    """The longest step vector accepted: `MAX_STEP_WORDS`, or one item's 3·m + 5 words at the
+    largest model when that is longer."""
+    return max(MAX_STEP_WORDS, 3 * cfg.limits.max_model_params + 5)
+
+
+STEPS_PER_PART = 6
+"""Step numbers one vectorised check may use (two attempts of three steps)."""
+
+
+def run_parts(
+    party: int,
+    held: list[HeldInput],
+    bounds: CheckBounds,
+    seeds: list[bytes],
+    exchange: Callable[[int, np.ndarray], np.ndarray],
+    correlation: DealerCorrelation,
+    done: Callable[[int], None] = lambda part: None,
+) -> list[Verdict]:
+    """`check_batch` over the parts `batch_sizes` cuts the batch into, part c using the step
+    numbers 6c..6c+5 of `exchange`; `done(c)` after each part."""
+    verdicts: list[Verdict] = []
+    for part, size in enumerate(batch_sizes(len(held), bounds.num_params)):
+        at, base = len(verdicts), STEPS_PER_PART * part
+        verdicts += check_batch(
+            party,
+            held[at : at + size],
+            bounds,
+            seeds[at : at + size],
+            lambda step, mine, base=base: exchange(base + step, mine),
+            correlation,
+        )
+        done(part)
+    return verdicts
 
 
 # ---------------------------------------------------------------------------- party0
@@ -178,21 +215,17 @@ class LeaderBatch:
         self.batch_id = new_batch_id(label or f"r{round_index}")
         self.seed = secrets.token_bytes(SEED_BYTES)
 
-    def _exchange(self, item: Item) -> Callable[[int, np.ndarray], np.ndarray]:
-        def exchange(step: int, mine: np.ndarray) -> np.ndarray:
-            header = peer_pb2.CheckStepHeader(batch_id=self.batch_id, client_id=item.client_id, step=step)
-            reply = self.peer.stream_stream(
-                "CheckStep", lambda: step_messages(header, mine, self.cfg.limits.chunk_bytes)
-            )
-            try:
-                theirs_header, theirs = read_step(iter(reply), max_step_words(self.cfg))
-            except StreamError as exc:
-                raise CheckFailed(f"party1's step {step} of {item.client_id!r}: {exc}") from None
-            if (theirs_header.client_id, theirs_header.step) != (item.client_id, step):
-                raise CheckFailed(f"party1 answered step {step} of {item.client_id!r} with another step")
-            return theirs
-
-        return exchange
+    def _exchange(self, step: int, mine: np.ndarray) -> np.ndarray:
+        """One CheckStep call: party0's vector of `step` (every item's) out, party1's back."""
+        header = peer_pb2.CheckStepHeader(batch_id=self.batch_id, step=step)
+        reply = self.peer.stream_stream("CheckStep", lambda: step_messages(header, mine, self.cfg.limits.chunk_bytes))
+        try:
+            theirs_header, theirs = read_step(iter(reply), max_step_words(self.cfg))
+        except StreamError as exc:
+            raise CheckFailed(f"party1's step {step} of batch {self.batch_id}: {exc}") from None
+        if theirs_header.step != step:
+            raise CheckFailed(f"party1 answered step {step} of batch {self.batch_id} with another step")
+        return theirs
 
     def _start(self, bounds: CheckBounds) -> None:
         request = peer_pb2.CheckStart(
@@ -242,13 +275,10 @@ class LeaderBatch:
         return mine
 
     def _check_all(self, link: DealerLink, bounds: CheckBounds) -> dict[Item, Verdict]:
-        correlation = DealerCorrelation(link)
-        verdicts: dict[Item, Verdict] = {}
-        for item in self.items:
-            held = held_input(self.store, self.round_index, item)
-            seed = client_seed(self.seed, item.client_id)
-            verdicts[item] = check_input(0, held, bounds, seed, self._exchange(item), correlation)
-        return verdicts
+        held = [held_input(self.store, self.round_index, item) for item in self.items]
+        seeds = [client_seed(self.seed, item.client_id) for item in self.items]
+        verdicts = run_parts(0, held, bounds, seeds, self._exchange, DealerCorrelation(link))
+        return dict(zip(self.items, verdicts, strict=True))
 
 
 def lead_task_check(

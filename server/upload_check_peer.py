@@ -3,9 +3,9 @@ verdicts party1 saw (docs/SERVICE.md, "Input validation").
 
 party1 never takes a bound from party0: it checks every item against its own
 `[validation]` bounds and refuses a batch whose announced bound differs. A batch runs in a
-thread of its own: it joins the batch's dealer session as rank 1 and runs `check_input`
-over the items in order; each CheckStep call hands it party0's vector of a step and
-returns party1's vector of the same step. Its verdicts are written durably
+thread of its own: it joins the batch's dealer session as rank 1 and runs `check_batch`
+over all items at once (`run_parts`); each CheckStep call hands it party0's vector of a
+step and returns party1's vector of the same step. Its verdicts are written durably
 (`VerdictLog`, fsynced, atomically replaced) before FinishCheck answers, and
 AgreeMembership admits only members that party1 saw pass.
 """
@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mpc.durable import atomic_write, private_dir
-from mpc.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, check_input, client_seed
+from mpc.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, client_seed
 from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import peer_pb2
 from server import metrics
 from server.store import Store, StoreError
 from server.upload_check import (
+    STEPS_PER_PART,
     DealerCorrelation,
     Item,
     check_bounds,
@@ -36,6 +37,7 @@ from server.upload_check import (
     max_step_words,
     open_link,
     read_step,
+    run_parts,
     step_messages,
 )
 
@@ -94,8 +96,8 @@ class FollowerBatch:
         self.items = [Item(i.client_id, i.task_id) for i in request.items]
         self.bounds, self.held, self.open_link, self.timeout_s = bounds, held, open_link, timeout_s
         self.cond = threading.Condition()
-        self.received: dict[tuple[str, int], np.ndarray] = {}
-        self.sent: dict[tuple[str, int], np.ndarray] = {}
+        self.received: dict[int, np.ndarray] = {}
+        self.sent: dict[int, np.ndarray] = {}
         self.verdicts: dict[Item, Verdict] = {}
         self.error = ""
         self.done = False
@@ -107,16 +109,11 @@ class FollowerBatch:
         try:
             link = self.open_link()
             try:
-                correlation = DealerCorrelation(link)
-                for item in self.items:
-                    exchange = self._exchange(item.client_id)
-                    verdict = check_input(
-                        1, self.held(item), self.bounds, client_seed(self.seed, item.client_id), exchange, correlation
-                    )
-                    with self.cond:  # party0 moved on: only the last (small) answers may be asked again
-                        self.verdicts[item] = verdict
-                        self.received = {k: v for k, v in self.received.items() if k[0] != item.client_id}
-                        self.sent.pop((item.client_id, 0), None)
+                held = [self.held(item) for item in self.items]
+                seeds = [client_seed(self.seed, item.client_id) for item in self.items]
+                verdicts = run_parts(1, held, self.bounds, seeds, self._exchange, DealerCorrelation(link), self._forget)
+                with self.cond:
+                    self.verdicts = dict(zip(self.items, verdicts, strict=True))
             finally:
                 link.close()
         except Exception as exc:  # reported to party0 by the next call; nothing is decided
@@ -127,29 +124,33 @@ class FollowerBatch:
                 self.done = True
                 self.cond.notify_all()
 
-    def _exchange(self, client: str) -> Callable[[int, np.ndarray], np.ndarray]:
-        def exchange(step: int, mine: np.ndarray) -> np.ndarray:
-            key = (client, step)
-            with self.cond:
-                self.sent[key] = mine
-                self.cond.notify_all()
-                if not self.cond.wait_for(lambda: key in self.received, self.timeout_s):
-                    raise TimeoutError(f"party0 sent no step {step} of {client!r} within {self.timeout_s} s")
-                return self.received[key]
-
-        return exchange
-
-    def step(self, client: str, step: int, theirs: np.ndarray) -> np.ndarray:
-        """party0's vector of (client, step) in; party1's vector of it out (RuntimeError when
-        the batch failed or timed out). A repeated call returns the same vector."""
-        key = (client, step)
+    def _exchange(self, step: int, mine: np.ndarray) -> np.ndarray:
         with self.cond:
-            self.received[key] = theirs
+            self.sent[step] = mine
             self.cond.notify_all()
-            self.cond.wait_for(lambda: key in self.sent or self.done, self.timeout_s)
-            if key in self.sent:
-                return self.sent[key]
-            raise RuntimeError(self.error or f"party1 reached no step {step} of {client!r} in batch {self.batch_id}")
+            if not self.cond.wait_for(lambda: step in self.received, self.timeout_s):
+                raise TimeoutError(f"party0 sent no step {step} of batch {self.batch_id} within {self.timeout_s} s")
+            return self.received[step]
+
+    def _forget(self, part: int) -> None:
+        """Part `part` is decided and party0 moved on: only its last (small) answers may be
+        asked again; its large step-0 vectors are dropped."""
+        first = STEPS_PER_PART * part
+        with self.cond:
+            self.received = {k: v for k, v in self.received.items() if k >= first + STEPS_PER_PART}
+            for step in (first, first + 3):
+                self.sent.pop(step, None)
+
+    def step(self, step: int, theirs: np.ndarray) -> np.ndarray:
+        """party0's vector of `step` in; party1's vector of it out (RuntimeError when the batch
+        failed or timed out). A repeated call returns the same vector."""
+        with self.cond:
+            self.received[step] = theirs
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: step in self.sent or self.done, self.timeout_s)
+            if step in self.sent:
+                return self.sent[step]
+            raise RuntimeError(self.error or f"party1 reached no step {step} in batch {self.batch_id}")
 
     def finish(self) -> dict[Item, Verdict]:
         """Wait for the batch to end; every item's verdict (RuntimeError when it failed)."""
@@ -268,8 +269,8 @@ def step(state: PartyState, request_iterator) -> Iterator[peer_pb2.CheckChunk]:
     (StreamError, KeyError or RuntimeError when it cannot answer)."""
     header, theirs = read_step(request_iterator, max_step_words(state.config))
     batch = state.checks.get(header.batch_id)
-    mine = batch.step(header.client_id, header.step, theirs)
-    out = peer_pb2.CheckStepHeader(batch_id=header.batch_id, client_id=header.client_id, step=header.step)
+    mine = batch.step(header.step, theirs)
+    out = peer_pb2.CheckStepHeader(batch_id=header.batch_id, step=header.step)
     return step_messages(out, mine, state.config.limits.chunk_bytes)
 
 

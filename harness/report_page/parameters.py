@@ -34,6 +34,7 @@ MEANINGS = {
         "secret noise on a released update that holds a step taken at a Stage I model, so it cannot "
         "be differenced against that round's aggregate"
     ),
+    "anchor_reach": "the anchored noise also covers steps within this many Stage I steps of a Stage I model",
     "recovery_rounds": "extra rounds with the remaining clients' exact gradients after the replay",
     "seed": "seed of the public random draw of rounds (random selection, the comparison baseline)",
     "warmup_rounds": "first rounds with exact gradients (none: buffer size + 1)",

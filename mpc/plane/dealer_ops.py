@@ -18,7 +18,7 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 | `b2a` | shape | bit r_p | r = r_0 ⊕ r_1 as an arithmetic share |
 | `matmul_fixed` | shapes a, operand, view; fixed ids | a_p | a @ B, B = the fixed masks |
 | `dot_fixed` | shapes operand, (count,); fixed ids i_1, j_1, … | — | (Σ B_{i_c}·B_{j_c})_c, over all elements |
-| `private_dot` | shape (rows, length) | α (party 0), β (party 1) | (Σ_l α_rl·β_rl)_r |
+| `private_dot` | shapes (R_b, L_b), b = 1, 2 | α_b (party 0), β_b (party 1) | (Σ_l α_b,rl·β_b,rl)_r, b = 1 then 2 |
 
 `matmul_fixed` serves the fixed-operand Beaver products (`mpc.plane.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
@@ -32,6 +32,9 @@ local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}. `private_dot` serves the product of 
 each belong to one party (party 0's X, party 1's Y, e.g. the upload check's
 `mpc.input_check`): party 0 opens X − α, party 1 opens Y − β, and
 X·Y = α·(Y − β) + (X − α)·Y + α·β, so each party needs only its own mask and a share of α·β.
+It takes two blocks of rows of different lengths (a check batch's vectors and its scalars),
+so one request serves a whole batch; V holds the row products of the first block, then those
+of the second.
 
 Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
 {"kind": ..., "shapes": [[...], ...]} (the fixed-operand kinds: also "fixed": [ids]);
@@ -261,18 +264,28 @@ register(
 register(
     DealerOp(
         "private_dot",
-        1,
+        2,
         _ring_each,
-        lambda s: _rows(s[0]),
-        lambda l0, l1: (l0[0] * l1[0]).sum(-1),
+        lambda s: (_rows(s[0]) + _rows(s[1]),),
+        lambda l0, l1: _row_products(l0, l1),
     )
 )
 
 
-def _rows(shape: Shape) -> Shape:
+def _rows(shape: Shape) -> int:
     if len(shape) != 2:
-        raise RuntimeError(f"private_dot takes a shape (rows, length), got {list(shape)}")
-    return shape[:1]
+        raise RuntimeError(f"private_dot takes shapes (rows, length), got {list(shape)}")
+    return shape[0]
+
+
+def _row_products(firsts: list[torch.Tensor], seconds: list[torch.Tensor]) -> torch.Tensor:
+    """(Σ_l A_rl·B_rl)_r of each block, the blocks' rows one after the other (numpy's einsum on
+    the int64 words: the same wrapping sums as torch's, without the product's temporary)."""
+    import numpy as np
+    import torch
+
+    rows = [np.einsum("rl,rl->r", a.numpy(), b.numpy()) for a, b in zip(firsts, seconds, strict=True)]
+    return torch.from_numpy(np.concatenate(rows))
 
 
 def _shape(value: Any) -> Shape:

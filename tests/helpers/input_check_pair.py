@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpc.fixedpoint import encode
-from mpc.input_check import CheckBounds, HeldInput, Verdict, check_input
+from mpc.input_check import CheckBounds, HeldInput, Verdict, check_batch
 from mpc.plane.dealer_ops import request
 from mpc.plane.prg import Prg, new_key
 
@@ -24,11 +24,13 @@ class PairDealer:
         self.keys = (new_key(), new_key())
         self._dealer = (Prg(self.keys[0]), Prg(self.keys[1]))
         self.fetched = 0  #: words of V_0 sent to party 0 (offline traffic)
+        self.requests = 0  #: requests party 0 made
 
     def fetch(self, req):
         op, _ = request(req.kind, req.shapes)
         share = op.dealer_share0(*self._dealer, req)
         self.fetched += share.numel()
+        self.requests += 1
         return share
 
     def correlation(self, rank: int) -> PartyCorrelation:
@@ -41,10 +43,11 @@ class PartyCorrelation:
     rank: int
     fetch: object
 
-    def private_dots(self, rows: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-        op, req = request("private_dot", [[rows, length]])
+    def private_dots(self, shapes: list[tuple[int, int]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        op, req = request("private_dot", [list(s) for s in shapes])
         local, share = op.party_shares(self.prg, self.rank, req, self.fetch)
-        return local[0].numpy(), share.numpy()
+        cuts = np.cumsum([rows for rows, _ in shapes])[:-1]
+        return [(m.numpy(), g) for m, g in zip(local, np.split(share.numpy(), cuts), strict=True)]
 
 
 @dataclass
@@ -98,27 +101,35 @@ def honest(g: np.ndarray, precision: int, delta: float) -> Upload:
     )
 
 
-def run_held(
-    held: tuple[HeldInput, HeldInput], bounds: CheckBounds, pipe: Pipe | None = None
-) -> tuple[Verdict, Verdict, PairDealer]:
-    """Both parties' verdicts on the given shares, and the dealer used."""
+def run_batch(
+    held: list[tuple[HeldInput, HeldInput]], bounds: CheckBounds, pipe: Pipe | None = None
+) -> tuple[list[Verdict], list[Verdict], PairDealer]:
+    """Both parties' verdicts on a batch of items (given shares), and the dealer used."""
     dealer, pipe = PairDealer(), pipe or Pipe()
-    seed = secrets.token_bytes(32)
-    result: dict[int, Verdict | BaseException] = {}
+    seeds = [secrets.token_bytes(32) for _ in held]
+    result: dict[int, list[Verdict] | BaseException] = {}
 
     def party1() -> None:
         try:
-            result[1] = check_input(1, held[1], bounds, seed, pipe.end(1), dealer.correlation(1))
+            result[1] = check_batch(1, [h[1] for h in held], bounds, seeds, pipe.end(1), dealer.correlation(1))
         except BaseException as exc:  # surfaced below
             result[1] = exc
 
     thread = threading.Thread(target=party1, daemon=True)
     thread.start()
-    verdict0 = check_input(0, held[0], bounds, seed, pipe.end(0), dealer.correlation(0))
+    verdicts0 = check_batch(0, [h[0] for h in held], bounds, seeds, pipe.end(0), dealer.correlation(0))
     thread.join(timeout=120)
     if isinstance(result.get(1), BaseException):
         raise result[1]
-    return verdict0, result[1], dealer
+    return verdicts0, result[1], dealer
+
+
+def run_held(
+    held: tuple[HeldInput, HeldInput], bounds: CheckBounds, pipe: Pipe | None = None
+) -> tuple[Verdict, Verdict, PairDealer]:
+    """Both parties' verdicts on the given shares of one item, and the dealer used."""
+    (v0,), (v1,), dealer = run_batch([held], bounds, pipe)
+    return v0, v1, dealer
 
 
 def run_pair(upload: Upload, bounds: CheckBounds, pipe: Pipe | None = None) -> tuple[Verdict, Verdict, PairDealer]:

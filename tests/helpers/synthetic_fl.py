@@ -196,8 +196,9 @@ class TableOracle(GradientOracle):
         return {c: backend.share(row[c].to(torch.float64)) for c in request.clients}
 
 
-def fixed_noise(backend: Backend, m: int) -> Secret:
+def fixed_noise(backend: Backend, m: int, key: bytes = b"") -> Secret:
     """A fixed u ~ N(0, I_m) draw for the anchored reveal (unlearning/starfish/anchor_noise.py), shared as
-    a public value: two backends, or a run and its resumption, then add the very same noise."""
+    a public value: two backends, or a run and its resumption, then add the very same noise
+    (whatever the reveal's `key`)."""
     gen = torch.Generator().manual_seed(20_261_128)
     return backend.add(backend.zeros((m,)), torch.randn(m, generator=gen, dtype=torch.float64))

@@ -249,3 +249,11 @@ def clip_and_noise(backend: CrypTenBackend, rank: int, x: torch.Tensor, clip: fl
         "noised": backend.reveal_noised(clipped, sigma),
         "noised_zero": backend.reveal_noised(clipped, 0.0),
     }
+
+
+def keyed_noise(backend: CrypTenBackend, rank: int, keys: tuple[bytes, bytes], other: bytes, n: int) -> dict:
+    """Each party's `keyed_random` under its own key, twice, then under another key of its own."""
+    first = backend.reveal(backend.keyed_random((n,), keys[rank]))
+    again = backend.reveal(backend.keyed_random((n,), keys[rank]))
+    changed = backend.reveal(backend.keyed_random((n,), other if rank == 0 else keys[rank]))
+    return {"first": first, "again": again, "changed": changed}

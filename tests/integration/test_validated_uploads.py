@@ -4,8 +4,9 @@ A client holding a valid credential uploads a correctly bound share pair of a po
 gradient (g[0] = 2^30, far above any honest coordinate), a reported norm of −1 and a
 threshold δ = 2^40, made by hand so that none of the SDK's own checks runs. The round
 commits without it: both parties record and log why, count it in their metrics, the client
-is told through GetUploadStatus, and M_1 is FedAvg of the three valid members within
-fixed-point tolerance (without the check M_1[0] moves by about −lr·2^30/4).
+is told through GetUploadStatus, and M_1 is FedAvg of the nine valid members within
+fixed-point tolerance (without the check M_1[0] moves by about −lr·2^30/10). The ten uploads
+are one vectorised check: 6 CheckStep calls (3, and 3 more re-checking the refused one).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from helpers.stage1_helpers import fedavg_step, tolerance, wait_committed
 pytestmark = pytest.mark.timeout(300)
 LR = 0.5
 M = 64
-HONEST = {"a": 20, "b": 20, "c": 20}  #: equal n_j: the weight cap (at most 1/k of a round each) keeps them
+HONEST = dict.fromkeys("abcdefghi", 20)  #: equal n_j: the weight cap (at most 1/k of a round each) keeps them
 ATTACKER = "mallory"
 
 
@@ -96,6 +97,9 @@ def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_re
             assert re.search(rf"{ATTACKER}.*(excluded|refused).*upload check", log), role
             assert _metric(dep, role, 'starfish_inputs_refused_total{check="range",kind="round"}') == 1.0
             assert _metric(dep, role, "starfish_validation_enabled") == 1.0
+        assert _metric(dep, 0, 'starfish_input_check_batches_total{outcome="completed"}') == 1.0
+        assert _metric(dep, 0, 'starfish_input_check_batches_total{outcome="failed"}') == 0.0
+        assert _metric(dep, 1, 'starfish_rpc_requests_total{method="CheckStep"}') == 6.0
     finally:
         dep.stop()
 

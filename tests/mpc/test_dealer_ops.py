@@ -131,8 +131,9 @@ def test_count_wraps_against_python_integers():
         ({"kind": "dot_fixed", "shapes": [[3], [1, 1]], "fixed": [0, 1]}, "do not combine"),
         ({"kind": "dot_fixed", "shapes": [[3]], "fixed": [0, 1]}, "takes 2 shape"),
         ({"kind": "dot_fixed", "shapes": [[300], [2]], "fixed": [0, 1, 2, 3]}, "rebuilt masks exceed"),
-        ({"kind": "private_dot", "shapes": [[3]]}, "do not combine"),
-        ({"kind": "private_dot", "shapes": [[2, 600]]}, "limit of 1000"),
+        ({"kind": "private_dot", "shapes": [[3], [1, 1]]}, "do not combine"),
+        ({"kind": "private_dot", "shapes": [[2, 3]]}, "takes 2 shape"),
+        ({"kind": "private_dot", "shapes": [[2, 600], [1, 1]]}, "limit of 1000"),
     ],
 )
 def test_bad_requests_refused(message, why):
@@ -145,8 +146,8 @@ def test_registry_lists_cryptens_ttp_kinds_the_fixed_operand_kinds_and_private_d
 
 
 @settings(max_examples=25, deadline=None)
-@given(rows=dims, length=dims)
-def test_private_dot_gives_each_party_its_own_mask_and_shares_of_their_product(rows, length):
-    ((alpha,), v0), ((beta,), v1) = _shares("private_dot", [(rows, length)])
-    assert alpha.shape == beta.shape == (rows, length)
-    assert torch.equal(v0 + v1, (alpha * beta).sum(-1))
+@given(rows=dims, length=dims, scalars=dims)
+def test_private_dot_gives_each_party_its_own_mask_and_shares_of_their_product(rows, length, scalars):
+    ((alpha, a1), v0), ((beta, b1), v1) = _shares("private_dot", [(rows, length), (scalars, 1)])
+    assert alpha.shape == beta.shape == (rows, length) and a1.shape == b1.shape == (scalars, 1)
+    assert torch.equal(v0 + v1, torch.cat([(alpha * beta).sum(-1), (a1 * b1).sum(-1)]))

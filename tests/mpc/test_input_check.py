@@ -1,6 +1,7 @@
 """The upload check (mpc.input_check) between two parties and the dealer's
 `private_dot` kind: honest uploads accepted opening only zeros, every input beyond a check's
-margin refused whatever its shares, the same verdicts as the cleartext rule."""
+margin refused whatever its shares, the same verdicts as the cleartext rule — per item,
+whether checked alone or in one vectorised batch with others."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from mpc.input_check import CheckBounds, HeldInput, largest_norm, plain_check
 
-from helpers.input_check_pair import Pipe, Upload, honest, ring, run_held, run_pair
+from helpers.input_check_pair import Pipe, Upload, honest, ring, run_batch, run_held, run_pair
 
 F = 16
 NORMS = (0.05, 1.0, 7.5, 40.0)
@@ -150,7 +151,77 @@ def test_traffic_of_one_check() -> None:
     pipe = Pipe()
     _, _, dealer = run_pair(honest(g, F, 0.005), bounds, pipe)
     assert [msg.size for _, msg in pipe.sent[0]] == [3 * m + 5, 2, 4] == [msg.size for _, msg in pipe.sent[1]]
-    assert dealer.fetched == 10
+    assert dealer.fetched == 10 and dealer.requests == 1
+
+
+def _poisoned(upload: Upload) -> Upload:
+    x = upload.gradient.copy()
+    x[0] = 2**40
+    return Upload(x, ring(-1), 2**50)
+
+
+def test_a_batch_of_ten_is_one_check_of_three_exchanges_and_one_dealer_request() -> None:
+    """Ten items, all honest: 3 exchanges (3·10·m + 50, 20, 40 words) and one dealer request;
+    with one poisoned item, the second attempt re-checks it alone: 6 exchanges, 2 requests,
+    and only that item is refused."""
+    m = 200
+    bounds = CheckBounds.make(m, F, 1.0)
+    rng = np.random.default_rng(11)
+    uploads = [honest(rng.normal(size=m) * 0.01, F, 0.001) for _ in range(10)]
+    pipe = Pipe()
+    v0, v1, dealer = run_batch([u.shares() for u in uploads], bounds, pipe)
+    assert all(v.accepted for v in v0 + v1)
+    assert [msg.size for _, msg in pipe.sent[0]] == [30 * m + 50, 20, 40] == [msg.size for _, msg in pipe.sent[1]]
+    assert dealer.requests == 1 and dealer.fetched == 100
+    uploads[4] = _poisoned(uploads[4])
+    pipe = Pipe()
+    v0, v1, dealer = run_batch([u.shares() for u in uploads], bounds, pipe)
+    assert v0 == v1 and [i for i, v in enumerate(v0) if not v.accepted] == [4]
+    assert {"range", "reported_norm", "delta"} <= set(v0[4].failed)
+    assert [step for step, _ in pipe.sent[0]] == list(range(6))
+    assert [msg.size for _, msg in pipe.sent[0]][3:] == [3 * m + 5, 2, 4]
+    assert dealer.requests == 2 and dealer.fetched == 110
+
+
+@st.composite
+def mixed_batches(draw) -> tuple[list[tuple[Upload, str]], CheckBounds]:
+    """1–6 items over one bound, each with what it is: "honest", or refused by a margin by the
+    named check (a coordinate, the reported norm or δ far out of its range)."""
+    m = draw(st.integers(1, 120))
+    norm_bound = min(draw(st.sampled_from(NORMS)), largest_norm(m, F))
+    bounds = CheckBounds.make(m, F, norm_bound)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    items = []
+    for _ in range(draw(st.integers(1, 6))):
+        g = rng.normal(size=m)
+        g *= norm_bound * draw(st.floats(0.0, 1.0)) / np.linalg.norm(g)
+        upload = honest(g.astype(np.float32), F, float(np.abs(g).max()) * draw(st.floats(0.0, 1.0)))
+        far = draw(st.integers(3 * 2**bounds.bits, 2**62)) * draw(st.sampled_from((1, -1)))
+        kind = draw(st.sampled_from(("honest", "range", "reported_norm", "delta")))
+        if kind == "range":
+            x = upload.gradient.copy()
+            x[draw(st.integers(0, m - 1))] = far
+            upload = Upload(x, upload.norm, upload.delta)
+        elif kind == "reported_norm":
+            upload = Upload(upload.gradient, far, upload.delta)
+        elif kind == "delta":
+            upload = Upload(upload.gradient, upload.norm, far)
+        items.append((upload, kind))
+    return items, bounds
+
+
+@EXAMPLES
+@given(mixed_batches())
+def test_a_batch_gives_each_item_its_own_verdict_the_same_as_in_cleartext(case) -> None:
+    items, bounds = case
+    v0, v1, _ = run_batch([u.shares() for u, _ in items], bounds)
+    assert v0 == v1
+    for (upload, kind), verdict in zip(items, v0, strict=True):
+        plain = plain_check(upload.gradient, upload.norm, upload.delta, bounds)
+        if kind == "honest":
+            assert plain.accepted and verdict.accepted, (verdict, plain)
+        else:
+            assert kind in verdict.failed and kind in plain.failed, (kind, verdict, plain)
 
 
 @pytest.mark.parametrize("norm", [0.0, -1.0, float("inf"), 16.0])

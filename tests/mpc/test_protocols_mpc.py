@@ -16,6 +16,7 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from mpc.dp_noise import keyed_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, encode, share
 from mpc.plain_backend import PlainBackend
 
@@ -328,3 +329,14 @@ def test_secclip_bounds_norm_like_plaintext(cluster, data):
     # two parties each add N(0, σ²): the opened noise has variance 2σ² (checked loosely on n·m draws)
     diff = got["noised"] - got["clipped"]
     assert float(diff.abs().max()) < 8 * sigma * math.sqrt(2)
+
+
+def test_keyed_random_repeats_under_the_same_keys_and_is_the_sum_of_the_two_keyed_halves(cluster):
+    """`keyed_random`: the opened tensor is R_0 + R_1, each party's R_p ~ N(0, 1/2) from its own
+    key (`keyed_gaussian`); the same keys open the same tensor, another key of one party another."""
+    keys, other, n = (bytes([1]) * 32, bytes([2]) * 32), bytes([3]) * 32, 64
+    got, theirs = cluster.run(cases.keyed_noise, keys, other, n)
+    assert all(torch.equal(got[k], theirs[k]) for k in got)
+    assert torch.equal(got["first"], got["again"]) and not torch.equal(got["first"], got["changed"])
+    halves = [keyed_gaussian(k, (n,), 1 / math.sqrt(2)) for k in keys]
+    assert float((got["first"] - halves[0] - halves[1]).abs().max()) <= 2 * ULP

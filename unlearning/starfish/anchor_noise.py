@@ -14,19 +14,31 @@ So a reveal whose pending update holds such steps adds, in shares,
 
     z = κ·s·u/√m,   s = Σ_i Σ_{j∈U_i} c_ij·[‖g_i^j‖],   c_ij = Σ_steps ρ_step·n_j/N_i,
 
-with u ~ N(0, I_m) secret (each party's half from its own CSPRNG, `Backend.random`) and
+with u ~ N(0, I_m) secret (`Backend.keyed_random`: each party's half from its own keyed stream,
+below) and
 [‖g_i^j‖] the stored norms (checked against the shares by the upload check). By the triangle
 inequality s ≥ ‖Σ_steps ρ_step·ℓ_i‖, so the observer's G_i − R/ρ misses ℓ_i by a Gaussian
 vector of norm ≈ κ times ℓ_i's own (relative error ≈ κ). The scale s stays secret; the
 revealed sum shows it only through its norm. This is not differential privacy (the DP
 option is); it makes the anchored reveal no estimate of the targets' gradients.
+
+**Keyed draws.** Each party draws a 32-byte noise key from the OS CSPRNG when the run starts
+(`new_noise_key`); it is kept in the run's checkpointed state as this party's own secret part
+(8 words below 2^32, loaded as a share: the other party never sees it). The reveal at step t
+draws u under HMAC-SHA256(key, "anchor-reveal:" ‖ t) (`reveal_key`), so an opening repeated
+after a crash (the same step, resumed from the same checkpoint) adds the very same noise, and
+two reveals add independent noise.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from mpc.backend import Backend, Secret
@@ -34,14 +46,29 @@ from unlearning.history import SharedHistory
 
 #: κ: the noise's norm over the largest norm of what an observer could isolate
 KAPPA = 2.0
+KEY_WORDS = 8  #: a noise key as 8 words of 32 bits (exact in the plaintext backend's float64)
 
-#: draws the secret u ~ N(0, I_m) (`Backend.random`; tests pass a fixed draw to compare backends)
-NoiseDraw = Callable[[Backend, int], Secret]
+#: draws the secret u ~ N(0, I_m) of one reveal under this party's reveal key
+#: (`Backend.keyed_random`; tests pass a fixed draw to compare backends)
+NoiseDraw = Callable[[Backend, int, bytes], Secret]
 
 
-def secret_gaussian(backend: Backend, m: int) -> Secret:
-    """u ~ N(0, I_m), known to neither party (`Backend.random`)."""
-    return backend.random((m,))
+def secret_gaussian(backend: Backend, m: int, key: bytes) -> Secret:
+    """u ~ N(0, I_m), known to neither party, the same for the same reveal keys."""
+    return backend.keyed_random((m,), key)
+
+
+def new_noise_key(backend: Backend) -> Secret:
+    """This party's noise key, from the OS CSPRNG, held as its own share (module doc)."""
+    words = np.frombuffer(os.urandom(4 * KEY_WORDS), dtype="<u4").astype(np.int64)
+    return backend.load_shares(words)
+
+
+def reveal_key(backend: Backend, noise_key: Secret, step: int) -> bytes:
+    """HMAC-SHA256(this party's key, "anchor-reveal:" ‖ t): the key of the reveal at step t."""
+    words, _ = backend.export_shares(noise_key)
+    key = np.asarray(words, dtype="<i8").tobytes()
+    return hmac.new(key, b"anchor-reveal:%d" % step, hashlib.sha256).digest()
 
 
 def step_terms(coefficients: Mapping[str, float], stage1: Mapping[str, float]) -> dict[str, float] | None:
@@ -56,10 +83,14 @@ def step_terms(coefficients: Mapping[str, float], stage1: Mapping[str, float]) -
 
 
 def anchor_noise(
-    backend: Backend, history: SharedHistory, anchors: Mapping[int, Mapping[str, float]], m: int, draw: NoiseDraw
+    backend: Backend,
+    history: SharedHistory,
+    anchors: Mapping[int, Mapping[str, float]],
+    m: int,
+    draw: Callable[[Backend, int], Secret],
 ) -> Secret | None:
     """[z] = κ·s·u/√m (module docstring) for the pending update's anchors
-    {Stage I round i → {client → c_ij}}; None when there is nothing to hide."""
+    {Stage I round i → {client → c_ij}}, u = draw(backend, m); None when there is nothing to hide."""
     scale: Secret | None = None
     for i, terms in sorted(anchors.items()):
         clients: Sequence[str] = sorted(c for c, v in terms.items() if v > 0)

@@ -63,6 +63,10 @@ class StarfishParams(StrategyParams):
     #: (anchor_noise.py, docs/PRIVACY.md "Anchored reveals"); off, such a reveal is differenceable
     #: against the Stage I aggregate (tests that compare a job with a plaintext run turn it off)
     anchor_noise: bool = True
+    #: a step counts as taken at a Stage I model point M_{i−1} for the anchored noise while the
+    #: public model is within anchor_reach Stage I steps of it: ‖M̂_t − M_{i−1}‖ ≤ anchor_reach·‖M_i − M_{i−1}‖
+    #: (release.near_anchor; docs/PRIVACY.md "Anchored reveals")
+    anchor_reach: float = 2.0
     #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
     recovery_rounds: int = 0
 
@@ -105,7 +109,11 @@ class StarfishParams(StrategyParams):
         for name, bound in positive:
             if bound is not None and not bound > 0:
                 raise UnlearningError(f"{name} must be positive, got {bound!r}")
-        for name, bound in (("curvature_eps", self.curvature_eps), ("min_step", self.min_step)):
+        for name, bound in (
+            ("curvature_eps", self.curvature_eps),
+            ("min_step", self.min_step),
+            ("anchor_reach", self.anchor_reach),
+        ):
             if bound < 0:
                 raise UnlearningError(f"{name} must be non-negative, got {bound!r}")
         if self.method not in METHODS:

@@ -121,6 +121,22 @@ def anchor_round(history: SharedHistory, point: torch.Tensor, tolerance: float) 
     return None
 
 
+def near_anchor(history: SharedHistory, point: torch.Tensor, reach: float, tolerance: float) -> int | None:
+    """The stored round i whose model M_{i−1} is nearest to `point` in units of Stage I's step
+    there, among those within reach: d_i = ‖point − M_{i−1}‖ ≤ reach·‖M_i − M_{i−1}‖ (or
+    ≤ tolerance); None when no M_{i−1} is that close (anchor_noise.py, "reach")."""
+    best: tuple[float, int] | None = None
+    for i in range(1, history.num_rounds + 1):
+        origin = history.model(i - 1).to(torch.float64)
+        gap = float(torch.linalg.vector_norm(point.to(torch.float64) - origin))
+        step = float(torch.linalg.vector_norm(history.model(i).to(torch.float64) - origin))
+        if gap <= tolerance:
+            return i
+        if gap <= reach * step and (best is None or gap / step < best[0]):
+            best = (gap / step, i)
+    return None if best is None else best[1]
+
+
 def _ratio_classes(block: Mapping[str, float], public: Mapping[str, float]) -> list[set[str]]:
     """Clients of both, grouped by equal ratio block[j]/public[j] (within RATIO_TOL)."""
     classes: list[tuple[float, set[str]]] = []

@@ -6,7 +6,8 @@ persist without pickle,
 * `public_json()` — JSON-ready facts (round reached, selected rounds, the pending release
   of the release rule, the run log);
 * `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
-* `secrets()` — backend `Secret`s by name (thresholds [δ^j], L-BFGS gradient differences [y],
+* `secrets()` — backend `Secret`s by name (thresholds [δ^j], this party's anchored-noise key,
+  L-BFGS gradient differences [y],
   the held update [U] while the release rule keeps one secret, the L-BFGS Gram entries and
   each client's cached compact form, so a resumed run reuses the very K⁻¹ of the
   interrupted one).
@@ -92,6 +93,9 @@ class StarfishState(ResumableState):
     pending: PendingRelease = field(default_factory=PendingRelease)  #: what the held update holds
     held: Secret | None = None  #: [U], the held update (None when nothing is held)
     forms: dict[str, PairCache] = field(default_factory=dict)
+    #: this party's key of the anchored noise (anchor_noise.new_noise_key; None in a checkpoint
+    #: that predates it: a resumed run then draws one)
+    noise_key: Secret | None = None
 
     def snapshot(self) -> StarfishState:
         """An independent copy (secrets are immutable handles and are shared)."""
@@ -109,6 +113,7 @@ class StarfishState(ResumableState):
             pending=copy.deepcopy(self.pending),
             held=self.held,
             forms=dict(self.forms),
+            noise_key=self.noise_key,
         )
 
     # ------------------------------------------------------------------ persistence parts
@@ -136,6 +141,8 @@ class StarfishState(ResumableState):
 
     def secrets(self) -> dict[str, Secret]:
         out: dict[str, Secret] = {"deltas": self.deltas}
+        if self.noise_key is not None:
+            out["noise_key"] = self.noise_key
         if self.held is not None:
             out["held"] = self.held
         for c, pairs in self.buffers.items():
@@ -187,6 +194,7 @@ class StarfishState(ResumableState):
                 pending=PendingRelease.from_json(public.get("pending", {})),
                 held=_held(public, secrets),
                 forms=forms,
+                noise_key=secrets.get("noise_key"),
             )
         except KeyError as exc:
             raise ValueError(f"incomplete Starfish state: missing {exc}") from None

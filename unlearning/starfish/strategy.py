@@ -32,11 +32,25 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
 from unlearning.history import GradientRequest
-from unlearning.starfish.anchor_noise import NoiseDraw, anchor_noise, secret_gaussian, step_terms
+from unlearning.starfish.anchor_noise import (
+    NoiseDraw,
+    anchor_noise,
+    new_noise_key,
+    reveal_key,
+    secret_gaussian,
+    step_terms,
+)
 from unlearning.starfish.correction import check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
-from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable, stage1_coefficients
+from unlearning.starfish.release import (
+    PendingRelease,
+    anchor_round,
+    classify,
+    near_anchor,
+    revealable,
+    stage1_coefficients,
+)
 from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
@@ -68,8 +82,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
 
     `selector` picks the replayed rounds: SecRS by default; the random-selection baseline
     passes its own (`unlearning.baselines.random_selection`). `noise` draws the secret Gaussian
-    of an anchored reveal (anchor_noise.py): `Backend.random` by default; tests that compare
-    two backends pass one fixed draw.
+    of an anchored reveal (anchor_noise.py): `Backend.keyed_random` under the reveal's key by
+    default; tests that compare two backends pass one fixed draw.
     """
 
     name = "starfish"
@@ -116,6 +130,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
         if isinstance(ctx.resume_from, StarfishState):
             state = ctx.resume_from.snapshot()
             state.log.resumed_at.append(state.round)
+            if state.noise_key is None:
+                state.noise_key = new_noise_key(ctx.backend)
         else:
             state = self._start(ctx, params)
         selected = len(state.selected)
@@ -155,6 +171,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
             deltas=deltas,
             model=history.model(0).to(torch.float64).clone(),
             log=StarfishLog(request=_request(ctx, params)),
+            noise_key=new_noise_key(backend),
         )
 
     def _unlearning_round(
@@ -207,15 +224,16 @@ class StarfishStrategy(Strategy[StarfishParams]):
         scale and the clients of S_i it lacks join the pending anchors (anchor_noise.py). k = 1 is
         Algorithm 4 without the release rule: no anchors (nor with `anchor_noise` off)."""
         at = anchor_round(ctx.history, state.model, params.min_step)
-        if at is not None and params.min_cohort > 1 and params.anchor_noise:
+        near = near_anchor(ctx.history, state.model, params.anchor_reach, params.min_step)
+        if near is not None and params.min_cohort > 1 and params.anchor_noise:
             info = ctx.history.round_info(step.r)
             weights = capped_fedavg_weights(info, step.participants, params.min_cohort) or fedavg_weights(
                 info, step.participants
             )
             eta = params.unlearning_rate(info.lr)
-            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, at))
+            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, near))
             if terms:
-                state.pending.add_anchor(at, terms)
+                state.pending.add_anchor(near, terms)
         return at
 
     def _release(
@@ -257,16 +275,17 @@ class StarfishStrategy(Strategy[StarfishParams]):
             state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
             return
         with ctx.backend.step("UE"):
-            state.model = state.model - self._open(ctx, pending, state.held)
+            state.model = state.model - self._open(ctx, pending, state.held, state.noise_key)
         anchored = sorted(i for i, terms in pending.anchors.items() if any(v > 0 for v in terms.values()))
         state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept, anchored))
         state.pending, state.held = PendingRelease(), None
 
-    def _open(self, ctx: UnlearnContext, pending: PendingRelease, held: Secret) -> torch.Tensor:
-        """Reveal the held sum plus the anchored noise (anchor_noise.py): as is, or with distributed
-        noise for its summed sensitivity."""
+    def _open(self, ctx: UnlearnContext, pending: PendingRelease, held: Secret, noise_key: Secret) -> torch.Tensor:
+        """Reveal the held sum plus the anchored noise (anchor_noise.py), drawn under the key of
+        this reveal (its last step): as is, or with distributed noise for its summed sensitivity."""
         m = ctx.history.model(0).numel()
-        noise = anchor_noise(ctx.backend, ctx.history, pending.anchors, m, self.noise)
+        key = reveal_key(ctx.backend, noise_key, pending.steps[-1])
+        noise = anchor_noise(ctx.backend, ctx.history, pending.anchors, m, lambda b, n: self.noise(b, n, key))
         held = held if noise is None else ctx.backend.add(held, noise)
         if ctx.privacy is None:
             return reveal_update(ctx.backend, held)
