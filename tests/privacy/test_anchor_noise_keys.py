@@ -13,7 +13,7 @@ from unlearning.starfish import StarfishParams, StarfishState, StarfishStrategy
 from unlearning.starfish.anchor_noise import new_noise_key, reveal_key, secret_gaussian
 from unlearning.strategy import UnlearnContext
 
-from stage2_attack_fl import ExactOracle, NonIIDLogReg
+from helpers.stage2_attack_fl import ExactOracle, NonIIDLogReg
 
 LR = 0.5
 CLIENTS = [f"c{k}" for k in range(6)]
