@@ -130,11 +130,12 @@ class JobAdminService(AdminService):
 
     def _request_parameters(self, request, context, own: bool) -> dict:
         """The job's parameters under the operator's policy (server.unlearning_policy): a
-        client's own request gets the operator's; the admin's overrides them."""
+        client's own request gets the operator's; the admin's overrides those its strategy
+        declares."""
         parameters = parse_parameters(request.parameters_json)
         operator = dict(self.cfg.unlearning.parameters)
         if not own:
-            return {**operator, **parameters}
+            return {**self.cfg.unlearning.for_strategy(request.strategy), **parameters}
         if (parameters and parameters != operator) or request.strategy not in ("", "starfish"):
             context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,

@@ -1,0 +1,120 @@
+"""The baselines that run as jobs, filed through the real service: party0, party1 and the
+dealer as processes (TLS, the MPC plane included), SDK clients in threads answering tasks,
+8 Stage I rounds of a small logistic regression (a service of this module's own, so its
+targets leave the shared Stage II service's clients alone).
+
+* `starfish admin unlearn --strategy fedrecover` files a FedRecover job; the job's model
+  equals the plaintext FedRecover run over the same history (same round kinds, abnormality
+  flags, curvature bits and asks, same release decisions with the party's k = 3; relative
+  L2 ≤ 1e-3), becomes the new global model, the target's shares are gone from both stores
+  and the job's erasure certificate, signed by both parties, verifies offline;
+* the job report lists every value the job published, and the summary names the strategy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from client_sdk.evidence import verify_certificate
+from proto.starfish.v1 import admin_pb2
+from server.store import StoreError
+from starfish.local import REPO_ROOT
+
+from stage2_fixtures import (
+    STAGE2_CLIENTS,
+    STAGE2_PARAMS,
+    STAGE2_ROUNDS,
+    TASK_TIMEOUT_S,
+    TrainedService,
+    plaintext_reference,
+    relative_gap,
+)
+
+JOB_TIMEOUT_S = 240
+FEDRECOVER = {"warmup_rounds": 3, "correction_interval": 3, "final_tuning": 1, "tolerance_rate": 0.3}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    svc = TrainedService.create(
+        tmp_path_factory.mktemp("strategy-jobs"),
+        STAGE2_CLIENTS,
+        rounds=STAGE2_ROUNDS,
+        jobs={"task_timeout_s": TASK_TIMEOUT_S},
+        unlearning={"parameters": STAGE2_PARAMS},
+    )
+    yield svc
+    svc.stop()
+
+
+def _file_with_cli(service, target: str, strategy: str, params: dict) -> str:
+    """`starfish admin unlearn <target> --strategy <strategy> --params <json>`; returns the job id."""
+    out = subprocess.run(
+        [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root), "unlearn", target]
+        + ["--strategy", strategy, "--params", json.dumps(params)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _assert_erased(service, target: str, report: dict) -> None:
+    receipts = report["erasure"][target]
+    assert sorted(r["party"] for r in receipts) == [0, 1]
+    for role in (0, 1):
+        store = service.store(role)
+        try:
+            assert store.is_erased(target)
+            for i in range(1, STAGE2_ROUNDS + 1):
+                assert target not in store.uploads(i)
+                with pytest.raises(StoreError):
+                    store.load_share(i, target)
+        finally:
+            store.close()
+
+
+def _assert_certificate(service, admin, job_id: str, report: dict, target: str) -> None:
+    reply = admin.job_certificate(job_id)
+    assert reply.status == "signed" and report["certificate"]["status"] == "signed"
+    check = verify_certificate(reply.certificate_json, [service.dep.ca_cert])
+    assert [s.signer for s in check.signers] == ["party0", "party1"]
+    statement = check.statement
+    assert statement["job"]["strategy"] == report["job"]["strategy"] and statement["job"]["targets"] == [target]
+    assert statement["models"]["unlearned"]["hash"] == report["job"]["model_hash"]
+    assert statement["erasure"][target]["member_rounds"] == list(range(1, STAGE2_ROUNDS + 1))
+
+
+@pytest.mark.timeout(JOB_TIMEOUT_S + 120)
+def test_a_fedrecover_job_matches_plaintext_erases_and_is_certified(service):
+    target = "c0"
+    with service.dep.admin() as admin:
+        base = admin.status().latest_committed
+        job_id = _file_with_cli(service, target, "fedrecover", FEDRECOVER)
+        done = admin.wait_job(job_id, JOB_TIMEOUT_S)
+        assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
+        service.erased.append(target)
+        report = json.loads(admin.job_report(job_id).report_json)
+        assert report["job"]["strategy"] == "fedrecover" and report["backend"] == "crypten"
+        assert report["job"]["parameters"] == {**FEDRECOVER, "min_cohort": 3}  # the party's k
+        _, model = admin.job_model(job_id)
+        reference, ref = plaintext_reference(service, report)
+        for key in ("round_kinds", "abnormal", "curvature", "client_rounds", "release"):
+            assert report[key] == ref[key], key
+        asks = [(e["t"], e["reason"], e["asked"]) for e in report["corrections"]["events"]]
+        assert asks == [(e["t"], e["reason"], e["asked"]) for e in ref["corrections"]["events"]]
+        assert relative_gap(model, reference.numpy()) <= 1e-3
+        assert report["release"]["merged"] == [[1, 2]]  # round 1's exact answers at M_0 never alone
+        assert set(report["revealed"]) >= {"aggregate_gradients", "correction_flags", "curvature_bits"}
+        assert report["revealed"]["aggregate_gradients"]["cohort"] >= 3
+        assert admin.status().latest_committed == base + 1
+        assert admin.status().latest_model_hash == report["job"]["model_hash"]
+        assert "with fedrecover" in admin.job_report(job_id).summary
+        _assert_erased(service, target, report)
+        _assert_certificate(service, admin, job_id, report, target)
