@@ -61,7 +61,7 @@ from mpc.backend import Backend, Secret
 from unlearning.baselines.common import RunLog, loss_windows, stored_round_update, top_fraction
 from unlearning.fedavg import fedavg_weights, reveal_aggregate
 from unlearning.lbfgs import squared_norms
-from unlearning.params import StrategyParams, check_range
+from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.probes import ModelProbe, require_probe
 from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
 
@@ -78,24 +78,30 @@ REVEALED = (
 @dataclass(frozen=True)
 class CrabParams(StrategyParams):
     """Paper defaults (§V-A): loss_reduction α = 0.1, round_ratio λ = 0.6,
-    client_ratio δ = 0.7, sensitivity_ratio β = 0.3."""
+    client_ratio δ = 0.7, sensitivity_ratio β = 0.3. rollback_clients: whose stored updates
+    eqs. (3)–(5) weigh — "all" participants of a selected round (ours, the default: a target
+    that selective storage dropped still moved the model) or only the "kept" ones (the
+    paper's, which never rolls back for a target it did not keep)."""
 
     loss_reduction: float = 0.1
     round_ratio: float = 0.6
     client_ratio: float = 0.7
     sensitivity_ratio: float = 0.3
+    rollback_clients: str = "all"
 
     def check(self) -> None:
         check_range(NAME, "loss_reduction", self.loss_reduction, 0.0, 1.0, low_open=True, high_open=True)
         check_range(NAME, "round_ratio", self.round_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "client_ratio", self.client_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "sensitivity_ratio", self.sensitivity_ratio, 0.0, 1e6)
+        check_choice(NAME, "rollback_clients", self.rollback_clients, ("all", "kept"))
 
 
 @dataclass(frozen=True)
 class KeptRound:
-    """A selected round t_j after client selection: its kept clients (public), their stored
-    gradients (x, m) and reported norms (x,) (secret), and the public ‖G_{t_j}‖."""
+    """A selected round t_j as the rollback weighs it: its clients (public; every participant,
+    or the kept ones, `CrabParams.rollback_clients`), their stored gradients (x, m) and
+    reported norms (x,) (secret), and the public ‖G_{t_j}‖."""
 
     round: int
     clients: list[str]
@@ -243,8 +249,11 @@ def _run(ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
             aggregate = stored_round_update(ctx, i)
             chosen = select_clients(backend, clients, grads, norms, aggregate, params.client_ratio)
             kept.append(chosen)
-            rows = torch.tensor([clients.index(c) for c in chosen], dtype=torch.long)
             scale = max(float(aggregate.norm()), 1e-6)
+            if params.rollback_clients == "all":
+                yield KeptRound(i, clients, grads, norms, scale)
+                continue
+            rows = torch.tensor([clients.index(c) for c in chosen], dtype=torch.long)
             yield KeptRound(i, chosen, backend.index(grads, rows), backend.index(norms, rows), scale)
 
     with log.step("rollback"):
