@@ -52,14 +52,14 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.baselines.fedrecover_report import build_report
 from unlearning.baselines.fedrecover_state import FedRecoverState
-from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
+from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
+from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.starfish.correction import ask_exact, replace_rows
-from unlearning.starfish.release import PendingRelease, anchor_round, classify, revealable
-from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
+from unlearning.starfish.release import classify
+from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
-from unlearning.weight_cap import principal_count
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given
@@ -214,6 +214,7 @@ class _Run:
         self.backend = ctx.backend
         self.total = ctx.history.num_rounds
         self.schedule = params.schedule(self.total)
+        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, params.min_step, ctx.privacy, NAME)
 
     def execute(self) -> FedRecoverState:
         """Replay stored rounds state.round + 1..T, checkpointing after each; an update still
@@ -226,9 +227,8 @@ class _Run:
             state = self._start()
         for t in range(state.round + 1, self.total + 1):
             self._replay(state, t)
-            if t == self.total and not state.pending.empty:
-                state.log.releases.append(ReleaseEntry(t, "dropped", list(state.pending.steps), 0))
-                state.pending, state.held = PendingRelease(), None
+            if t == self.total:
+                drop_pending(state, t)
             state.round = t
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
@@ -268,17 +268,11 @@ class _Run:
         at_origin = set(members) if float(torch.linalg.vector_norm(v)) <= self.params.min_step else set()
         at_origin |= {c for c in members if not state.buffers.get(c)}  # their estimate is g_t^j, at M_{t−1}
         grads, answered = self._gradients(state, t, members, kind, v)
-        k = self.params.min_cohort
-        weights = capped_fedavg_weights(info, members, k) or fedavg_weights(info, members)
-        coefficients = [info.lr * weights[c] for c in members]
-        with self.backend.step("fedrecover.aggregate"):
-            if self.ctx.privacy is None:
-                update, sensitivity = weighted_sum(self.backend, grads, coefficients), 0.0
-            else:  # clipped inside 2PC; the noise is added when the (merged) sum is revealed
-                update, sensitivity = self.ctx.privacy.clipped_sum(self.backend, grads, coefficients)
+        weights = capped_fedavg_weights(info, members, self.params.min_cohort) or fedavg_weights(info, members)
+        update, sensitivity = sum_update(self.gate, grads, [info.lr * weights[c] for c in members])
         state.log.rounds.append(RoundEntry(t, t, len(members), kind or "estimate", info.lr))
         contributions = classify(members, weights, info.lr, answered, at_origin)
-        self._release(state, t, members, (update, sensitivity), contributions)
+        release(self.gate, state, Step(t, t, members, update, sensitivity), contributions)
 
     def _gradients(
         self, state: FedRecoverState, t: int, members: list[str], kind: str | None, v: torch.Tensor
@@ -316,47 +310,3 @@ class _Run:
         with self.backend.step("fedrecover.estimate"):
             norms = self.ctx.history.norms(self.backend, t, members)
             return estimate_gradients(self.backend, state, members, stored, v, self.params, norms)
-
-    def _release(
-        self,
-        state: FedRecoverState,
-        t: int,
-        members: list[str],
-        update: tuple[Secret, float],
-        contributions: tuple[dict[str, float], dict[str, float], set[str]],
-    ) -> None:
-        """The release rule (unlearning.starfish.release, as Starfish applies it): a round with
-        fewer than k principals is excluded; otherwise U_t joins the pending update, which is
-        revealed (and M̂ moves) iff its support is ≥ k, else held secret for the next round."""
-        history, k = self.ctx.history, self.params.min_cohort
-        cohort = principal_count(dict.fromkeys(members, 1), history.round_info(t).principals)
-        if cohort < k:
-            state.log.releases.append(ReleaseEntry(t, "excluded", [t], cohort))
-            return
-        exact, stored, opaque = contributions
-        pending = state.pending
-        if exact and anchor_round(history, state.model, self.params.min_step) == t:
-            pending.add_exact(t, exact)  # answers at M_{t−1}, where Stage I published G_t
-        else:  # answers at a point Stage I never aggregated with this data order: opaque
-            opaque = opaque | set(exact)
-        if stored:
-            pending.add_exact(t, stored)
-        pending.opaque |= opaque
-        pending.steps.append(t)
-        pending.sensitivity += update[1]
-        state.held = update[0] if state.held is None else self.backend.add(state.held, update[0])
-        ok, support = revealable(pending, history, k)
-        if not ok:
-            state.log.releases.append(ReleaseEntry(t, "held", list(pending.steps), support))
-            return
-        with self.backend.step("fedrecover.aggregate"):
-            state.model = state.model - self._open(pending, state.held)
-        state.log.releases.append(ReleaseEntry(t, "revealed", list(pending.steps), support))
-        state.pending, state.held = PendingRelease(), None
-
-    def _open(self, pending: PendingRelease, held: Secret) -> torch.Tensor:
-        """Reveal the held sum: as is, or with distributed noise for its summed sensitivity."""
-        if self.ctx.privacy is None:
-            return reveal_update(self.backend, held)
-        label = "fedrecover rounds " + ",".join(str(t) for t in pending.steps)
-        return self.ctx.privacy.reveal_sum(self.backend, held, pending.sensitivity, sorted(pending.clients()), label)
