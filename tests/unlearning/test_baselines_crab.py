@@ -114,9 +114,22 @@ def test_crab_on_a_trained_history_reports_consistent_selection(logreg_fl):
     assert torch.isfinite(result.model).all()
 
 
-def test_crab_needs_a_probe(logreg_fl):
+def test_crab_needs_a_probe_for_the_papers_round_scores(logreg_fl):
     with pytest.raises(UnlearningError, match="ModelProbe"):
-        CrabStrategy().run(logreg_fl.context(with_probe=False))
+        CrabStrategy().run(logreg_fl.context(with_probe=False, params={"round_score": "kl"}))
+
+
+def test_crab_without_a_probe_scores_rounds_by_their_public_model_steps(logreg_fl):
+    """The data-free rule: windows by the aggregate's norm, scores ‖M_i − M_{i−1}‖²."""
+    report = CrabStrategy().run(logreg_fl.context(with_probe=False)).report
+    history = logreg_fl.history
+    steps = {
+        str(i): float((history.model(i).double() - history.model(i - 1).double()).norm()) ** 2 for i in range(1, 9)
+    }
+    assert report["round_score"] == "step" and report["divergences"] == pytest.approx(steps)
+    norms = [float((history.model(i - 1).double() - history.model(i).double()).norm()) / 0.5 for i in range(1, 9)]
+    assert report["windows"] == loss_windows(norms + norms[-1:], 0.1)
+    assert CrabStrategy().run(logreg_fl.context()).report["round_score"] == "kl"  # with a probe
 
 
 @pytest.mark.parametrize(
@@ -128,6 +141,7 @@ def test_crab_needs_a_probe(logreg_fl):
         {"sensitivity_ratio": -0.1},
         {"lambda": 0.6},
         {"rollback_clients": "some"},
+        {"round_score": "loss"},
     ],
 )
 def test_crab_rejects_bad_parameters(logreg_fl, params):
