@@ -46,6 +46,11 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "correction_interval": (0, 10_000),
     "final_tuning": (0, 10_000),
     "tolerance_rate": (1e-6, 1.0),
+    # Crab (unlearning.baselines.crab): window rate α, round and client ratios λ, δ, sensitivity β
+    "loss_reduction": (1e-3, 0.99),
+    "round_ratio": (0.01, 1.0),
+    "client_ratio": (0.01, 1.0),
+    "sensitivity_ratio": (0.0, 100.0),
 }
 
 

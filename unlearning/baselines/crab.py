@@ -241,13 +241,17 @@ def round_scores(ctx: UnlearnContext, params: CrabParams) -> tuple[str, list[lis
     models = [ctx.history.model(i) for i in range(ctx.history.num_rounds + 1)]
     if kind == "kl":
         probe = require_probe(ctx.probe, NAME)
-        return (
-            kind,
-            loss_windows([probe.loss(m) for m in models], params.loss_reduction),
-            round_divergences(probe, models),
-        )
+        windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
+        return kind, _with_members(ctx, windows), round_divergences(probe, models)
     steps = {i: float((models[i].double() - models[i - 1].double()).norm()) ** 2 for i in range(1, len(models))}
-    return kind, loss_windows(gradient_norm_proxy(ctx), params.loss_reduction), steps
+    return kind, _with_members(ctx, loss_windows(gradient_norm_proxy(ctx), params.loss_reduction)), steps
+
+
+def _with_members(ctx: UnlearnContext, windows: list[list[int]]) -> list[list[int]]:
+    """The windows without the stored rounds that have no member (a model an earlier unlearning
+    job installed): nothing of theirs can be kept or replayed."""
+    kept = [[i for i in w if ctx.history.round_info(i).clients] for w in windows]
+    return [w for w in kept if w]
 
 
 class CrabStrategy(Strategy[CrabParams]):
