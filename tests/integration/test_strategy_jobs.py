@@ -67,16 +67,20 @@ def service(tmp_path_factory):
     svc.stop()
 
 
-def _file_with_cli(service, target: str, strategy: str, params: dict) -> str:
-    """`starfish admin unlearn <target> --strategy <strategy> --params <json>`; returns the job id."""
-    out = subprocess.run(
-        [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root), "unlearn", target]
-        + ["--strategy", strategy, "--params", json.dumps(params)],
+def _cli(service, *args: str) -> subprocess.CompletedProcess:
+    """`starfish admin --dir <deployment> <args>`."""
+    return subprocess.run(
+        [sys.executable, "-m", "starfish.cli", "admin", "--dir", str(service.dep.root), *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def _file_with_cli(service, target: str, strategy: str, params: dict) -> str:
+    """`starfish admin unlearn <target> --strategy <strategy> --params <json>`; returns the job id."""
+    out = _cli(service, "unlearn", target, "--strategy", strategy, "--params", json.dumps(params))
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
@@ -109,7 +113,7 @@ def _assert_certificate(service, admin, job_id: str, report: dict, target: str) 
 
 @pytest.mark.timeout(JOB_TIMEOUT_S + 120)
 @pytest.mark.parametrize("strategy", list(CASES))
-def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strategy):
+def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strategy, tmp_path):
     target, params, decisions, kinds = CASES[strategy]
     with service.dep.admin() as admin:
         base = admin.status().latest_committed
@@ -136,3 +140,7 @@ def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strat
         assert f"with {strategy}" in admin.job_report(job_id).summary
         _assert_erased(service, target, report)
         _assert_certificate(service, admin, job_id, report, target)
+    page = tmp_path / "report.html"  # the report page renders this strategy's report
+    out = _cli(service, "report", job_id, "--html", str(page))
+    assert out.returncode == 0, out.stderr
+    assert strategy in page.read_text() and "erasure certificate" in page.read_text().lower()
