@@ -9,19 +9,26 @@ targets leave the shared Stage II service's clients alone).
   clients, rollback point — same asks and release decisions with the party's k = 3;
   relative L2 ≤ 1e-3), becomes the new global model, the target's shares are gone from
   both stores and the job's erasure certificate, signed by both parties, verifies offline;
-* the job report lists every value the job published, and the summary names the strategy.
+* the job report lists every value the job published, and the summary names the strategy;
+* party1's worker killed (SIGKILL) once both parties hold checkpoint 3: the next session
+  attempt resumes from it (`resumed_at`) and the job ends with the plaintext run's model.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from client_sdk.evidence import verify_certificate
 from proto.starfish.v1 import admin_pb2
+from server.jobs.checkpoints import held_checkpoint
 from server.store import StoreError
 from starfish.local import REPO_ROOT
 
@@ -144,3 +151,40 @@ def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strat
     out = _cli(service, "report", job_id, "--html", str(page))
     assert out.returncode == 0, out.stderr
     assert strategy in page.read_text() and "erasure certificate" in page.read_text().lower()
+
+
+def _job_dir(service, role: int, job_id: str) -> Path:
+    return service.dep.data_dir(role) / "jobs" / job_id
+
+
+def _kill_party1_worker_after(service, job_id: str, checkpoint: int) -> None:
+    """SIGKILL party1's worker once both parties hold `checkpoint` of the job."""
+    end = time.time() + JOB_TIMEOUT_S
+    while time.time() < end:
+        held = min(held_checkpoint(_job_dir(service, role, job_id)) for role in (0, 1))
+        pid_file = _job_dir(service, 1, job_id) / "worker.pid"
+        if held >= checkpoint and pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no checkpoint {checkpoint} of {job_id}")
+
+
+@pytest.mark.timeout(2 * JOB_TIMEOUT_S + 120)
+@pytest.mark.parametrize("strategy,target", [("fedrecover", "c2"), ("crab", "c3")])
+def test_a_killed_worker_resumes_the_baseline_job_from_its_checkpoint(service, strategy, target):
+    _, params, decisions, _ = CASES[strategy]
+    with service.dep.admin() as admin:
+        erased_before = frozenset(service.erased)
+        job_id = admin.unlearn([target], strategy, params)
+        _kill_party1_worker_after(service, job_id, 3)
+        done = admin.wait_job(job_id, JOB_TIMEOUT_S)
+        assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
+        service.erased.append(target)
+        report = json.loads(admin.job_report(job_id).report_json)
+        _, model = admin.job_model(job_id)
+    assert report["job"]["session_attempts"] >= 2 and report["resumed_at"] and report["resumed_at"][0] >= 3
+    reference, ref = plaintext_reference(service, report, erased_before)
+    for key in decisions:
+        assert report[key] == ref[key], key
+    assert relative_gap(model, reference.numpy()) <= 1e-3
