@@ -24,6 +24,8 @@ import torch
 from mpc.backend import Backend
 from mpc.cluster import TwoPartyCluster
 from mpc.plain_backend import PlainBackend
+from privacy.distributed import PrivateAggregator
+from privacy.settings import DPSettings
 from unlearning import registry
 from unlearning.strategy import ResumableState, UnlearnContext, UnlearningError
 
@@ -175,6 +177,21 @@ def test_a_checkpoint_of_another_request_is_refused(change, message):
 def test_a_starfish_checkpoint_is_not_a_baseline_state(name, message):
     with pytest.raises(UnlearningError, match=message):
         registry.strategy_class(name).restore_state({"version": 2, "clients": []}, {}, {})
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_with_dp_every_revealed_update_is_one_noised_release_without_the_target(name):
+    backend = PlainBackend()
+    problem = LogRegFL.make(seed=3)
+    privacy = PrivateAggregator(DPSettings(clip=0.3, noise_multiplier=1.0, delta=1e-5))
+    ctx = UnlearnContext(backend, problem.history(backend, rounds=ROUNDS, lr=LR), LogRegOracle(problem), TARGETS)
+    ctx.params, ctx.privacy = CASES[name][0], privacy
+    result = registry.create(name).run(ctx)
+    revealed = [e for e in result.report["release"]["events"] if e["action"] == "revealed"]
+    labels = [f"{name} steps {','.join(str(t) for t in e['steps'])}" for e in revealed]
+    assert revealed and [r.label for r in privacy.releases] == labels
+    assert all("c0" not in r.members and r.noise_multiplier == 1.0 for r in privacy.releases)
+    assert gap(result.model, run_case(backend, CASES[name][0], name=name)["model"]) > 1e-3  # the noise moved it
 
 
 @pytest.fixture(scope="module")
