@@ -24,7 +24,13 @@ What the paper does.
 What we implement. All three steps over the stored history, written once on the `Backend`
 interface (plaintext and 2PC alike) (our service stores every
 round, so selective storage is applied when the request arrives, which selects the same
-rounds and clients). p(M) and F(M) come from the `ModelProbe` (unlearning/probes.py).
+rounds and clients). p(M) and F(M) come from the `ModelProbe` (unlearning/probes.py) when
+the context has one; without one (a job) rounds are scored from the public models alone
+(`round_scores`, "step"). The rollback weighs every participant of a kept round by default
+(`rollback_clients`; the paper's kept-only reading never rolls back for a target selective
+storage dropped, docs/BASELINES.md). Recovery updates are revealed under the release rule
+(`release_gate`, k = `min_cohort`), and the run is resumable after every recovery round
+(`CrabState`).
 Aggregates G_i are the public model differences (M_{i−1} − M_i)/η_i. Fresh updates
 come from the GradientOracle (data order of the replayed round); the calibrated step
 is M̃ ← M̃ − η_{t_j} Σ_c w_c ‖g^c‖/‖ĝ^c‖ ĝ^c with w over the kept benign clients.
@@ -38,7 +44,7 @@ in eq. (3) is normalised by its own data size; no j satisfying eq. (6) means rol
 to M_0; recovery replays the kept rounds after t_{j*}.
 
 Under 2PC. Round selection uses only public data (the global models' outputs on the
-public probe set). Client selection: cos(g^c, G) ranks like ⟨g^c, G⟩/‖g^c‖ (‖G‖ is public),
+public probe set, or the models themselves). Client selection: cos(g^c, G) ranks like ⟨g^c, G⟩/‖g^c‖ (‖G‖ is public),
 with ⟨g^c, G⟩ local and ‖g^c‖ the client's reported norm; SecSrt (SecGE2 keys) sorts them,
 and SecGE2 against the secret X-th key reveals one bit per client: kept or not. Rollback:
 eq. (4)'s term is ‖Ḡ_C − Ḡ_{C^−}‖ (Ḡ_{t_{j−1}} cancels), zero in public when no target is
@@ -46,7 +52,7 @@ kept; norms are `Backend.sqrt` of squared norms taken on the vector divided by t
 ‖G_{t_j}‖ (keeps them in the root's range); the bits [S(j) ≤ Φ(j)] stay secret and only
 j* = Σ_j j·b_j·Π_{j'>j}(1 − b_{j'}) is revealed. Recovery: the ratio ‖g^c‖/‖ĝ^c‖ is a
 secret division (reported norm over the root of the fresh squared norm) and only the
-calibrated FedAvg aggregate is revealed.
+calibrated FedAvg update (or a merged sum) is revealed.
 """
 
 from __future__ import annotations

@@ -25,10 +25,17 @@ round (no later round would use it); pairs are normalised by ‖s‖. A round wi
 
 Under 2PC (`abnormality_threshold`, `abnormal_clients`): each stored peak ‖g‖_∞ is a SecMax
 over [g, −g]; τ is the order statistic of the secret peaks sorted by SecSrt, and stays
-secret; the abnormality check is SecTC with δ^j = [τ] for every client. Revealed: the
-schedule (public), one curvature bit per offered pair, one abnormality flag per client and
-estimated round (it decides who computes), and the FedAvg aggregate of every round (the
-public model trajectory). Per-client gradients, estimates, peaks and τ stay secret.
+secret; the abnormality check is SecTC with δ^j = [τ] for every client. Each round's FedAvg
+update is formed in shares and revealed under the release rule (`release_gate`: with
+`min_cohort` k = 1 every round, as Algorithm 1; a job runs with the party's k, which holds
+round 1's exact update at M_0 and merges it into round 2's). Revealed: the schedule
+(public), one curvature bit per offered pair, one abnormality flag per client and
+estimated round (it decides who computes), and the updates the rule reveals (the public
+model trajectory). Per-client gradients, estimates, peaks and τ stay secret.
+
+As a job: resumable after every replayed round (`FedRecoverState`, checkpointed through
+`UnlearnContext.on_checkpoint`); exact answers are tasks of the job's oracle with the
+replayed round's data order (reasons warmup, correction, final_tuning, abnormality).
 
 Deviations (docs/BASELINES.md): the paper tunes T_w, T_c, T_f per data set for
 thousands of rounds; our defaults scale with T (T_w = s + 1, T_c = ⌈T/10⌉, T_f = ⌈T/20⌉).
