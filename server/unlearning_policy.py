@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: request spellings of typed parameter names (as the strategies accept them)
@@ -42,6 +42,16 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "anchor_reach": (2.0, 10.0),
     "seed": (0, 2**31 - 1),
     "recovery_rounds": (0, 20),
+    # FedRecover (unlearning.baselines.fedrecover): its exact-round schedule and τ's tolerance rate
+    "warmup_rounds": (0, 10_000),
+    "correction_interval": (0, 10_000),
+    "final_tuning": (0, 10_000),
+    "tolerance_rate": (1e-6, 1.0),
+    # Crab (unlearning.baselines.crab): window rate α, round and client ratios λ, δ, sensitivity β
+    "loss_reduction": (1e-3, 0.99),
+    "round_ratio": (0.01, 1.0),
+    "client_ratio": (0.01, 1.0),
+    "sensitivity_ratio": (0.0, 100.0),
 }
 
 
@@ -55,6 +65,18 @@ class UnlearningPolicy:
 
     parameters: dict[str, Any] = field(default_factory=dict)  #: what a client's own request gets
     bounds: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_BOUNDS))
+
+    def for_strategy(self, strategy: str) -> dict[str, Any]:
+        """The operator's parameters that `strategy`'s parameter dataclass declares: all of them
+        for Starfish (a client's own request runs it), the shared ones (e.g. `buffer_size`) for
+        another strategy, none for an unknown one (the request is refused later)."""
+        from unlearning import registry  # loads torch: only when a request arrives
+
+        name = strategy or "starfish"
+        if name not in registry.names():
+            return {}
+        declared = {f.name for f in fields(registry.strategy_class(name).params_type)}
+        return {k: v for k, v in self.parameters.items() if ALIASES.get(k, k) in declared}
 
     def check(self, typed: Mapping[str, Any]) -> None:
         """Raise `PolicyError` if a bounded parameter of the parsed request is out of bounds."""

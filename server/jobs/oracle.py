@@ -37,10 +37,14 @@ from unlearning.history import GradientOracle, GradientRequest
 from unlearning.strategy import UnlearningError
 
 log = logging.getLogger(__name__)
+#: a request's reason → the task kind a client sees; FedRecover's final tuning and abnormality
+#: fixing ask, as a correction does, for the exact gradient at M̂ with a stored round's data order
 TASK_KINDS = {
     "warmup": client_pb2.TASK_KIND_WARMUP,
     "correction": client_pb2.TASK_KIND_CORRECTION,
     "recovery": client_pb2.TASK_KIND_RECOVERY,
+    "final_tuning": client_pb2.TASK_KIND_CORRECTION,
+    "abnormality": client_pb2.TASK_KIND_CORRECTION,
 }
 
 

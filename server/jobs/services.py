@@ -133,20 +133,25 @@ class JobAdminService(AdminService):
 
     def _parse_request(self, request, context, own: bool) -> CheckedRequest:
         """The request parsed once (`validation.parse_request`) under the operator's policy
-        (server.unlearning_policy): the operator's parameters fill what the admin leaves out
-        (within `[unlearning.bounds]`); a client's own request runs Starfish with them and is
-        refused when it names anything else (compared in canonical form, before any bound)."""
+        (server.unlearning_policy): the operator's parameters that the strategy declares fill
+        what the admin leaves out (within `[unlearning.bounds]`); a client's own request runs
+        Starfish with them and is refused when it names anything else (compared in canonical
+        form, before any bound)."""
         cfg = self.cfg
         parse = partial(
             parse_request,
             list(request.targets),
             min_cohort=cfg.privacy.min_cohort,
-            defaults=dict(cfg.unlearning.parameters),
         )
-        checked = parse(request.strategy, request.parameters_json, policy=None if own else cfg.unlearning)
+        checked = parse(
+            request.strategy,
+            request.parameters_json,
+            policy=None if own else cfg.unlearning,
+            defaults=cfg.unlearning.for_strategy(request.strategy),
+        )
         if not own:
             return checked
-        operators = parse("starfish", "", policy=cfg.unlearning)
+        operators = parse("starfish", "", policy=cfg.unlearning, defaults=cfg.unlearning.for_strategy("starfish"))
         if (checked.strategy, checked.parameters_json) != (operators.strategy, operators.parameters_json):
             context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,

@@ -7,7 +7,7 @@ the clients answering warm-up/correction tasks (`silenced(c)` stops one for a wh
 The Stage II tests share one such service (session fixture `stage2` in conftest.py); each
 job targets other clients, and `erased` lists the targets of the jobs done so far.
 
-`plaintext_reference` runs StarfishStrategy on PlainBackend over an InMemoryHistory built
+`plaintext_reference` runs the job's strategy on PlainBackend over an InMemoryHistory built
 from the same public models and memberships the service stored (clients erased before
 the job left out)
 and the same gradients the clients uploaded, with an oracle that answers exactly where the
@@ -32,8 +32,8 @@ from harness.local import LocalDeployment
 from mpc.backend import Backend, Secret
 from mpc.plain_backend import PlainBackend
 from server.store import Store
+from unlearning import registry
 from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory, RoundInfo
-from unlearning.starfish import StarfishStrategy
 from unlearning.strategy import UnlearnContext
 
 STAGE2_CLIENTS = [f"c{i}" for i in range(7)]  #: c6 is the evidence tests' own target
@@ -214,8 +214,9 @@ class MirrorOracle(GradientOracle):
 def plaintext_reference(
     svc: TrainedService, report: dict[str, Any], erased_before: frozenset[str] = frozenset()
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """StarfishStrategy on PlainBackend over the same history the job used (see module doc);
-    `erased_before`: clients erased by earlier jobs, absent from this job's history."""
+    """The job's strategy (Starfish by default) on PlainBackend over the same history the job
+    used (see module doc); `erased_before`: clients erased by earlier jobs, absent from this
+    job's history."""
     backend = PlainBackend()
     store = svc.store(0)
     base = int(report["job"]["base_round"])
@@ -239,7 +240,7 @@ def plaintext_reference(
         targets=tuple(report["job"]["targets"]),
         params=report["job"]["parameters"],
     )
-    result = StarfishStrategy().run(ctx)
+    result = registry.create(report["job"]["strategy"]).run(ctx)
     return result.model, result.report
 
 

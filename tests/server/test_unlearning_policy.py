@@ -37,3 +37,10 @@ def test_requests_within_bounds_pass():
 def test_policy_check_names_the_bound():
     with pytest.raises(PolicyError, match=r"\[0.1, 0.2\]"):
         UnlearningPolicy(bounds={"sigma": (0.1, 0.2)}).check({"sigma": 0.3})
+
+
+def test_another_strategy_gets_only_the_operator_parameters_it_declares():
+    policy = UnlearningPolicy({"beta": 0.25, "B": 3, "anchor_noise": False})
+    assert policy.for_strategy("") == policy.for_strategy("starfish") == {"beta": 0.25, "B": 3, "anchor_noise": False}
+    assert policy.for_strategy("fedrecover") == {"B": 3}  # the shared L-BFGS buffer; β is Starfish's
+    assert policy.for_strategy("no-such-strategy") == {}

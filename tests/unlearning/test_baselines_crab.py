@@ -50,7 +50,9 @@ def test_loss_windows_close_on_the_loss_reduction_rate():
 
 
 def test_crab_keeps_big_rounds_and_aligned_clients_and_skips_recovery_when_target_never_kept():
+    """The paper's rollback weighs the kept clients only: a target never kept never moved it."""
     ctx, _, oracle = constructed(lambda s: torch.tensor([0.5 * s, 0.0]))  # target opposes the aggregate
+    ctx.params = {**ctx.params, "rollback_clients": "kept"}
     result = CrabStrategy().run(ctx)
     report = result.report
     assert report["selected_rounds"] == sorted(BIG)
@@ -58,6 +60,17 @@ def test_crab_keeps_big_rounds_and_aligned_clients_and_skips_recovery_when_targe
     assert report["rollback_round"] == 5 and report["recovery_rounds"] == []
     assert oracle.requests == []
     torch.testing.assert_close(result.model, ctx.history.model(5))
+
+
+def test_crab_rolls_back_for_a_target_selective_storage_dropped():
+    """Ours (the default): the rollback weighs every participant, so the same target — never
+    kept, yet a third of every aggregate — sends the model back to M_0; the kept benign
+    clients recover it."""
+    ctx, table, oracle = constructed(lambda s: torch.tensor([0.5 * s, 0.0]))
+    report = CrabStrategy().run(ctx).report
+    assert report["selected_clients"] == {"2": ["a", "b"], "5": ["a", "b"]}
+    assert report["rollback_round"] == 0 and report["recovery_rounds"] == [2, 5]
+    assert [r.clients for r in oracle.requests] == [("a", "b"), ("a", "b")]
 
 
 def test_crab_rolls_back_to_m0_when_the_target_dominates_and_recovers_with_kept_benign_clients():
@@ -101,14 +114,35 @@ def test_crab_on_a_trained_history_reports_consistent_selection(logreg_fl):
     assert torch.isfinite(result.model).all()
 
 
-def test_crab_needs_a_probe(logreg_fl):
+def test_crab_needs_a_probe_for_the_papers_round_scores(logreg_fl):
     with pytest.raises(UnlearningError, match="ModelProbe"):
-        CrabStrategy().run(logreg_fl.context(with_probe=False))
+        CrabStrategy().run(logreg_fl.context(with_probe=False, params={"round_score": "kl"}))
+
+
+def test_crab_without_a_probe_scores_rounds_by_their_public_model_steps(logreg_fl):
+    """The data-free rule: windows by the aggregate's norm, scores ‖M_i − M_{i−1}‖²."""
+    report = CrabStrategy().run(logreg_fl.context(with_probe=False)).report
+    history = logreg_fl.history
+    steps = {
+        str(i): float((history.model(i).double() - history.model(i - 1).double()).norm()) ** 2 for i in range(1, 9)
+    }
+    assert report["round_score"] == "step" and report["divergences"] == pytest.approx(steps)
+    norms = [float((history.model(i - 1).double() - history.model(i).double()).norm()) / 0.5 for i in range(1, 9)]
+    assert report["windows"] == loss_windows(norms + norms[-1:], 0.1)
+    assert CrabStrategy().run(logreg_fl.context()).report["round_score"] == "kl"  # with a probe
 
 
 @pytest.mark.parametrize(
     "params",
-    [{"loss_reduction": 1.0}, {"round_ratio": 0}, {"client_ratio": 1.5}, {"sensitivity_ratio": -0.1}, {"lambda": 0.6}],
+    [
+        {"loss_reduction": 1.0},
+        {"round_ratio": 0},
+        {"client_ratio": 1.5},
+        {"sensitivity_ratio": -0.1},
+        {"lambda": 0.6},
+        {"rollback_clients": "some"},
+        {"round_score": "loss"},
+    ],
 )
 def test_crab_rejects_bad_parameters(logreg_fl, params):
     with pytest.raises(UnlearningError):

@@ -39,7 +39,8 @@ def test_registry_lists_every_strategy():
         assert cls is registry.strategy_class(name)
         assert issubclass(cls, Strategy) and cls.name == name
         assert registry.requires_plaintext(name) == (name in PLAINTEXT_ONLY)
-    assert {n for n in registry.names() if registry.needs_probe(n)} == {"crab", "fedadp"}
+    assert {n for n in registry.names() if registry.needs_probe(n)} == {"fedadp"}  # Crab's probe is optional
+    assert registry.job_names() == ["starfish", "random", "fedrecover", "crab"]
 
 
 def test_unknown_and_unavailable_strategies_give_clear_errors(monkeypatch):

@@ -10,11 +10,21 @@ from hypothesis import strategies as st
 from test_lbfgs import dense_bfgs
 
 from mpc.plain_backend import PlainBackend
-from unlearning.baselines.fedrecover import PairState
 from unlearning.starfish.params import StarfishParams
+from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients, stored_gram
+from unlearning.starfish.state import CurvaturePair, PairCache
 
 M, CLIENTS = 6, 3
+
+
+@dataclasses.dataclass
+class PairState:
+    """The least `PairStore` SecUE works on: the clients' buffers, cached forms and a log."""
+
+    buffers: dict[str, list[CurvaturePair]] = dataclasses.field(default_factory=dict)
+    forms: dict[str, PairCache] = dataclasses.field(default_factory=dict)
+    log: StarfishLog = dataclasses.field(default_factory=StarfishLog)
 
 
 def quadratic(seed: int) -> torch.Tensor:

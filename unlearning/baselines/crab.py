@@ -24,7 +24,13 @@ What the paper does.
 What we implement. All three steps over the stored history, written once on the `Backend`
 interface (plaintext and 2PC alike) (our service stores every
 round, so selective storage is applied when the request arrives, which selects the same
-rounds and clients). p(M) and F(M) come from the `ModelProbe` (unlearning/probes.py).
+rounds and clients). p(M) and F(M) come from the `ModelProbe` (unlearning/probes.py) when
+the context has one; without one (a job) rounds are scored from the public models alone
+(`round_scores`, "step"). The rollback weighs every participant of a kept round by default
+(`rollback_clients`; the paper's kept-only reading never rolls back for a target selective
+storage dropped, docs/BASELINES.md). Recovery updates are revealed under the release rule
+(`release_gate`, k = `min_cohort`), and the run is resumable after every recovery round
+(`CrabState`).
 Aggregates G_i are the public model differences (M_{i−1} − M_i)/η_i. Fresh updates
 come from the GradientOracle (data order of the replayed round); the calibrated step
 is M̃ ← M̃ − η_{t_j} Σ_c w_c ‖g^c‖/‖ĝ^c‖ ĝ^c with w over the kept benign clients.
@@ -38,7 +44,7 @@ in eq. (3) is normalised by its own data size; no j satisfying eq. (6) means rol
 to M_0; recovery replays the kept rounds after t_{j*}.
 
 Under 2PC. Round selection uses only public data (the global models' outputs on the
-public probe set). Client selection: cos(g^c, G) ranks like ⟨g^c, G⟩/‖g^c‖ (‖G‖ is public),
+public probe set, or the models themselves). Client selection: cos(g^c, G) ranks like ⟨g^c, G⟩/‖g^c‖ (‖G‖ is public),
 with ⟨g^c, G⟩ local and ‖g^c‖ the client's reported norm; SecSrt (SecGE2 keys) sorts them,
 and SecGE2 against the secret X-th key reveals one bit per client: kept or not. Rollback:
 eq. (4)'s term is ‖Ḡ_C − Ḡ_{C^−}‖ (Ḡ_{t_{j−1}} cancels), zero in public when no target is
@@ -46,56 +52,70 @@ kept; norms are `Backend.sqrt` of squared norms taken on the vector divided by t
 ‖G_{t_j}‖ (keeps them in the root's range); the bits [S(j) ≤ Φ(j)] stay secret and only
 j* = Σ_j j·b_j·Π_{j'>j}(1 − b_{j'}) is revealed. Recovery: the ratio ‖g^c‖/‖ĝ^c‖ is a
 secret division (reported norm over the root of the fresh squared norm) and only the
-calibrated FedAvg aggregate is revealed.
+calibrated FedAvg update (or a merged sum) is revealed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from mpc.backend import Backend, Secret
-from unlearning.baselines.common import RunLog, loss_windows, stored_round_update, top_fraction
-from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.baselines.common import loss_windows, stored_round_update, top_fraction
+from unlearning.baselines.crab_state import CrabState, build_report
+from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
+from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.lbfgs import squared_norms
-from unlearning.params import StrategyParams, check_range
+from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.probes import ModelProbe, require_probe
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.starfish.correction import ask_exact
+from unlearning.starfish.release import classify
+from unlearning.starfish.run_log import RoundEntry, StarfishLog
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
 
 NAME = "crab"
-#: what a run reveals to both parties (listed in its report)
-REVEALED = (
-    "loss windows, KL divergences and selected rounds (public models on the public probe set)",
-    "one kept/not-kept bit per client of every selected round",
-    "the rollback index j*",
-    "the calibrated FedAvg aggregate of every recovery round (the public model trajectory)",
-)
+#: model-equality tolerance of the release rule (`release_gate`: is the public model a Stage I point?)
+MIN_STEP = 1e-9
 
 
 @dataclass(frozen=True)
 class CrabParams(StrategyParams):
     """Paper defaults (§V-A): loss_reduction α = 0.1, round_ratio λ = 0.6,
-    client_ratio δ = 0.7, sensitivity_ratio β = 0.3."""
+    client_ratio δ = 0.7, sensitivity_ratio β = 0.3. rollback_clients: whose stored updates
+    eqs. (3)–(5) weigh — "all" participants of a selected round (ours, the default: a target
+    that selective storage dropped still moved the model) or only the "kept" ones (the
+    paper's, which never rolls back for a target it did not keep). round_score: how
+    selective storage scores rounds (`round_scores`: "kl", "step" or "auto"). min_cohort: k
+    of the release rule (1 reveals every recovery round; the service raises it to its k)."""
 
     loss_reduction: float = 0.1
     round_ratio: float = 0.6
     client_ratio: float = 0.7
     sensitivity_ratio: float = 0.3
+    rollback_clients: str = "all"
+    round_score: str = "auto"
+    min_cohort: int = 1
 
     def check(self) -> None:
         check_range(NAME, "loss_reduction", self.loss_reduction, 0.0, 1.0, low_open=True, high_open=True)
         check_range(NAME, "round_ratio", self.round_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "client_ratio", self.client_ratio, 0.0, 1.0, low_open=True)
         check_range(NAME, "sensitivity_ratio", self.sensitivity_ratio, 0.0, 1e6)
+        check_choice(NAME, "rollback_clients", self.rollback_clients, ("all", "kept"))
+        check_choice(NAME, "round_score", self.round_score, ("auto", "kl", "step"))
+        check_range(NAME, "min_cohort", self.min_cohort, 1, 1_000_000)
 
 
 @dataclass(frozen=True)
 class KeptRound:
-    """A selected round t_j after client selection: its kept clients (public), their stored
-    gradients (x, m) and reported norms (x,) (secret), and the public ‖G_{t_j}‖."""
+    """A selected round t_j as the rollback weighs it: its clients (public; every participant,
+    or the kept ones, `CrabParams.rollback_clients`), their stored gradients (x, m) and
+    reported norms (x,) (secret), and the public ‖G_{t_j}‖."""
 
     round: int
     clients: list[str]
@@ -207,106 +227,198 @@ def _stored_fraction(ctx: UnlearnContext, kept: Sequence[Sequence[str]]) -> floa
     return math.fsum(len(k) for k in kept) / max(1, uploads)
 
 
+def gradient_norm_proxy(ctx: UnlearnContext) -> list[float]:
+    """f_i = ‖G_{i+1}‖ for i = 0..T−1 and f_T = ‖G_T‖: the public aggregate's norm, the
+    gradient norm ‖∇F(M_i)‖ where the history observed it (the data-free stand-in for F(M_i))."""
+    total = ctx.history.num_rounds
+    norms = [float(stored_round_update(ctx, i).norm()) for i in range(1, total + 1)]
+    return norms + norms[-1:]
+
+
+def round_scores(ctx: UnlearnContext, params: CrabParams) -> tuple[str, list[list[int]], dict[int, float]]:
+    """(score kind, loss windows, per-round scores) for selective storage.
+
+    "kl" (the paper's; needs the probe): windows by the probe loss F(M_i), scores the output
+    divergence D(M_{i−1}, M_i) of eq. (1). "step" (data-free, public models only): windows by
+    the aggregate's norm (`gradient_norm_proxy`), scores ‖M_i − M_{i−1}‖² — eq. (1)'s KL is
+    ½·ΔMᵀF(M)ΔM + O(‖ΔM‖³) with F the Fisher information, here taken as the identity.
+    "auto" is "kl" with a probe and "step" without one (a job has no probe)."""
+    kind = params.round_score if params.round_score != "auto" else ("kl" if ctx.probe is not None else "step")
+    models = [ctx.history.model(i) for i in range(ctx.history.num_rounds + 1)]
+    if kind == "kl":
+        probe = require_probe(ctx.probe, NAME)
+        windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
+        return kind, _with_members(ctx, windows), round_divergences(probe, models)
+    steps = {i: float((models[i].double() - models[i - 1].double()).norm()) ** 2 for i in range(1, len(models))}
+    return kind, _with_members(ctx, loss_windows(gradient_norm_proxy(ctx), params.loss_reduction)), steps
+
+
+def _with_members(ctx: UnlearnContext, windows: list[list[int]]) -> list[list[int]]:
+    """The windows without the stored rounds that have no member (a model an earlier unlearning
+    job installed): nothing of theirs can be kept or replayed."""
+    kept = [[i for i in w if ctx.history.round_info(i).clients] for w in windows]
+    return [w for w in kept if w]
+
+
 class CrabStrategy(Strategy[CrabParams]):
-    """Selective storage, adaptive rollback and calibrated recovery (module docstring)."""
+    """Selective storage, adaptive rollback and calibrated recovery (module docstring);
+    resumable after every recovery round (`CrabState`)."""
 
     name = NAME
     params_type = CrabParams
-    needs_probe = True
+    resumable = True
+
+    def validate(self, ctx: UnlearnContext, params: CrabParams) -> None:
+        super().validate(ctx, params)
+        if params.round_score == "kl":
+            require_probe(ctx.probe, NAME)
+        if ctx.resume_from is not None:
+            _check_resume(ctx, params, ctx.resume_from)
 
     def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
-        """The three steps; the report's costs cover this call only."""
+        """The three steps (or the rest of the recovery after a checkpoint); the report's costs cover this call only."""
+        start = time.perf_counter()
         with ctx.backend.own_ledger() as run_ledger:
-            result = _run(ctx, params)
-        result.report["costs"] = run_ledger.to_dict()
-        return result
+            state = _Run(ctx, params).execute()
+        report = build_report(ctx.backend.name, params.as_dict, state, ctx.history.num_rounds, params.min_cohort)
+        report["costs"] = run_ledger.to_dict()
+        steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
+        report["timings"] = {"total_seconds": time.perf_counter() - start, "steps": steps}
+        return UnlearnResult(model=state.model.to(torch.float32), report=report)
+
+    @classmethod
+    def restore_state(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> CrabState:
+        """The `CrabState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
+        try:
+            return CrabState.from_parts(public, tensors, secrets)
+        except ValueError as exc:
+            raise UnlearningError(str(exc)) from None
 
 
-def _run(ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
-    probe = require_probe(ctx.probe, NAME)
-    history, backend = ctx.history, ctx.backend
-    total = history.num_rounds
-    log = RunLog(ctx, NAME)
-    models = [history.model(i) for i in range(total + 1)]
+def _request(ctx: UnlearnContext, params: CrabParams) -> dict[str, Any]:
+    """What a run was asked (recorded in its log; a resume must ask the same)."""
+    return {"targets": list(ctx.targets), "params": params.as_dict}
 
-    ctx.progress("round_selection", 0, total)
-    with log.step("selective_storage"):
-        windows = loss_windows([probe.loss(m) for m in models], params.loss_reduction)
-        divergences = round_divergences(probe, models)
-        rounds = select_rounds(windows, divergences, params.round_ratio)
-    kept: list[list[str]] = []  # kept clients of each selected round
 
-    def kept_rounds() -> Iterable[KeptRound]:
+def _check_resume(ctx: UnlearnContext, params: CrabParams, state: object) -> None:
+    if not isinstance(state, CrabState):
+        raise UnlearningError(f"cannot resume Crab from a {type(state).__name__}")
+    if tuple(ctx.remaining_clients()) != state.clients:
+        raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
+    if not 0 <= state.round <= len(state.replay):
+        raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.replay)}")
+    if state.model.numel() != ctx.history.model(0).numel():
+        raise UnlearningError("the checkpoint's model does not match the history's model size")
+    if state.log.request != _request(ctx, params):
+        raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
+
+
+class _Run:
+    """One Crab run (or the rest of its recovery): selection and rollback, then recovery rounds."""
+
+    def __init__(self, ctx: UnlearnContext, params: CrabParams) -> None:
+        self.ctx, self.params, self.backend = ctx, params, ctx.backend
+        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, MIN_STEP, ctx.privacy, NAME)
+
+    def execute(self) -> CrabState:
+        """Recovery rounds state.round + 1..R, checkpointing after each; an update still held
+        after the last one is dropped (never revealed nor applied)."""
+        ctx = self.ctx
+        if isinstance(ctx.resume_from, CrabState):
+            state = ctx.resume_from.snapshot()
+            state.log.resumed_at.append(state.round)
+        else:
+            state = self._start()
+        last = len(state.replay)
+        for r in range(state.round + 1, last + 1):
+            self._recovery_round(state, r)
+            if r == last:
+                drop_pending(state, r)
+            state.round = r
+            if ctx.on_checkpoint is not None:
+                ctx.on_checkpoint(state.snapshot())
+        ctx.progress("done", last, last)
+        return state
+
+    def _start(self) -> CrabState:
+        """Selective storage (Algorithm 1) and the adaptive rollback (Algorithm 2 lines 20–22)."""
+        ctx, params, backend, history = self.ctx, self.params, self.backend, self.ctx.history
+        ctx.progress("round_selection", 0, history.num_rounds)
+        with backend.step(f"{NAME}.selective_storage"):
+            score, windows, divergences = round_scores(ctx, params)
+            rounds = select_rounds(windows, divergences, params.round_ratio)
+        kept: list[list[str]] = []  # kept clients of each selected round
+        with backend.step(f"{NAME}.rollback"):
+            counts = [history.round_info(i).n_samples for i in rounds]
+            j_star = rollback_index(
+                backend, self._kept_rounds(rounds, kept), counts, set(ctx.targets), params.sensitivity_ratio
+            )
+        sizes = [len(history.round_info(i).clients) for i in rounds]
+        return CrabState(
+            clients=tuple(ctx.remaining_clients()),
+            score=score,
+            windows=windows,
+            divergences=divergences,
+            selected=rounds,
+            kept=kept,
+            j_star=j_star,
+            model=history.model(rounds[j_star - 1] if j_star > 0 else 0).to(torch.float64).clone(),
+            stored_fraction=_stored_fraction(ctx, kept),
+            kept_bits=sum(n for n, k in zip(sizes, kept, strict=True) if len(k) < n),
+            log=StarfishLog(request=_request(ctx, params)),
+        )
+
+    def _kept_rounds(self, rounds: list[int], kept: list[list[str]]) -> Iterator[KeptRound]:
+        """Client selection per selected round (eq. (2)), appending the kept clients to `kept`;
+        yields what the rollback weighs (`CrabParams.rollback_clients`), one round in memory."""
+        backend, history = self.backend, self.ctx.history
         for i in rounds:
             clients = list(history.round_info(i).clients)
             grads, norms = history.gradients(backend, i, clients), history.norms(backend, i, clients)
-            aggregate = stored_round_update(ctx, i)
-            chosen = select_clients(backend, clients, grads, norms, aggregate, params.client_ratio)
+            aggregate = stored_round_update(self.ctx, i)
+            chosen = select_clients(backend, clients, grads, norms, aggregate, self.params.client_ratio)
             kept.append(chosen)
-            rows = torch.tensor([clients.index(c) for c in chosen], dtype=torch.long)
             scale = max(float(aggregate.norm()), 1e-6)
+            if self.params.rollback_clients == "all":
+                yield KeptRound(i, clients, grads, norms, scale)
+                continue
+            rows = torch.tensor([clients.index(c) for c in chosen], dtype=torch.long)
             yield KeptRound(i, chosen, backend.index(grads, rows), backend.index(norms, rows), scale)
 
-    with log.step("rollback"):
-        counts = [history.round_info(i).n_samples for i in rounds]
-        j_star = rollback_index(backend, kept_rounds(), counts, set(ctx.targets), params.sensitivity_ratio)
-    rollback_round = rounds[j_star - 1] if j_star > 0 else 0
-
-    replay = list(range(j_star + 1, len(rounds) + 1))
-    model = _recover(ctx, log, history.model(rollback_round).to(torch.float64), rounds, kept, replay)
-    report = log.report(
-        params,
-        windows=[list(w) for w in windows],
-        divergences={str(i): d for i, d in divergences.items()},
-        selected_rounds=rounds,
-        selected_clients={str(i): sorted(k) for i, k in zip(rounds, kept, strict=True)},
-        rollback_round=rollback_round,
-        recovery_rounds=[rounds[j - 1] for j in replay],
-        start_model_round=rollback_round,
-        stored_fraction=_stored_fraction(ctx, kept),
-        revealed=list(REVEALED),
-    )
-    return UnlearnResult(model=model.to(torch.float32), report=report)
-
-
-def _recover(
-    ctx: UnlearnContext,
-    log: RunLog,
-    model: torch.Tensor,
-    rounds: list[int],
-    kept: list[list[str]],
-    replay: list[int],
-) -> torch.Tensor:
-    """Recovery (Algorithm 2 lines 24–32) from the rollback model over the kept rounds `replay`
-    (1-based positions in `rounds`): fresh benign updates, calibrated to the stored length."""
-    targets = set(ctx.targets)
-    for r, j in enumerate(replay, start=1):
-        t = rounds[j - 1]
-        info = ctx.history.round_info(t)
-        benign = [c for c in kept[j - 1] if c not in targets]
-        ctx.progress("recovery", r, len(replay), f"round {t}")
-        with log.step("fresh_gradients"):
-            answers = log.fresh_gradients(model.to(torch.float32), r, t, benign, "recovery")
-        if not answers:
-            continue
-        with log.step("calibration"):
-            update = calibrated_update(ctx, t, answers)
-        model = model - info.lr * update
-        log.rounds_used += 1
-    return model
+    def _recovery_round(self, state: CrabState, r: int) -> None:
+        """Recovery round r (Algorithm 2 lines 24–32): the kept benign clients of the r-th replayed
+        kept round t compute at M̃_r; their calibrated FedAvg update goes through the release rule."""
+        j = state.replay[r - 1]
+        t = state.selected[j - 1]
+        info = self.ctx.history.round_info(t)
+        benign = [c for c in state.kept[j - 1] if c in set(state.clients)]
+        self.ctx.progress("recovery", r, len(state.replay), f"round {t}")
+        with self.backend.step(f"{NAME}.fresh_gradients"):
+            answers = ask_exact(self.backend, self.ctx.oracle, state, (r, t), benign, "recovery") if benign else {}
+        clients = [c for c in benign if c in answers]
+        if not clients:
+            state.log.rounds.append(RoundEntry(r, t, 0, "skipped"))
+            return
+        with self.backend.step(f"{NAME}.calibration"):
+            rows = calibrated_rows(self.ctx, t, [answers[c] for c in clients], clients)
+        weights = capped_fedavg_weights(info, clients, self.params.min_cohort) or fedavg_weights(info, clients)
+        update, sensitivity = sum_update(self.gate, rows, [info.lr * weights[c] for c in clients])
+        state.log.rounds.append(RoundEntry(r, t, len(clients), "recovery", info.lr))
+        contributions = classify(clients, weights, info.lr, clients, ())
+        release(self.gate, state, Step(r, t, clients, update, sensitivity), contributions)
 
 
-def calibrated_update(ctx: UnlearnContext, t: int, fresh: Mapping[str, Secret]) -> torch.Tensor:
-    """Revealed Σ_c w_c·‖g^c‖/‖ĝ^c‖·ĝ^c (eqs. (8)–(9)): stored reported norms over the
-    fresh norms, both secret; the public ‖G_t‖ scales the roots into range."""
-    backend, clients = ctx.backend, list(fresh)
-    grads = backend.stack([fresh[c] for c in clients], dim=0)
-    stored = ctx.history.norms(backend, t, clients)
+def calibrated_rows(ctx: UnlearnContext, t: int, fresh: Sequence[Secret], clients: Sequence[str]) -> Secret:
+    """[‖g^c‖/‖ĝ^c‖·ĝ^c] per client (eq. (8)): stored reported norms over the fresh norms, both
+    secret; the public ‖G_t‖ scales the roots into range. Shape (n, m)."""
+    backend = ctx.backend
+    grads = backend.stack(list(fresh), dim=0)
+    stored = ctx.history.norms(backend, t, list(clients))
     scale = max(float(stored_round_update(ctx, t).norm()), 1e-6)
     fresh_norms = backend.reshape(
         backend.sqrt(squared_norms(backend, backend.mul(grads, 1.0 / scale))), (len(clients),)
     )
     ratio = backend.div(backend.mul(stored, 1.0 / scale), fresh_norms)
-    calibrated = backend.mul(grads, backend.reshape(ratio, (len(clients), 1)))
-    weights = fedavg_weights(ctx.history.round_info(t), clients)
-    return reveal_aggregate(backend, calibrated, [weights[c] for c in clients], ctx.privacy, clients, f"crab round {t}")
+    return backend.mul(grads, backend.reshape(ratio, (len(clients), 1)))

@@ -25,10 +25,17 @@ round (no later round would use it); pairs are normalised by ‖s‖. A round wi
 
 Under 2PC (`abnormality_threshold`, `abnormal_clients`): each stored peak ‖g‖_∞ is a SecMax
 over [g, −g]; τ is the order statistic of the secret peaks sorted by SecSrt, and stays
-secret; the abnormality check is SecTC with δ^j = [τ] for every client. Revealed: the
-schedule (public), one curvature bit per offered pair, one abnormality flag per client and
-estimated round (it decides who computes), and the FedAvg aggregate of every round (the
-public model trajectory). Per-client gradients, estimates, peaks and τ stay secret.
+secret; the abnormality check is SecTC with δ^j = [τ] for every client. Each round's FedAvg
+update is formed in shares and revealed under the release rule (`release_gate`: with
+`min_cohort` k = 1 every round, as Algorithm 1; a job runs with the party's k, which holds
+round 1's exact update at M_0 and merges it into round 2's). Revealed: the schedule
+(public), one curvature bit per offered pair, one abnormality flag per client and
+estimated round (it decides who computes), and the updates the rule reveals (the public
+model trajectory). Per-client gradients, estimates, peaks and τ stay secret.
+
+As a job: resumable after every replayed round (`FedRecoverState`, checkpointed through
+`UnlearnContext.on_checkpoint`); exact answers are tasks of the job's oracle with the
+replayed round's data order (reasons warmup, correction, final_tuning, abnormality).
 
 Deviations (docs/BASELINES.md): the paper tunes T_w, T_c, T_f per data set for
 thousands of rounds; our defaults scale with T (T_w = s + 1, T_c = ⌈T/10⌉, T_f = ⌈T/20⌉).
@@ -42,38 +49,36 @@ saved: measured ARP 0 % on digits.) The default α = 0.1 is ours.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from mpc.backend import Backend, Secret
-from unlearning.baselines.common import RunLog
-from unlearning.fedavg import fedavg_weights, reveal_aggregate
+from unlearning.baselines.fedrecover_report import build_report
+from unlearning.baselines.fedrecover_state import FedRecoverState
+from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
+from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.params import StrategyParams, check_choice, check_range
-from unlearning.starfish.correction import replace_rows
-from unlearning.starfish.run_log import CurvatureEntry
+from unlearning.starfish.correction import ask_exact, replace_rows
+from unlearning.starfish.release import classify
+from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients
-from unlearning.starfish.state import CurvaturePair, PairCache
-from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given
 CORRECTION_RATE = 0.1
 FINAL_TUNING_RATE = 0.05
-#: what a run reveals to both parties (listed in its report)
-REVEALED = (
-    "schedule of exact rounds (public parameters)",
-    "one curvature-safeguard bit per offered L-BFGS pair",
-    "one abnormality flag per remaining client and estimated round",
-    "the FedAvg aggregate of every replayed round (the public model trajectory)",
-)
 
 
 @dataclass(frozen=True)
 class FedRecoverParams(StrategyParams):
     """buffer_size s; warmup_rounds T_w (None: s + 1); correction_interval T_c (None:
     ⌈T/10⌉, 0: never); final_tuning T_f (None: ⌈T/20⌉); tolerance_rate α for τ;
-    L-BFGS safeguards and the 2s×2s inverse."""
+    L-BFGS safeguards and the 2s×2s inverse; min_cohort k of the release rule."""
 
     buffer_size: int = 2
     warmup_rounds: int | None = None
@@ -85,6 +90,9 @@ class FedRecoverParams(StrategyParams):
     hv_bound: float = 10.0
     inverse: str = "secmi"
     min_step: float = 1e-9
+    #: k of the release rule (unlearning.starfish.release); 1 reveals every round (Algorithm 1),
+    #: the service raises it to the party's [privacy] min_cohort
+    min_cohort: int = 1
 
     def check(self) -> None:
         check_range(NAME, "buffer_size", self.buffer_size, 1, 64)
@@ -98,6 +106,7 @@ class FedRecoverParams(StrategyParams):
         check_range(NAME, "hv_bound", self.hv_bound, 0.0, 1e12, low_open=True)
         check_range(NAME, "min_step", self.min_step, 0.0, 1.0)
         check_choice(NAME, "inverse", self.inverse, ("secmi", "newton"))
+        check_range(NAME, "min_cohort", self.min_cohort, 1, 1_000_000)
 
     def schedule(self, total: int) -> tuple[int, int, int]:
         """(T_w, T_c, T_f) for T = `total` stored rounds."""
@@ -148,130 +157,163 @@ def abnormal_clients(backend: Backend, tau: Secret, clients: list[str], estimate
     return [c for c, f in zip(clients, flags.reshape(-1).tolist(), strict=True) if f]
 
 
-@dataclass
-class PairLog:
-    """SecUE's record of a FedRecover run (`unlearning.starfish.secue.PairLog`)."""
-
-    inverses: int = 0
-    curvature: list[CurvatureEntry] = field(default_factory=list)
-
-
-@dataclass
-class PairState:
-    """Each remaining client's last s curvature pairs (`unlearning.starfish.secue.PairStore`)."""
-
-    buffers: dict[str, list[CurvaturePair]] = field(default_factory=dict)
-    log: PairLog = field(default_factory=PairLog)
-    forms: dict[str, PairCache] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        offered = len(self.log.curvature)
-        return {"offered": offered, "rejected": sum(not e.accepted for e in self.log.curvature)}
-
-
 class FedRecoverStrategy(Strategy[FedRecoverParams]):
-    """L-BFGS-estimated replay with warm-up, correction, abnormality fixing and final tuning."""
+    """L-BFGS-estimated replay with warm-up, correction, abnormality fixing and final tuning;
+    resumable after every replayed round (`FedRecoverState`)."""
 
     name = NAME
     params_type = FedRecoverParams
+    resumable = True
+
+    def validate(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
+        super().validate(ctx, params)
+        if ctx.history.num_rounds < 1:
+            raise UnlearningError("the history holds no stored round")
+        if ctx.resume_from is not None:
+            _check_resume(ctx, params, ctx.resume_from)
 
     def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
-        """Algorithm 1 over the stored history; the report's costs cover this call only."""
+        """Algorithm 1 over the stored history (or its rest after a checkpoint); the report's
+        costs cover this call only."""
+        total, start = ctx.history.num_rounds, time.perf_counter()
         with ctx.backend.own_ledger() as run_ledger:
-            result = _Run(ctx, params).execute()
-        result.report["costs"] = run_ledger.to_dict()
-        return result
+            state = _Run(ctx, params).execute()
+        report = build_report(ctx.backend.name, params, state, total, params.schedule(total))
+        report["costs"] = run_ledger.to_dict()
+        steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
+        report["timings"] = {"total_seconds": time.perf_counter() - start, "steps": steps}
+        return UnlearnResult(model=state.model.to(torch.float32), report=report)
+
+    @classmethod
+    def restore_state(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> FedRecoverState:
+        """The `FedRecoverState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
+        try:
+            return FedRecoverState.from_parts(public, tensors, secrets)
+        except ValueError as exc:
+            raise UnlearningError(str(exc)) from None
+
+
+def _request(ctx: UnlearnContext, params: FedRecoverParams) -> dict[str, Any]:
+    """What a run was asked (recorded in its log; a resume must ask the same)."""
+    return {"targets": list(ctx.targets), "params": params.as_dict}
+
+
+def _check_resume(ctx: UnlearnContext, params: FedRecoverParams, state: object) -> None:
+    if not isinstance(state, FedRecoverState):
+        raise UnlearningError(f"cannot resume FedRecover from a {type(state).__name__}")
+    if tuple(ctx.remaining_clients()) != state.clients:
+        raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
+    if not 0 <= state.round <= ctx.history.num_rounds:
+        raise UnlearningError(f"checkpoint round {state.round} outside 0..{ctx.history.num_rounds}")
+    if state.model.numel() != ctx.history.model(0).numel():
+        raise UnlearningError("the checkpoint's model does not match the history's model size")
+    if state.log.request != _request(ctx, params):
+        raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
 
 
 class _Run:
-    """One FedRecover run: the replay loop and its record."""
+    """One FedRecover run (or its continuation): the replay loop over `FedRecoverState`."""
 
     def __init__(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
         self.ctx, self.params = ctx, params
         self.backend = ctx.backend
         self.total = ctx.history.num_rounds
         self.schedule = params.schedule(self.total)
-        self.log = RunLog(ctx, NAME)
-        self.pairs = PairState()
-        self.kinds: dict[str, str] = {}
-        self.abnormal: dict[str, list[str]] = {}
+        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, params.min_step, ctx.privacy, NAME)
 
-    def execute(self) -> UnlearnResult:
-        ctx, history = self.ctx, self.ctx.history
-        with self.log.step("threshold"):
-            tau = self._threshold()
-        model = history.model(0).to(torch.float64).clone()
-        for t in range(1, self.total + 1):
-            info = history.round_info(t)
-            members = [c for c in info.clients if c not in set(ctx.targets)]
-            if not members:
-                continue
-            kind = is_exact_round(t, self.total, *self.schedule)
-            self.kinds[str(t)] = kind or "estimate"
-            ctx.progress(kind or "estimate", t, self.total)
-            grads = self._round(t, model, members, kind, tau)
-            with self.log.step("aggregate"):
-                weights = fedavg_weights(info, members)
-                update = reveal_aggregate(
-                    self.backend, grads, [weights[c] for c in members], ctx.privacy, members, f"fedrecover round {t}"
-                )
-            model = model - info.lr * update
-            self.log.rounds_used += 1
-        warmup, interval, final = self.schedule
-        report = self.log.report(
-            self.params,
-            schedule={"warmup": warmup, "correction_interval": interval, "final_tuning": final},
-            round_kinds=self.kinds,
-            abnormal=self.abnormal,
-            curvature=self.pairs.counts(),
-            start_model_round=0,
-            revealed=list(REVEALED),
-        )
-        return UnlearnResult(model=model.to(torch.float32), report=report)
+    def execute(self) -> FedRecoverState:
+        """Replay stored rounds state.round + 1..T, checkpointing after each; an update still
+        held after round T is dropped (never revealed nor applied)."""
+        ctx = self.ctx
+        if isinstance(ctx.resume_from, FedRecoverState):
+            state = ctx.resume_from.snapshot()
+            state.log.resumed_at.append(state.round)
+        else:
+            state = self._start()
+        for t in range(state.round + 1, self.total + 1):
+            self._replay(state, t)
+            if t == self.total:
+                drop_pending(state, t)
+            state.round = t
+            if ctx.on_checkpoint is not None:
+                ctx.on_checkpoint(state.snapshot())
+        ctx.progress("done", self.total, self.total)
+        return state
 
-    def _threshold(self) -> Secret:
+    def _start(self) -> FedRecoverState:
         """[τ] over the stored gradients of remaining clients in every stored round."""
-        history, targets = self.ctx.history, set(self.ctx.targets)
+        ctx, history, backend = self.ctx, self.ctx.history, self.backend
+        remaining = tuple(ctx.remaining_clients())
+        ctx.progress("threshold", 0, self.total, f"{len(remaining)} remaining clients")
         peaks = []
-        for i in range(1, self.total + 1):
-            members = [c for c in history.round_info(i).clients if c not in targets]
-            if members:
-                peaks.append(gradient_peaks(self.backend, history.gradients(self.backend, i, members)))
-        return abnormality_threshold(self.backend, self.backend.cat(peaks, dim=0), self.params.tolerance_rate)
+        with backend.step("fedrecover.threshold"):
+            for i in range(1, self.total + 1):
+                members = [c for c in history.round_info(i).clients if c in set(remaining)]
+                if members:
+                    peaks.append(gradient_peaks(backend, history.gradients(backend, i, members)))
+            tau = abnormality_threshold(backend, backend.cat(peaks, dim=0), self.params.tolerance_rate)
+        return FedRecoverState(
+            clients=remaining,
+            tau=tau,
+            model=history.model(0).to(torch.float64).clone(),
+            log=StarfishLog(request=_request(ctx, self.params)),
+        )
 
-    def _round(self, t: int, model: torch.Tensor, members: list[str], kind: str | None, tau: Secret) -> Secret:
-        """Round t's gradients of `members`: exact answers where asked, SecUE estimates elsewhere."""
+    def _replay(self, state: FedRecoverState, t: int) -> None:
+        """Stored round t at M̂: its remaining members' gradients (exact or estimated), their
+        FedAvg update U_t = η_t·Σ_j w_j ĝ_t^j in shares, then the release rule."""
+        info = self.ctx.history.round_info(t)
+        members = [c for c in info.clients if c in set(state.clients)]
+        if not members:
+            state.log.rounds.append(RoundEntry(t, t, 0, "skipped"))
+            return
+        kind = is_exact_round(t, self.total, *self.schedule)
+        self.ctx.progress(kind or "estimate", t, self.total)
+        v = state.model - self.ctx.history.model(t - 1).to(torch.float64)
+        at_origin = set(members) if float(torch.linalg.vector_norm(v)) <= self.params.min_step else set()
+        at_origin |= {c for c in members if not state.buffers.get(c)}  # their estimate is g_t^j, at M_{t−1}
+        grads, answered = self._gradients(state, t, members, kind, v)
+        weights = capped_fedavg_weights(info, members, self.params.min_cohort) or fedavg_weights(info, members)
+        update, sensitivity = sum_update(self.gate, grads, [info.lr * weights[c] for c in members])
+        state.log.rounds.append(RoundEntry(t, t, len(members), kind or "estimate", info.lr))
+        contributions = classify(members, weights, info.lr, answered, at_origin)
+        release(self.gate, state, Step(t, t, members, update, sensitivity), contributions)
+
+    def _gradients(
+        self, state: FedRecoverState, t: int, members: list[str], kind: str | None, v: torch.Tensor
+    ) -> tuple[Secret, set[str]]:
+        """Round t's gradients of `members` and the clients whose row is an exact answer at M̂:
+        exact answers where the schedule or the abnormality check asks, SecUE elsewhere."""
         backend, history = self.backend, self.ctx.history
         stored = history.gradients(backend, t, members)
-        v = model - history.model(t - 1).to(torch.float64)
         if kind:
-            ask = members
-            with self.log.step("fresh_gradients"):
-                answers = self.log.fresh_gradients(model.to(torch.float32), t, t, ask, kind)
-            if len(answers) == len(members):
-                grads = stored
-            else:  # a silent client keeps its estimate
-                grads = self._estimate(t, members, stored, v)
+            answers = self._ask(state, t, members, kind)
+            grads = stored if len(answers) == len(members) else self._estimate(state, t, members, stored, v)
         else:
-            grads = self._estimate(t, members, stored, v)
-            with self.log.step("abnormality_check"):
-                ask = abnormal_clients(backend, tau, members, grads)
-            if ask:
-                self.abnormal[str(t)] = ask
-            with self.log.step("fresh_gradients"):
-                answers = self.log.fresh_gradients(model.to(torch.float32), t, t, ask, "abnormality")
+            grads = self._estimate(state, t, members, stored, v)
+            with backend.step("fedrecover.abnormality_check"):
+                ask = abnormal_clients(backend, state.tau, members, grads)
+            state.log.flags.append(FlagEntry(t, t, {c: c in ask for c in members}))
+            answers = self._ask(state, t, ask, "abnormality") if ask else {}
         if not answers:
-            return grads
-        with self.log.step("estimate"):
+            return grads, set()
+        with backend.step("fedrecover.estimate"):
             answered = [c for c in members if c in answers]
             if t < self.total:  # the last round's pair would never be used
                 exact = backend.stack([answers[c] for c in answered], dim=0)
                 rows = torch.tensor([members.index(c) for c in answered], dtype=torch.long)
-                add_pairs(backend, self.pairs, answered, t, v, exact, backend.index(stored, rows), self.params)
-            return replace_rows(backend, grads, members, answers)
+                add_pairs(backend, state, answered, t, v, exact, backend.index(stored, rows), self.params)
+            return replace_rows(backend, grads, members, answers), set(answers)
 
-    def _estimate(self, t: int, members: list[str], stored: Secret, v: torch.Tensor) -> Secret:
+    def _ask(self, state: FedRecoverState, t: int, clients: list[str], kind: str) -> dict[str, Secret]:
+        """Exact gradients at M̂ through the job's oracle (a silent client keeps its estimate)."""
+        with self.backend.step("fedrecover.fresh_gradients"):
+            return ask_exact(self.backend, self.ctx.oracle, state, (t, t), clients, kind)
+
+    def _estimate(self, state: FedRecoverState, t: int, members: list[str], stored: Secret, v: torch.Tensor) -> Secret:
         """SecUE: [ĝ^j] = [g_t^j] + H^j v for every member (Starfish's estimation)."""
-        with self.log.step("estimate"):
+        with self.backend.step("fedrecover.estimate"):
             norms = self.ctx.history.norms(self.backend, t, members)
-            return estimate_gradients(self.backend, self.pairs, members, stored, v, self.params, norms)
+            return estimate_gradients(self.backend, state, members, stored, v, self.params, norms)

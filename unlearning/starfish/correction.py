@@ -10,10 +10,14 @@ answer keeps its estimate and is recorded as missing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import torch
 
 from mpc.backend import Backend, Secret
+from unlearning.errors import UnlearningError
+from unlearning.history import GradientOracle, GradientRequest
+from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.state import StarfishState
 
 
@@ -48,3 +52,41 @@ def replace_rows(backend: Backend, rows: Secret, clients: Sequence[str], answers
         else:
             out.append(backend.reshape(exact, (1, rows.shape[1])))
     return backend.cat(out, dim=0)
+
+
+class AskingState(Protocol):
+    """What `ask_exact` reads and writes of a run's state: the public model and its log."""
+
+    model: torch.Tensor
+    log: StarfishLog
+
+
+def ask_exact(
+    backend: Backend,
+    oracle: GradientOracle,
+    state: AskingState,
+    where: tuple[int, int],
+    clients: Sequence[str],
+    reason: str,
+) -> dict[str, Secret]:
+    """Ask `clients` for their exact gradient at the public model M̂ in unlearning round t with
+    the data order of stored round r (`where` = (t, r)); returns the answers received and
+    records the ask in the log (raises `UnlearningError` for an answer of the wrong shape)."""
+    t, r = where
+    request = GradientRequest(
+        model=state.model.to(torch.float32), unlearning_round=t, original_round=r, clients=tuple(clients), reason=reason
+    )
+    replies: Mapping[str, Secret | None] = oracle.exact_gradients(backend, request)
+    m = state.model.numel()
+    answers: dict[str, Secret] = {}
+    for client in clients:
+        reply = replies.get(client)
+        if reply is None:
+            continue
+        if tuple(reply.shape) != (m,):
+            raise UnlearningError(
+                f"client {client!r} answered the {reason} of round {t} with shape {tuple(reply.shape)}, expected ({m},)"
+            )
+        answers[client] = reply
+    state.log.record_ask(t, r, reason, clients, list(answers))
+    return answers

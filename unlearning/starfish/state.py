@@ -126,18 +126,13 @@ class StarfishState(ResumableState):
             "round": self.round,
             "warmup_pairs": self.warmup_pairs,
             "warmup_over": self.warmup_over,
-            "buffers": {c: [p.round for p in pairs] for c, pairs in self.buffers.items()},
+            **pairs_public(self.buffers, self.forms),
             "log": self.log.to_json(),
             "pending": self.pending.to_json(),
-            "forms": {c: list(form.rounds) for c, form in self.forms.items()},
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
-        out = {"model": self.model.clone()}
-        for c, pairs in self.buffers.items():
-            for k, pair in enumerate(pairs):
-                out[f"buffer/{c}/{k}/s"] = pair.s.clone()
-        return out
+        return {"model": self.model.clone(), **pairs_tensors(self.buffers)}
 
     def secrets(self) -> dict[str, Secret]:
         out: dict[str, Secret] = {"deltas": self.deltas}
@@ -145,15 +140,7 @@ class StarfishState(ResumableState):
             out["noise_key"] = self.noise_key
         if self.held is not None:
             out["held"] = self.held
-        for c, pairs in self.buffers.items():
-            for k, pair in enumerate(pairs):
-                out[f"buffer/{c}/{k}/y"] = pair.y
-                if pair.yy is not None:
-                    out[f"buffer/{c}/{k}/yy"] = pair.yy
-        for c, form in self.forms.items():
-            for part in FORM_PARTS:
-                out[f"form/{c}/{part}"] = getattr(form, part)
-        return out
+        return {**out, **pairs_secrets(self.buffers, self.forms)}
 
     @classmethod
     def from_parts(
@@ -164,22 +151,7 @@ class StarfishState(ResumableState):
         if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported Starfish state version {version!r}")
         try:
-            buffers = {
-                c: [
-                    CurvaturePair(
-                        round=int(r),
-                        s=tensors[f"buffer/{c}/{k}/s"],
-                        y=secrets[f"buffer/{c}/{k}/y"],
-                        yy=secrets.get(f"buffer/{c}/{k}/yy"),
-                    )
-                    for k, r in enumerate(rounds)
-                ]
-                for c, rounds in public["buffers"].items()
-            }
-            forms = {
-                c: PairCache(tuple(int(r) for r in rounds), *(secrets[f"form/{c}/{part}"] for part in FORM_PARTS))
-                for c, rounds in public.get("forms", {}).items()
-            }
+            buffers, forms = restore_pairs(public, tensors, secrets)
             return cls(
                 clients=tuple(public["clients"]),
                 selected=tuple(sorted(int(r) for r in public["selected" if version == 2 else "ranked"])),
@@ -207,3 +179,54 @@ def _held(public: Mapping[str, Any], secrets: Mapping[str, Secret]) -> Secret | 
     if public.get("pending", {}).get("steps"):
         return secrets["held"]
     return None
+
+
+def pairs_public(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str, PairCache]) -> dict[str, Any]:
+    """The public facts of the L-BFGS buffers and cached compact forms: the round of every pair."""
+    return {
+        "buffers": {c: [p.round for p in pairs] for c, pairs in buffers.items()},
+        "forms": {c: list(form.rounds) for c, form in forms.items()},
+    }
+
+
+def pairs_tensors(buffers: Mapping[str, list[CurvaturePair]]) -> dict[str, torch.Tensor]:
+    """The public ŝ of every buffered pair, by name."""
+    return {f"buffer/{c}/{k}/s": pair.s.clone() for c, pairs in buffers.items() for k, pair in enumerate(pairs)}
+
+
+def pairs_secrets(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str, PairCache]) -> dict[str, Secret]:
+    """The secret [ŷ], [ŷᵀŷ] rows of every buffered pair and the parts of every cached compact form."""
+    out: dict[str, Secret] = {}
+    for c, pairs in buffers.items():
+        for k, pair in enumerate(pairs):
+            out[f"buffer/{c}/{k}/y"] = pair.y
+            if pair.yy is not None:
+                out[f"buffer/{c}/{k}/yy"] = pair.yy
+    for c, form in forms.items():
+        for part in FORM_PARTS:
+            out[f"form/{c}/{part}"] = getattr(form, part)
+    return out
+
+
+def restore_pairs(
+    public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+) -> tuple[dict[str, list[CurvaturePair]], dict[str, PairCache]]:
+    """The buffers and compact forms `pairs_public`, `pairs_tensors` and `pairs_secrets` stored
+    (raises KeyError for a missing part)."""
+    buffers = {
+        c: [
+            CurvaturePair(
+                round=int(r),
+                s=tensors[f"buffer/{c}/{k}/s"],
+                y=secrets[f"buffer/{c}/{k}/y"],
+                yy=secrets.get(f"buffer/{c}/{k}/yy"),
+            )
+            for k, r in enumerate(rounds)
+        ]
+        for c, rounds in public["buffers"].items()
+    }
+    forms = {
+        c: PairCache(tuple(int(r) for r in rounds), *(secrets[f"form/{c}/{part}"] for part in FORM_PARTS))
+        for c, rounds in public.get("forms", {}).items()
+    }
+    return buffers, forms

@@ -31,7 +31,6 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
-from unlearning.history import GradientRequest
 from unlearning.starfish.anchor_noise import (
     NoiseDraw,
     anchor_noise,
@@ -40,7 +39,7 @@ from unlearning.starfish.anchor_noise import (
     secret_gaussian,
     step_terms,
 )
-from unlearning.starfish.correction import check_sample, flags_for, replace_rows
+from unlearning.starfish.correction import ask_exact, check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
 from unlearning.starfish.release import (
@@ -352,28 +351,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         self, ctx: UnlearnContext, state: StarfishState, t: int, r: int, clients: Sequence[str], reason: str
     ) -> dict[str, Secret]:
         """Ask `clients` for exact gradients at M̂_t; returns only the answers received."""
-        request = GradientRequest(
-            model=state.model.to(torch.float32),
-            unlearning_round=t,
-            original_round=r,
-            clients=tuple(clients),
-            reason=reason,
-        )
-        replies: Mapping[str, Secret | None] = ctx.oracle.exact_gradients(ctx.backend, request)
-        m = state.model.numel()
-        answers: dict[str, Secret] = {}
-        for client in clients:
-            reply = replies.get(client)
-            if reply is None:
-                continue
-            if tuple(reply.shape) != (m,):
-                raise UnlearningError(
-                    f"client {client!r} answered the {reason} of round {t} with shape {tuple(reply.shape)}, "
-                    f"expected ({m},)"
-                )
-            answers[client] = reply
-        state.log.record_ask(t, r, reason, clients, list(answers))
-        return answers
+        return ask_exact(ctx.backend, ctx.oracle, state, (t, r), clients, reason)
 
     def _apply_answers(
         self,
