@@ -31,6 +31,7 @@ from harness.local import REPO_ROOT
 from proto.starfish.v1 import admin_pb2
 from server.jobs.checkpoints import held_checkpoint
 from server.store import StoreError
+from unlearning import registry
 
 from helpers.stage2_fixtures import (
     STAGE2_CLIENTS,
@@ -131,7 +132,8 @@ def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strat
         service.erased.append(target)
         report = json.loads(admin.job_report(job_id).report_json)
         assert report["job"]["strategy"] == strategy and report["backend"] == "crypten"
-        assert report["job"]["parameters"] == {**params, "min_cohort": 3}  # the party's k
+        canonical = registry.strategy_class(strategy).parse_params({**params, "min_cohort": 3}).as_dict
+        assert report["job"]["parameters"] == canonical  # every default filled in, k the party's
         _, model = admin.job_model(job_id)
         reference, ref = plaintext_reference(service, report, erased_before)
         for key in decisions:
