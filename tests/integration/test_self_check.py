@@ -56,6 +56,27 @@ def _evaluate(problem: LogReg, client: str):
     return evaluate
 
 
+def _refuses_bad_input(client, statement: dict, rounds: int) -> None:
+    """Each misuse is refused with a message that names it."""
+    calls = []
+
+    def drifting(params: np.ndarray) -> dict[str, float]:  # a different metric for the second model
+        calls.append(1)
+        return {"accuracy" if len(calls) == 1 else "acc": 1.0}
+
+    cases = [
+        ({"evaluate": drifting, "statement": statement}, "other metrics for the two models"),
+        ({"evaluate": lambda p: [0.5], "statement": statement}, "non-empty mapping"),
+        ({"evaluate": lambda p: {"accuracy": "high"}, "statement": statement}, "not a number"),
+        ({"evaluate": lambda p: {"a": 1.0}, "statement": {"job": {}}}, "names no replaced and unlearned model"),
+        ({"evaluate": lambda p: {"a": 1.0}, "replaced_round": rounds}, "give a certificate statement"),
+        ({"evaluate": lambda p: {"a": 1.0}, "replaced_round": rounds, "unlearned_round": rounds}, "must come after"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(StarfishError, match=message):
+            self_check(client, **kwargs)
+
+
 @pytest.fixture(scope="module")
 def backdoor_service(tmp_path_factory):
     svc = TrainedService.create(
@@ -89,6 +110,7 @@ def test_forgotten_client_sees_its_backdoor_gone(backdoor_service):
             self_check(c0, evaluate, statement=forged)
         with pytest.raises(StarfishError, match="not finite"):
             self_check(c0, lambda p: {"accuracy": float("nan")}, statement=statement)
+        _refuses_bad_input(c0, statement, svc.rounds)
     assert (check.replaced.round, check.unlearned.round) == (svc.rounds, svc.rounds + 1)
     assert check.unlearned.hash == statement["models"]["unlearned"]["hash"]
     assert check == explicit
