@@ -6,6 +6,10 @@ the loss over one pass of `loader` (flat float32) and the number of samples. Wit
 `local_steps > 0` it instead runs that many SGD steps at rate `local_lr` and returns the
 pseudo-gradient (M_{i−1} − M_local)/η_l (docs/SERVICE.md, "What a client uploads"). The same function answers tasks
 (its optional second argument, the task, is ignored).
+
+`make_evaluate_fn(model, loader)` returns `evaluate(params) -> {"accuracy", "loss"}` (the
+fraction of samples whose arg-max class is the label, and the mean loss) for the
+forgotten client's self-check (`client_sdk.self_check`).
 """
 
 from __future__ import annotations
@@ -72,3 +76,23 @@ def make_grad_fn(
         return ((params.astype(np.float64) - local) / local_lr).astype(np.float32), len(loader.dataset)
 
     return pseudo_gradient if local_steps > 0 else mean_gradient
+
+
+def make_evaluate_fn(model: nn.Module, loader, loss_fn: Callable | None = None) -> Callable[[np.ndarray], dict]:
+    loss_fn = loss_fn or nn.functional.cross_entropy
+
+    def evaluate(params: np.ndarray) -> dict[str, float]:
+        load_flat(model, params)
+        model.eval()
+        correct, total, loss = 0, 0, 0.0
+        with torch.no_grad():
+            for x, y in loader:
+                out = model(x)
+                loss += float(loss_fn(out, y, reduction="sum"))
+                correct += int((out.argmax(dim=1) == y).sum())
+                total += int(y.shape[0])
+        if total == 0:
+            raise ValueError("the data loader yielded no samples")
+        return {"accuracy": correct / total, "loss": loss / total}
+
+    return evaluate

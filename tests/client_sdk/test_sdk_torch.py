@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from client_sdk.torch_helper import flatten, load_flat, make_grad_fn
+from client_sdk.torch_helper import flatten, load_flat, make_evaluate_fn, make_grad_fn
 
 
 def _setup(batch: int):
@@ -34,3 +34,17 @@ def test_one_local_step_pseudo_gradient_is_the_batch_gradient():
     pseudo, n = make_grad_fn(model, loader, local_steps=1, local_lr=0.01)(params)
     assert n == 20
     assert np.allclose(pseudo, mean, atol=1e-4)
+
+
+def test_evaluate_fn_gives_accuracy_and_mean_loss_of_the_given_parameters():
+    model, loader, x, y = _setup(batch=7)
+    params = flatten(model)
+    ref = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    load_flat(ref, params)
+    with torch.no_grad():
+        out = ref(x)
+    scores = make_evaluate_fn(model, loader)(params)
+    assert scores["accuracy"] == float((out.argmax(dim=1) == y).float().mean())
+    assert np.isclose(scores["loss"], float(nn.functional.cross_entropy(out, y)), atol=1e-6)
+    other = make_evaluate_fn(model, loader)(np.zeros_like(params))  # all logits 0: loss ln 3
+    assert np.isclose(other["loss"], np.log(3.0), atol=1e-6)

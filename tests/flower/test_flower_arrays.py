@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
+from starfish_flower.self_check import flat_evaluate
 
 shapes = st.lists(st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple), min_size=1, max_size=4)
 finite = st.floats(-1e3, 1e3, allow_nan=False, width=32)
@@ -50,3 +51,19 @@ def test_integer_arrays_and_size_mismatches_are_refused():
         unflatten(np.zeros(3, np.float32), template)
     with pytest.raises(ValueError, match="learning rate must be positive"):
         pseudo_gradient(np.zeros(2), np.zeros(2), 0.0)
+
+
+def test_flat_evaluate_scores_the_record_the_flat_model_stands_for():
+    template = _record([np.zeros((2, 3), np.float32), np.zeros(4, np.float32)])
+    seen = []
+
+    def evaluate_arrays(record: ArrayRecord) -> dict[str, float]:
+        seen.append([record[k].numpy() for k in record.keys()])
+        return {"sum": float(sum(a.sum() for a in seen[-1]))}
+
+    flat = np.arange(10, dtype=np.float32)
+    assert flat_evaluate(template, evaluate_arrays)(flat) == {"sum": 45.0}
+    np.testing.assert_array_equal(seen[0][0], flat[:6].reshape(2, 3))
+    np.testing.assert_array_equal(seen[0][1], flat[6:])
+    with pytest.raises(ValueError, match="the template 10"):
+        flat_evaluate(template, evaluate_arrays)(np.zeros(11, np.float32))

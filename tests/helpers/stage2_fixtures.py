@@ -93,8 +93,10 @@ class TrainedService:
         round_cfg: dict | None = None,
         privacy: dict | None = None,
         validation: dict | None = None,
+        problem: LogReg | None = None,
     ) -> TrainedService:
-        """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables."""
+        """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables;
+        `problem`: the clients' data (default `LogReg.make(clients)`)."""
         dep = LocalDeployment(
             root,
             clients=clients,
@@ -111,7 +113,7 @@ class TrainedService:
             },
         )
         dep.start()
-        svc = cls(dep, LogReg.make(clients), rounds)
+        svc = cls(dep, problem or LogReg.make(clients), rounds)
         try:
             svc._train(clients)
             for c in clients:
