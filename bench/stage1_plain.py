@@ -23,7 +23,7 @@ import numpy as np
 from mpc.durable import atomic_write
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import model_hash, model_messages, sha256_hex
-from server.tls import channel_options
+from server.grpc_tls import channel_options
 
 CHUNK_BYTES = 1024 * 1024
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024

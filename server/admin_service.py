@@ -18,10 +18,10 @@ from proto.wire import collect_model
 from server import metrics
 from server.auth import require_admin
 from server.client_service import round_state
+from server.party_state import PartyState
 from server.peer_client import PeerClient, PeerRefused
 from server.peer_service import receipt_message
 from server.round_control import close_round, global_model_messages, open_round, open_tasks
-from server.state import PartyState
 from server.store import ConflictError
 from server.upload_check import bounds_refusal, check_bounds
 

@@ -15,7 +15,7 @@ from proto.wire import model_messages
 from server import metrics
 from server.auth import authenticate_client
 from server.headroom import round_sample_budget
-from server.state import PartyState
+from server.party_state import PartyState
 from server.store import ConflictError, RoundClosedError, SampleBudgetError, StoreError
 from server.upload_status import upload_status
 from server.uploads import UploadError, check_binding, read_body, read_header

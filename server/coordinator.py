@@ -47,9 +47,9 @@ from proto.wire import model_messages, read_share_stream, sha256_hex, share_mess
 from server import cohort, membership, metrics, request_context
 from server.aggregation import fedavg_update, local_aggregate
 from server.headroom import round_sample_budget
+from server.party_state import PartyState
 from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.stage1_clip import ClipFailed
-from server.state import PartyState
 from server.storage_faults import classify, headroom_ok
 from server.store import ConflictError, RoundRecord, membership_digest
 from server.upload_check import CheckFailed, Item, LeaderBatch, check_bounds

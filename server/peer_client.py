@@ -21,7 +21,7 @@ from proto.channel_options import reconnect_options
 from proto.starfish.v1 import peer_pb2_grpc
 from server import metrics, request_context
 from server.config import PartyConfig
-from server.tls import channel_options, peer_channel_credentials
+from server.grpc_tls import channel_options, peer_channel_credentials
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -25,8 +25,8 @@ from server import cohort, membership, metrics, storage_faults, upload_check_pee
 from server.aggregation import fedavg_update, local_aggregate
 from server.auth import require_peer
 from server.config import PartyConfig
+from server.party_state import PartyState
 from server.stage1_clip import ClipFailed
-from server.state import PartyState
 from server.storage_faults import StorageFault, headroom_ok
 from server.store import ConflictError, StoreError, membership_digest
 

@@ -26,7 +26,7 @@ import grpc
 
 from proto.starfish.v1 import admin_pb2, common_pb2
 from proto.wire import model_messages
-from server.state import PartyState
+from server.party_state import PartyState
 from server.store import StoreError
 
 FINISHED = ("committed", "failed", "abandoned")

@@ -23,18 +23,18 @@ from server.coordinator import RoundCoordinator
 from server.evidence.certifier import Attestor, Certifier
 from server.evidence.signing import load_identity
 from server.file_modes import check_private
+from server.grpc_tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import JobStore
 from server.jobs.manager import JobManager
 from server.jobs.services import JobAdminService, JobPeerService
+from server.party_state import PartyState
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
 from server.readiness import Readiness, peer_check, store_check
 from server.request_context import RequestIdInterceptor
-from server.state import PartyState
 from server.storage_faults import StorageFaultInterceptor
 from server.store import Store
-from server.tls import channel_options, check_own_certificate, client_port_credentials, peer_port_credentials
 from server.tls_floor import check_tls13
 from server.undecodable import UndecodableInterceptor
 

@@ -42,7 +42,7 @@ from server.upload_check import (
 )
 
 if TYPE_CHECKING:
-    from server.state import PartyState
+    from server.party_state import PartyState
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05  #: how often party1 looks for the verdicts a job step waits for

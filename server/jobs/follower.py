@@ -28,7 +28,7 @@ from server.jobs.checkpoints import CheckpointDir
 from server.jobs.jobstore import JobStore
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import RequestError, check_history, parse_canonical
-from server.state import PartyState
+from server.party_state import PartyState
 from server.store import StoreError
 from server.workers.failures import RESTARTED, exit_description, last_error_line
 from server.workers.process import WorkerProcess

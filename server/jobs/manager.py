@@ -48,8 +48,8 @@ from server.jobs.job_report import build_report, dealer_record, release_notice, 
 from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
 from server.jobs.runner import JobFailed, JobRunnerBase
 from server.jobs.validation import CheckedRequest, RequestError, check_history, history_clients
+from server.party_state import PartyState
 from server.peer_client import PeerClient, PeerRefused, Stopped
-from server.state import PartyState
 from server.store import ConflictError
 from server.workers.failures import Failure, blame, observe_exit, observe_party1
 from server.workers.process import WorkerProcess

@@ -18,8 +18,8 @@ from proto.wire import model_hash
 from server import metrics
 from server.jobs import refused_answers
 from server.jobs.jobstore import JobRecord, JobStore
+from server.party_state import PartyState
 from server.peer_client import PeerClient
-from server.state import PartyState
 from server.store import TaskRecord
 from server.upload_check import CheckFailed, lead_task_check
 from server.upload_check_peer import await_task_verdicts

@@ -38,9 +38,9 @@ from server.jobs.validation import (
     bounded_json,
     parse_request,
 )
+from server.party_state import PartyState
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
-from server.state import PartyState
 
 STATES = {
     "queued": admin_pb2.JOB_STATE_QUEUED,

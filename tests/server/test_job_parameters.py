@@ -18,7 +18,7 @@ from server.jobs.follower import JobFollower
 from server.jobs.jobstore import JobStore
 from server.jobs.manager import JobManager
 from server.jobs.validation import RequestError, parse_canonical, parse_request
-from server.state import PartyState
+from server.party_state import PartyState
 from server.store import Store
 
 M, K = 8, 3  #: model size; both parties' minimum cohort

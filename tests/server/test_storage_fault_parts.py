@@ -15,7 +15,7 @@ import pytest
 
 from mpc.fixedpoint import random_ring
 from server.config import PartyConfig, TlsConfig
-from server.state import PartyState
+from server.party_state import PartyState
 from server.storage_faults import StorageFault, classify
 from server.store import ConflictError, Store
 
