@@ -10,6 +10,8 @@ test error (TER) within 2 points of retraining, and spare each remaining client 
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from evaluation.experiment import Experiment
@@ -22,6 +24,7 @@ SETTINGS = {
     "demo": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 1},
     "recovery": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 3},
 }
+DRAWS = 5  #: runs per setting, each with its own anchored-noise draw
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +35,21 @@ def trained() -> tuple[Experiment, dict[str, dict[str, float]]]:
 
 @pytest.mark.parametrize("setting", sorted(SETTINGS))
 def test_starfish_forgets_the_backdoor_at_retrain_utility(experiment, levels, setting: str) -> None:
-    out = unlearn(experiment, "starfish", SETTINGS[setting])
-    assert out["metrics"]["ba_asr"] <= levels["retrain"]["ba_asr"] + 0.05 < levels["before"]["ba_asr"] - 0.8
-    assert out["metrics"]["ter"] <= levels["retrain"]["ter"] + 0.02
-    assert out["arp_percent"] >= 70.0
+    """The anchored reveal's noise is a fresh secret draw per run (docs/PRIVACY.md), so the
+    result is a distribution: its median over DRAWS runs must meet the bounds (on this
+    federation about 1 run in 12 lands 7.5 points of TER above retraining)."""
+    runs = [unlearn(experiment, "starfish", SETTINGS[setting]) for _ in range(DRAWS)]
+    ba_asr = statistics.median(r["metrics"]["ba_asr"] for r in runs)
+    ter = statistics.median(r["metrics"]["ter"] for r in runs)
+    assert ba_asr <= levels["retrain"]["ba_asr"] + 0.05 < levels["before"]["ba_asr"] - 0.8
+    assert ter <= levels["retrain"]["ter"] + 0.02
+    assert min(r["arp_percent"] for r in runs) >= 70.0
 
 
 def test_recovery_rounds_are_what_closes_the_gap_at_sigma_0_6(experiment, levels) -> None:
-    without = unlearn(experiment, "starfish", {"sigma": 0.6, "beta": 0.4})
-    with_recovery = unlearn(experiment, "starfish", SETTINGS["recovery"])
-    assert with_recovery["metrics"]["ter"] < without["metrics"]["ter"]
-    assert with_recovery["arp_percent"] == pytest.approx(without["arp_percent"] - 3 * 100 / FEDERATION.rounds)
+    without = [unlearn(experiment, "starfish", {"sigma": 0.6, "beta": 0.4}) for _ in range(DRAWS)]
+    with_recovery = [unlearn(experiment, "starfish", SETTINGS["recovery"]) for _ in range(DRAWS)]
+    median_ter = [statistics.median(r["metrics"]["ter"] for r in runs) for runs in (with_recovery, without)]
+    assert median_ter[0] < median_ter[1]
+    arp = {r["arp_percent"] + 3 * 100 / FEDERATION.rounds for r in with_recovery} | {r["arp_percent"] for r in without}
+    assert max(arp) == pytest.approx(min(arp))  # three recovery rounds cost 3 of T rounds, whatever the draw
