@@ -37,7 +37,9 @@ class ClientProcess:
     """client_process.py for one (client, round): started, then told to go, killed or awaited."""
 
     def __init__(self, dep, client: str, round_index: int):
-        env = {**os.environ, "PYTHONPATH": str(HERE.parent)}  # tests/: the helpers package
+        # the checkout first (its packages, not the test folders of the same names), then tests/
+        # for the helpers package
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE.parents[1]), str(HERE.parent)))}
         self.log = open(dep.root / "logs" / f"{client}-r{round_index}.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "client_process.py"), str(dep.root), client, str(round_index), str(M)],

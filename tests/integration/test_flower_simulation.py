@@ -44,7 +44,8 @@ def run(tmp_path_factory):
         pytest.fail("cannot create a network namespace (unshare --net): the simulation would reach outside addresses")
     tmp = tmp_path_factory.mktemp("flower")
     root, out = tmp / "dep", tmp / "result.json"
-    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
+    # the checkout before tests/: its folders share names with the packages they test
+    path = os.pathsep.join(p for p in (str(TESTS.parent), str(TESTS), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, **offline.SWITCHES, "PYTHONPATH": path}  # switches set before the run imports flwr
     command = sandbox.loopback_only([sys.executable, str(TESTS / "helpers" / "flower_run.py"), str(root), str(out)])
     try:
