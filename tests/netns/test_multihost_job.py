@@ -276,8 +276,10 @@ def test_a_link_taken_down_mid_job_is_retried_in_a_new_session(world, jobs):
     def cut(lab, fleet):
         # the link between the two operators goes down at the switch while both still reach the
         # clients and the dealer: whatever the job is doing then, its next two-party exchange
-        # (round selection and estimation follow) waits longer than the session timeout
-        fleet.wait_for("step round_selection", timeout_s=120)
+        # (threshold determination's, or round selection and estimation after it) waits longer
+        # than the session timeout; the first 2PC step lasts long enough for the status stream
+        # to show it (round selection over few rounds can fall between two polls)
+        fleet.wait_for("step threshold", timeout_s=120)
         lab.set_path("party0", "party1", up=False)
         time.sleep(down_s)
         lab.set_path("party0", "party1", up=True)
