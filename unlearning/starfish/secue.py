@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, overload
 
 import torch
 
@@ -52,6 +52,8 @@ from unlearning.lbfgs import (
 )
 from unlearning.starfish.run_log import CurvatureEntry
 from unlearning.starfish.state import CurvaturePair, PairCache
+
+T = TypeVar("T")
 
 
 class PairLog(Protocol):
@@ -214,8 +216,8 @@ def _estimate_group(
     """ĝ = g + ‖v‖·[v̂, S, Y]·(bit·c) for clients holding k pairs each (Algorithm 2, compact form)."""
     n = len(names)
     v_hat = v / v_norm
-    s = torch.stack([torch.stack([p.s for p in state.buffers[c]]) for c in names])  # (n, k, m) public
-    y = backend.stack([backend.stack([p.y for p in state.buffers[c]]) for c in names])  # (n, k, m) secret
+    s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
+    y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
     form = cached_forms(backend, state, names, s, y, params.inverse)
     c, yv = coefficients(backend, form, s, y, v_hat)
     hv2 = product_square(backend, form, s, v_hat, yv, c)
@@ -225,6 +227,31 @@ def _estimate_group(
     s_rows = [prepared_rows(backend, state, name) for name in names]
     y_rows = fixed_rows(backend, state, names)
     return backend.add(g, backend.mul(expand(backend, s_rows, y_rows, v_hat, kept), v_norm))
+
+
+class ClientRows(Sequence[T]):
+    """Each client's rows (k, m), formed on access from its pairs and never kept: a round holds
+    one client's copy at a time instead of the n·k·m stack."""
+
+    def __init__(self, make: Callable[[int], T], n: int) -> None:
+        self._make = make
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, c: int) -> T: ...
+
+    @overload
+    def __getitem__(self, c: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, c: int | slice) -> T | Sequence[T]:
+        if isinstance(c, slice):
+            return [self[i] for i in range(self._n)[c]]
+        if not -self._n <= c < self._n:
+            raise IndexError(c)
+        return self._make(c % self._n)
 
 
 def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
@@ -262,14 +289,21 @@ def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
 
 
 def cached_forms(
-    backend: Backend, state: PairStore, names: list[str], s: torch.Tensor, y: Secret, inverse: str
+    backend: Backend,
+    state: PairStore,
+    names: list[str],
+    s: Sequence[torch.Tensor],
+    y: Sequence[Secret],
+    inverse: str,
 ) -> CompactForm:
-    """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch)."""
+    """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch).
+
+    `s` and `y` are the clients' rows (k, m) each; only the stale clients' are stacked."""
     rounds = {c: tuple(p.round for p in state.buffers[c]) for c in names}
     stale = [i for i, c in enumerate(names) if c not in state.forms or state.forms[c].rounds != rounds[c]]
     if stale:
-        index = torch.tensor(stale, dtype=torch.long)
-        s_stale, y_stale = s[index], backend.index(y, index)
+        s_stale = torch.stack([s[i] for i in stale])
+        y_stale = backend.stack([y[i] for i in stale])
         yy = stored_gram(backend, [state.buffers[names[i]] for i in stale])
         fresh = compact_form(backend, s_stale, y_stale, gram(backend, y_stale) if yy is None else yy, inverse)
         state.log.inverses += len(stale)
