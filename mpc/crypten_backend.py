@@ -473,6 +473,10 @@ class CrypTenBackend(Backend):
         )
         return [CrypTenFixed(i, v.opened, v.own, y.bits, link) for i, v, y in zip(numbers, views, ys, strict=True)]
 
+    def fixed_secret(self, fixed: Fixed) -> CrypTenSecret:
+        """[Y] as the sharing Z_0 + Z_1 = Y the handle keeps (no copy, nothing opened)."""
+        return CrypTenSecret(fixed.own, fixed.bits)  # type: ignore[attr-defined]
+
     def fixed_current(self, fixed: Fixed) -> bool:
         return isinstance(fixed, CrypTenFixed) and fixed.link is DealerProvider.link
 

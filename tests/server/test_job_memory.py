@@ -135,7 +135,7 @@ def test_the_shares_a_job_holds_do_not_grow_with_the_rounds(tmp_path: Path) -> N
         assert sorted(held) == list(range(1, ROUNDS + 1))
         full = PARAMS["buffer_size"] + 3  # warm-up done, every client's buffer full
         steady = [held[t] for t in range(full, ROUNDS + 1)]
-        # the B pairs per client, by design: ŷ, its fixed E and Z_p, the encoded ŝ (4 × m int64 each)
-        assert max(steady) <= (4 * PARAMS["buffer_size"] + 1) * ROUND_SHARES, steady
+        # the B pairs per client, by design: Z_p (which is also [ŷ]), E and the encoded ŝ, m int64 each
+        assert max(steady) <= 3 * PARAMS["buffer_size"] * ROUND_SHARES, steady
         # and the same after every later round: nothing of a finished round stays alive
         assert max(steady) - min(steady) <= ROUND_SHARES // 2, steady

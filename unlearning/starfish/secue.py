@@ -114,6 +114,7 @@ def add_pairs(
     is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
     it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted), fixed for products
     (one opening for all accepted rows), with its row of YᵀY against the B − 1 pairs it joins.
+    The pair's [ŷ] is the fixed handle's sharing (`Backend.fixed_secret`): held once.
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
@@ -136,7 +137,8 @@ def add_pairs(
     for pos, idx in enumerate(keep):
         own = backend.index(diag, slice(pos, pos + 1))
         yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
-        pair = CurvaturePair(round=t, s=s / norm, y=backend.index(y_hat, pos), yy=yy, fixed=new[pos])
+        y_kept = backend.fixed_secret(new[pos])  # ŷ held once: the handle's sharing
+        pair = CurvaturePair(round=t, s=s / norm, y=y_kept, yy=yy, fixed=new[pos])
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
@@ -264,7 +266,8 @@ def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, i
 
     A pair is fixed when it enters (`add_pairs`); a pair without a handle (loaded from a
     checkpoint) or with one of an earlier session is fixed again here, all of them together
-    (one opening). Both parties hold the same pairs, so they fix the same ones in the same order.
+    (one opening), and its [ŷ] becomes the new handle's sharing (held once). Both parties hold
+    the same pairs, so they fix the same ones in the same order.
     """
     stale = [
         (name, i)
@@ -274,17 +277,20 @@ def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, i
     handles = backend.fix([state.buffers[name][i].y for name, i in stale])
     for (name, i), handle in zip(stale, handles, strict=True):
         pairs = list(state.buffers[name])
-        pairs[i] = dataclasses.replace(pairs[i], fixed=handle)
+        pairs[i] = dataclasses.replace(pairs[i], y=backend.fixed_secret(handle), fixed=handle)
         state.buffers[name] = pairs
     return [state.buffers[name][i].fixed for name, i in members]  # type: ignore[misc]
 
 
 def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
-    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache)."""
+    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache);
+    its pairs' ŝ become views of the same rows."""
     form = state.forms[name]
     if form.s_rows is None:
-        rows = backend.prepare(torch.stack([p.s for p in state.buffers[name]]))
-        form = state.forms[name] = dataclasses.replace(form, s_rows=rows)
+        stacked = torch.stack([p.s for p in state.buffers[name]])
+        # each ŝ becomes a row of the stack: held once, not beside a stacked copy
+        state.buffers[name] = [dataclasses.replace(p, s=stacked[i]) for i, p in enumerate(state.buffers[name])]
+        form = state.forms[name] = dataclasses.replace(form, s_rows=backend.prepare(stacked))
     return form.s_rows
 
 
