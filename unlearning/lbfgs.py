@@ -167,18 +167,32 @@ def product_square(
 
 
 def expand(
-    backend: Backend, s_rows: Sequence[Public], y_rows: Sequence[Fixed], v_hat: torch.Tensor, c: Secret
+    backend: Backend,
+    s_rows: Sequence[Public],
+    y_rows: Sequence[Fixed],
+    v_hat: torch.Tensor,
+    c: Secret,
+    base: Secret | None = None,
+    scale: float | None = None,
 ) -> Secret:
-    """[v̂, S, Y]·c (n, m): c₀·v̂ and S_c·c_s are local (S_c = s_rows[c], (k, m), e.g. prepared once
-    per buffer state), Y·c_y is one fixed-operand product for the batch (`y_rows`: the n·k rows ŷ
-    fixed by `Backend.fix`, client-major), which opens only c_y (n·k values)."""
+    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c: c₀·v̂ and S_c·c_s are local (S_c =
+    s_rows[c], (k, m), e.g. prepared once per buffer state), Y·c_y is one fixed-operand product
+    for the batch (`y_rows`: the n·k rows ŷ fixed by `Backend.fix`, client-major), which opens
+    only c_y (n·k values). The rest is formed one client row at a time (elementwise: the same
+    values as whole-batch operations), so its temporaries are m-sized, not n·m."""
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
-    first = backend.mul(backend.index(c, (slice(None), slice(0, 1))), backend.prepare(v_hat))  # (n, m)
-    c_s = backend.index(c, (slice(None), slice(1, 1 + k)))
-    s_part = [backend.matmul(backend.index(c_s, slice(i, i + 1)), s_rows[i]) for i in range(n)]  # (1, m) each
+    v_rows = backend.prepare(v_hat)
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
     secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
-    return backend.add(backend.add(first, backend.cat(s_part, dim=0)), secret_part)
+    rows = []
+    for i in range(n):
+        one = slice(i, i + 1)
+        row = backend.mul(backend.index(c, (one, slice(0, 1))), v_rows)  # (1, m)
+        row = backend.add(row, backend.matmul(backend.index(c, (one, slice(1, 1 + k))), s_rows[i]))
+        row = backend.add(row, backend.index(secret_part, one))
+        row = row if scale is None else backend.mul(row, scale)
+        rows.append(row if base is None else backend.add(backend.index(base, one), row))
+    return backend.cat(rows, dim=0)
 
 
 def fix_rows(backend: Backend, y: Secret) -> list[Fixed]:

@@ -228,7 +228,7 @@ def _estimate_group(
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
     s_rows = [prepared_rows(backend, state, name) for name in names]
     y_rows = fixed_rows(backend, state, names)
-    return backend.add(g, backend.mul(expand(backend, s_rows, y_rows, v_hat, kept), v_norm))
+    return expand(backend, s_rows, y_rows, v_hat, kept, base=g, scale=v_norm)  # g + ‖v‖·[v̂, S, Y]·c
 
 
 class ClientRows(Sequence[T]):
