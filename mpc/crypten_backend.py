@@ -69,7 +69,7 @@ from crypten.mpc import MPCTensor  # noqa: E402
 from crypten.mpc.primitives import ArithmeticSharedTensor, beaver  # noqa: E402
 
 STEP_CHECK_MODES = ("op", "boundary", "off")
-CHUNK_ELEMENTS_DEFAULT = 1 << 21
+CHUNK_ELEMENTS_DEFAULT = 1 << 18
 """Comparisons on more elements are split into chunks of this size (bounds memory)."""
 FAULT_BOUND_DEFAULT = float(2**24)
 """|revealed value| above this is a truncation fault. A fault adds ±2^(64−2f) = ±2^32 (f = 16)
@@ -480,6 +480,10 @@ class CrypTenBackend(Backend):
         )
         return [CrypTenFixed(i, v.opened, v.own, y.bits, link) for i, v, y in zip(numbers, views, ys, strict=True)]
 
+    def fixed_secret(self, fixed: Fixed) -> CrypTenSecret:
+        """[Y] as the sharing Z_0 + Z_1 = Y the handle keeps (no copy, nothing opened)."""
+        return CrypTenSecret(fixed.own, fixed.bits)  # type: ignore[attr-defined]
+
     def fixed_current(self, fixed: Fixed) -> bool:
         return isinstance(fixed, CrypTenFixed) and fixed.link is DealerProvider.link
 
@@ -506,15 +510,27 @@ class CrypTenBackend(Backend):
         return self._to_precision(CrypTenSecret(raw, 2 * a[0].bits))  # type: ignore[attr-defined]
 
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
-        """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size."""
+        """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size.
+
+        A batched product (shape (b, k, m)) is formed one batch entry at a time once F is
+        open (`fixed_beaver.fixed_product` on each slice, written into [C]'s buffer): the
+        operands are never stacked whole, so its temporaries are k·m, not b·k·m (ring
+        arithmetic: the same shares as one batched product)."""
         x = self._check(x)
         operand, numbers = self._fixed_group(fixed, "fixed_matmul")
         self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
         a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
-        opened = torch.stack([f.opened for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
-        own = torch.stack([f.own for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
-        raw = fixed_product(x.share, a, c, opened, own, comm.get().all_reduce)
-        return self._to_precision(CrypTenSecret(raw, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
+        f = comm.get().all_reduce(x.share - a)
+        batch = shape[0] if len(shape) == 3 and len(x.shape) == 3 else 1
+        per = len(fixed) // batch
+        for b in range(batch):
+            rows = fixed[b * per : (b + 1) * per]
+            view = tuple(shape[1:]) if batch > 1 else tuple(shape)
+            opened = torch.stack([r.opened for r in rows]).reshape(view)  # type: ignore[attr-defined]
+            own = torch.stack([r.own for r in rows]).reshape(view)  # type: ignore[attr-defined]
+            part = (slice(b, b + 1),) if batch > 1 else (slice(None),)
+            c[part] = fixed_product(f[part], a[part], c[part], opened, own)
+        return self._to_precision(CrypTenSecret(c, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ comparisons
     def _ltz(self, share: torch.Tensor) -> torch.Tensor:

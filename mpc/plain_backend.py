@@ -126,6 +126,9 @@ class PlainBackend(Backend):
         """Keep each tensor (no session, nothing opened)."""
         return [PlainFixed(_val(y)) for y in items]  # type: ignore[arg-type]
 
+    def fixed_secret(self, fixed: Fixed) -> PlainSecret:
+        return PlainSecret(fixed.value)  # type: ignore[attr-defined]
+
     def fixed_current(self, fixed: Fixed) -> bool:
         return isinstance(fixed, PlainFixed)
 

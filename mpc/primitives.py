@@ -200,6 +200,11 @@ class Primitives(ABC):
         opens each once under a fresh mask (`plane/fixed_beaver.py`), in one round for all."""
 
     @abstractmethod
+    def fixed_secret(self, fixed: Fixed) -> Secret:
+        """The fixed operand as a secret, held by its handle (the CrypTen backend: this party's
+        Z_p, another sharing of the same value), so a caller keeping both holds it once."""
+
+    @abstractmethod
     def fixed_current(self, fixed: Fixed) -> bool:
         """Whether `fixed` belongs to the running session (else fix its operand again)."""
 

@@ -50,13 +50,30 @@ class CompactForm:
     dkinv: Secret  #: (n, 2k, 2k) D·K⁻¹, D = diag(σ_k·I_k, I_k)
 
 
-def local_dots(backend: Backend, y: Secret, rows: Sequence[Public]) -> Secret:
+PerClient = Secret | Sequence[Secret]
+"""Secret rows of n clients: stacked (n, k, m), or one (k, m) per client (e.g. stacked on access)."""
+
+
+def client_rows(backend: Backend, y: PerClient, c: int) -> Secret:
+    """Client c's rows (k, m) of `y` (a view of a stacked secret, or the c-th of a sequence)."""
+    return backend.index(y, c) if isinstance(y, Secret) else y[c]
+
+
+def client_count(y: PerClient | Sequence[torch.Tensor]) -> int:
+    """n, the clients of per-client rows."""
+    return int(y.shape[0]) if isinstance(y, Secret) else len(y)
+
+
+def local_dots(backend: Backend, y: PerClient, rows: Sequence[Public]) -> Secret:
     """[rows_c · y_c,j] per client c: y (n, k, m) secret, rows[c] (r, 1, m) public → (n, r, k).
 
     Local (public operand); one client at a time so the untruncated products stay r·k·m.
     """
-    n, k, m = y.shape
-    out = [backend.dot(backend.reshape(backend.index(y, c), (1, k, m)), rows[c]) for c in range(n)]
+    out = []
+    for c in range(client_count(y)):
+        rows_c = client_rows(backend, y, c)
+        k, m = rows_c.shape
+        out.append(backend.dot(backend.reshape(rows_c, (1, k, m)), rows[c]))
     return backend.stack(out, dim=0)
 
 
@@ -108,11 +125,16 @@ def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inver
 
 
 def coefficients(
-    backend: Backend, form: CompactForm, s: torch.Tensor, y: Secret, v_hat: torch.Tensor
+    backend: Backend, form: CompactForm, s: Sequence[torch.Tensor], y: PerClient, v_hat: torch.Tensor
 ) -> tuple[Secret, Secret]:
-    """c = [σ_k, −σ_k q₁, −q₂] = [σ_k, −D·K⁻¹·p] (n, 1 + 2k), p = [σ_k Sᵀv̂ ; Yᵀv̂]; and Yᵀv̂ (n, k)."""
-    n, k, m = y.shape
-    sv = torch.matmul(s, v_hat)  # (n, k) public Sᵀv̂
+    """c = [σ_k, −σ_k q₁, −q₂] = [σ_k, −D·K⁻¹·p] (n, 1 + 2k), p = [σ_k Sᵀv̂ ; Yᵀv̂]; and Yᵀv̂ (n, k).
+
+    `s`: each client's public rows (k, m) (a stacked (n, k, m) tensor is one), `y` its secret
+    rows: read one client at a time, so nothing of size n·k·m is formed here.
+    """
+    n, m = client_count(y), v_hat.numel()
+    sv = torch.stack([torch.matmul(s[c], v_hat) for c in range(n)])  # (n, k) public Sᵀv̂
+    k = sv.shape[1]
     v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
     yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
     sigma_col = backend.reshape(form.sigma, (n, 1))
@@ -122,16 +144,20 @@ def coefficients(
 
 
 def product_square(
-    backend: Backend, form: CompactForm, s: torch.Tensor, v_hat: torch.Tensor, yv: Secret, c: Secret
+    backend: Backend, form: CompactForm, s: Sequence[torch.Tensor], v_hat: torch.Tensor, yv: Secret, c: Secret
 ) -> Secret:
     """‖[v̂, S, Y]·c‖² = cᵀGc (n,), G = [[1, v̂ᵀS, v̂ᵀY], [Sᵀv̂, SᵀS, SᵀY], [Yᵀv̂, YᵀS, YᵀY]].
 
-    The public blocks enter G as constants; the secret ones are Yᵀv̂, A and YᵀY. Two small
-    secret products (G·c, then cᵀ(G·c)); nothing of size m.
+    The public blocks enter G as constants (per client from its rows `s[c]` (k, m)); the
+    secret ones are Yᵀv̂, A and YᵀY. Two small secret products (G·c, then cᵀ(G·c)); nothing
+    of size m.
     """
-    n, k, _ = s.shape
-    basis = torch.cat([v_hat.reshape(1, 1, -1).expand(n, 1, -1), s], dim=1)  # (n, 1+k, m) public
-    public = backend.add(backend.zeros((n, 1 + k, 1 + k)), torch.matmul(basis, basis.transpose(1, 2)))
+    n, k = yv.shape
+    grams = []
+    for client in range(n):
+        basis = torch.cat([v_hat.reshape(1, -1), s[client]], dim=0)  # (1+k, m) public
+        grams.append(torch.matmul(basis, basis.transpose(0, 1)))
+    public = backend.add(backend.zeros((n, 1 + k, 1 + k)), torch.stack(grams))
     cross = backend.cat([backend.reshape(yv, (n, 1, k)), form.a], dim=1)  # (n, 1+k, k) [v̂ᵀY ; SᵀY]
     top = backend.cat([public, cross], dim=2)
     bottom = backend.cat([backend.transpose(cross, 1, 2), form.yy], dim=2)
@@ -141,18 +167,32 @@ def product_square(
 
 
 def expand(
-    backend: Backend, s_rows: Sequence[Public], y_rows: Sequence[Fixed], v_hat: torch.Tensor, c: Secret
+    backend: Backend,
+    s_rows: Sequence[Public],
+    y_rows: Sequence[Fixed],
+    v_hat: torch.Tensor,
+    c: Secret,
+    base: Secret | None = None,
+    scale: float | None = None,
 ) -> Secret:
-    """[v̂, S, Y]·c (n, m): c₀·v̂ and S_c·c_s are local (S_c = s_rows[c], (k, m), e.g. prepared once
-    per buffer state), Y·c_y is one fixed-operand product for the batch (`y_rows`: the n·k rows ŷ
-    fixed by `Backend.fix`, client-major), which opens only c_y (n·k values)."""
+    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c: c₀·v̂ and S_c·c_s are local (S_c =
+    s_rows[c], (k, m), e.g. prepared once per buffer state), Y·c_y is one fixed-operand product
+    for the batch (`y_rows`: the n·k rows ŷ fixed by `Backend.fix`, client-major), which opens
+    only c_y (n·k values). The rest is formed one client row at a time (elementwise: the same
+    values as whole-batch operations), so its temporaries are m-sized, not n·m."""
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
-    first = backend.mul(backend.index(c, (slice(None), slice(0, 1))), backend.prepare(v_hat))  # (n, m)
-    c_s = backend.index(c, (slice(None), slice(1, 1 + k)))
-    s_part = [backend.matmul(backend.index(c_s, slice(i, i + 1)), s_rows[i]) for i in range(n)]  # (1, m) each
+    v_rows = backend.prepare(v_hat)
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
     secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
-    return backend.add(backend.add(first, backend.cat(s_part, dim=0)), secret_part)
+    rows = []
+    for i in range(n):
+        one = slice(i, i + 1)
+        row = backend.mul(backend.index(c, (one, slice(0, 1))), v_rows)  # (1, m)
+        row = backend.add(row, backend.matmul(backend.index(c, (one, slice(1, 1 + k))), s_rows[i]))
+        row = backend.add(row, backend.index(secret_part, one))
+        row = row if scale is None else backend.mul(row, scale)
+        rows.append(row if base is None else backend.add(backend.index(base, one), row))
+    return backend.cat(rows, dim=0)
 
 
 def fix_rows(backend: Backend, y: Secret) -> list[Fixed]:

@@ -31,7 +31,7 @@ from the session's keys); A_t is fresh every product, so F_t is uniform too; the
 of C_t are fresh. Both openings are uniformly masked, so nothing new is revealed (as with
 an ordinary Beaver triple). Products keep the 2f fractional bits of X·Y; the caller
 truncates as for any product. These functions act on this party's int64 ring shares;
-`open_` / `open_all` are the backend's openings (an all-reduce of the shares).
+`open_all` is the backend's opening (an all-reduce of the shares).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 import torch
 
-Open = Callable[[torch.Tensor], torch.Tensor]
 OpenAll = Callable[[list[torch.Tensor]], list[torch.Tensor]]
 
 
@@ -62,10 +61,9 @@ def fix_operands(
 
 
 def fixed_product(
-    x: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: torch.Tensor, own: torch.Tensor, open_: Open
+    f: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: torch.Tensor, own: torch.Tensor
 ) -> torch.Tensor:
-    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p with F = open(X − A) (untruncated, ring arithmetic)."""
-    f = open_(x - a)
+    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p given the opened F = X − A (untruncated, ring arithmetic)."""
     return torch.matmul(f, own) + torch.matmul(a, opened) + c
 
 

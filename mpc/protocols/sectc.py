@@ -6,10 +6,13 @@ For each remaining client j with estimated gradient ĝ^j (m coordinates) and thr
     line 5  e = Σ_k e(k)               (local additions)
     line 7  f = SecGE(e, 1)            (one final comparison per client)
     line 8  f revealed                 (the only output)
-All clients' coordinates go into ONE comparison call (`Primitives.ge_prod`, which the CrypTen
-backend evaluates on the untruncated products ĝ̄², δ̄², so the per-coordinate bit is exact
-on the fixed-point grid even for |ĝ| ≈ 10⁻³ whose truncated square would underflow), and
-all clients' final comparisons into one more call.
+All clients' coordinates of a column block go into ONE comparison call (`Primitives.ge_prod`,
+which the CrypTen backend evaluates on the untruncated products ĝ̄², δ̄², so the per-coordinate
+bit is exact on the fixed-point grid even for |ĝ| ≈ 10⁻³ whose truncated square would
+underflow), and all clients' final comparisons into one more call. The blocks hold at most
+`BLOCK_ELEMENTS` coordinates (n clients × a column range) and their counts e are summed in
+shares, so the comparison's temporaries are bounded by one block whatever n·m is; the bits
+are exact, so the flags do not depend on the blocking.
 
 Optional sample-first pass (docs/ALGORITHM.md §4): given a PUBLIC set of coordinate indices both
 parties agreed on, check those first; clients whose sample already fires are flagged and
@@ -24,6 +27,9 @@ import torch
 
 from mpc.primitives import Primitives, Secret
 
+BLOCK_ELEMENTS = 1 << 20
+"""Coordinates compared in one call (n rows × a column range): bounds the comparison's memory."""
+
 
 def sec_tc(backend: Primitives, g: Secret, delta: Secret, sample: torch.Tensor | None = None) -> torch.Tensor:
     """Public bool flags (n,): f_j = 1 iff some |g[j, k]| > delta[j]."""
@@ -34,25 +40,49 @@ def sec_tc(backend: Primitives, g: Secret, delta: Secret, sample: torch.Tensor |
     sample = torch.as_tensor(sample, dtype=torch.long).unique()
     if sample.numel() == 0 or sample.min() < 0 or sample.max() >= g.shape[1]:
         raise ValueError("sample indices must be a non-empty subset of range(m)")
-    first = _flags(backend, backend.index(g, (slice(None), sample)), delta)
+    first = _flags(backend, g, delta, sample)
     rest_idx = torch.ones(g.shape[1], dtype=torch.bool)
     rest_idx[sample] = False
     pending = torch.nonzero(~first).flatten()
     if pending.numel() == 0 or not rest_idx.any():
         return first
     rest_cols = torch.nonzero(rest_idx).flatten()
-    g_rest = backend.index(backend.index(g, pending), (slice(None), rest_cols))
-    second = _flags(backend, g_rest, backend.index(delta, pending))
+    second = _flags(backend, g, backend.index(delta, pending), rest_cols, pending)
     flags = first.clone()
     flags[pending] = second
     return flags
 
 
-def _flags(backend: Primitives, g: Secret, delta: Secret) -> torch.Tensor:
-    """Algorithm 3 lines 4–8 for all clients at once."""
-    n = g.shape[0]
+def _flags(
+    backend: Primitives,
+    g: Secret,
+    delta: Secret,
+    cols: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Algorithm 3 lines 4–8 for the clients `rows` (all: None) on the coordinates `cols`
+    (all: None), one column block of at most `BLOCK_ELEMENTS` coordinates at a time."""
+    n = g.shape[0] if rows is None else rows.numel()
+    width = g.shape[1] if cols is None else cols.numel()
     d_col = backend.reshape(delta, (n, 1))
-    within = backend.ge_prod(d_col, d_col, g, g)  # [δ² ≥ g(k)²] = 1 − e(k)
-    exceed_count = backend.neg(backend.sub(backend.sum(within, dim=1), float(g.shape[1])))  # e = Σ_k e(k)
+    step = max(1, BLOCK_ELEMENTS // max(n, 1))
+    count: Secret | None = None
+    for start in range(0, width, step):
+        block = backend.index(g, _block_key(start, min(start + step, width), cols, rows))
+        within = backend.ge_prod(d_col, d_col, block, block)  # [δ² ≥ g(k)²] = 1 − e(k)
+        part = backend.sum(within, dim=1)
+        count = part if count is None else backend.add(count, part)
+    assert count is not None  # width ≥ 1
+    exceed_count = backend.neg(backend.sub(count, float(width)))  # e = Σ_k e(k)
     flag = backend.ge(exceed_count, 1.0)
     return backend.reveal(flag) > 0.5
+
+
+def _block_key(start: int, stop: int, cols: torch.Tensor | None, rows: torch.Tensor | None) -> tuple:
+    """The index of rows × columns start..stop (positions in `cols` when given)."""
+    picked = slice(start, stop) if cols is None else cols[start:stop]
+    if rows is None:
+        return (slice(None), picked)
+    if isinstance(picked, slice):
+        picked = torch.arange(start, stop)
+    return (rows.reshape(-1, 1), picked.reshape(1, -1))

@@ -8,7 +8,8 @@
    both hold the same public state there; load this party's shares from it;
 3. run the strategy on `CrypTenBackend` over `StoreHistory` (this party's stored shares,
    loaded with no communication) with `ServiceOracle` (tasks through the client SDK),
-   checkpointing after every unlearning round;
+   checkpointing after every unlearning round (and returning the round's freed heap to
+   the OS, `server.jobs.heap`);
 4. check both parties hold the same unlearned model, write `result-model.npy` and
    `worker-report.json` into the job directory, report the model hash to the party.
 
@@ -33,6 +34,7 @@ from privacy.distributed import PrivateAggregator
 from privacy.release_log import Release
 from privacy.settings import DPSettings
 from proto.wire import model_hash
+from server.jobs import heap
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
 from server.jobs.history import StoreHistory
 from server.jobs.oracle import ServiceOracle
@@ -151,6 +153,7 @@ class JobAttempt:
     def _on_checkpoint(self, state: ResumableState) -> None:
         assert self.backend is not None
         digest = self.checkpoints.save(state, self._costs(), self.backend.export_shares)
+        heap.release()  # the round's temporaries are freed: give their pages back
         if self.privacy is not None:
             write_releases(self.job_dir / f"dp-releases-{state.round}.json", self.privacy.releases)
         self.link.send({"kind": "checkpoint", "t": state.round, "digest": digest})

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from mpc.crypten_backend import CrypTenBackend, OutOfStepError, TruncationFaultError
+from mpc.protocols import sectc
 
 
 def arithmetic(
@@ -110,9 +111,20 @@ def maximum(backend: CrypTenBackend, rank: int, x: torch.Tensor, dim: int) -> to
 
 
 def threshold(
-    backend: CrypTenBackend, rank: int, g: torch.Tensor, delta: torch.Tensor, sample: torch.Tensor | None
+    backend: CrypTenBackend,
+    rank: int,
+    g: torch.Tensor,
+    delta: torch.Tensor,
+    sample: torch.Tensor | None,
+    block: int | None = None,
 ) -> torch.Tensor:
-    return backend.threshold_flags(backend.share(g, src=0), backend.share(delta, src=1), sample)
+    """SecTC's flags; `block`: the coordinates compared per call (the module's default: None)."""
+    saved = sectc.BLOCK_ELEMENTS
+    sectc.BLOCK_ELEMENTS = saved if block is None else block
+    try:
+        return backend.threshold_flags(backend.share(g, src=0), backend.share(delta, src=1), sample)
+    finally:
+        sectc.BLOCK_ELEMENTS = saved
 
 
 def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> dict[str, torch.Tensor]:

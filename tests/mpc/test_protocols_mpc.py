@@ -233,6 +233,19 @@ def test_threshold_flags_exact(cluster, n, m, use_sample, data):
     assert torch.equal(flags, (g.abs() > delta[:, None]).any(1))
 
 
+@pytest.mark.parametrize("use_sample", [False, True])
+def test_threshold_flags_in_column_blocks(cluster, use_sample):
+    """Blocks of 5 coordinates (n·m = 36): the counts summed in shares give the one-pass flags."""
+    gen = torch.Generator().manual_seed(7)
+    g = torch.randn(4, 9, generator=gen, dtype=torch.float64) * 0.2
+    delta = torch.tensor([0.05, 0.3, 0.6, 1.0], dtype=torch.float64)
+    sample = torch.tensor([0, 4]) if use_sample else None
+    flags, other = cluster.run(cases.threshold, g, delta, sample, 5)
+    assert torch.equal(flags, other)
+    assert torch.equal(flags, (g.abs() > delta[:, None]).any(1))
+    assert flags.tolist() == [True, True, False, False]
+
+
 def test_threshold_tiny_values_at_the_boundary(cluster):
     # |g| = δ exactly (no flag) vs one ulp above (flag), at 1e-3 where g² < 2^-16
     d = 66 * ULP  # ≈ 1.0e-3

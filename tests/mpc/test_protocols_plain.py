@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mpc.plain_backend import PlainBackend
+from mpc.protocols import sectc
 from mpc.protocols.secsrt import bitonic_stages
 
 B = PlainBackend()
@@ -180,6 +182,22 @@ def test_threshold_flags_any_coordinate_exceeds(n, m, data):
     assert torch.equal(B.threshold_flags(sh(g), sh(delta)), expected)
     sample = torch.tensor(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=m)))
     assert torch.equal(B.threshold_flags(sh(g), sh(delta), sample), expected)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 6), st.integers(1, 60), st.integers(1, 12), st.data())
+def test_threshold_flags_do_not_depend_on_the_column_blocks(n, m, block, data):
+    """Blocks of `block` coordinates (fewer than one row up to several rows) give the flags of one pass."""
+    g = torch.tensor(data.draw(st.lists(grid_values, min_size=n * m, max_size=n * m)), dtype=torch.float64).reshape(
+        n, m
+    )
+    delta = torch.tensor(data.draw(st.lists(positive_values, min_size=n, max_size=n)), dtype=torch.float64)
+    sample = torch.tensor(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=m)))
+    expected = (g.abs() > delta[:, None]).any(dim=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sectc, "BLOCK_ELEMENTS", block)
+        assert torch.equal(B.threshold_flags(sh(g), sh(delta)), expected)
+        assert torch.equal(B.threshold_flags(sh(g), sh(delta), sample), expected)
 
 
 def test_threshold_equal_to_delta_does_not_fire():

@@ -81,14 +81,11 @@ class SecRSSelector(RoundSelector):
             )
 
 
-def global_directions(history: SharedHistory) -> torch.Tensor:
-    """d_i = (M_{i−1} − M_i)/‖M_{i−1} − M_i‖ for i = 1..T (public), shape (T, m); 0 for a null step."""
-    rows = []
-    for i in range(1, history.num_rounds + 1):
-        step = history.model(i - 1).to(torch.float64) - history.model(i).to(torch.float64)
-        norm = torch.linalg.vector_norm(step)
-        rows.append(step / norm if norm > 0 else torch.zeros_like(step))
-    return torch.stack(rows)
+def direction(history: SharedHistory, i: int) -> torch.Tensor:
+    """d_i = (M_{i−1} − M_i)/‖M_{i−1} − M_i‖ (public, (m,)); 0 for a null step."""
+    step = history.model(i - 1).to(torch.float64) - history.model(i).to(torch.float64)
+    norm = torch.linalg.vector_norm(step)
+    return step / norm if norm > 0 else torch.zeros_like(step)
 
 
 def _constant(backend: Backend, value: float, n: int = 1) -> Secret:
@@ -103,49 +100,29 @@ def _combined_upload(backend: Backend, history: SharedHistory, i: int, present: 
     return backend.matmul(weights, history.gradients(backend, i, list(present)))
 
 
-def _pair_scores(
-    backend: Backend, history: SharedHistory, targets: Sequence[str], directions: torch.Tensor, alt: bool
-) -> tuple[Secret, Secret]:
+def _pair_scores(backend: Backend, history: SharedHistory, targets: Sequence[str], alt: bool) -> tuple[Secret, Secret]:
     """(u, v) of shape (T,) each: v is the reported norm, or ‖g‖² for alt.
 
-    All scored rounds are batched: one batched scalar product for u (local, public d_i) and,
-    for alt, one batched ⟨[g], [g]⟩ (each a single truncation after the sum).
+    Streamed one stored round at a time (its upload and d_i, then dropped), so the memory
+    held is one round's, whatever T is: u_i = ⟨[g_i], d_i⟩ is local with one truncation
+    after the sum; for alt, ⟨[g_i], [g_i]⟩ is one scalar product per round.
     """
-    T = history.num_rounds
-    scored: list[int] = []
-    uploads: list[Secret] = []
-    norms: list[Secret] = []
-    for i in range(1, T + 1):
-        present = [t for t in targets if t in history.round_info(i).clients]
-        if not present or not bool(directions[i - 1].any()):  # no target, or a null global step
-            continue
-        scored.append(i)
-        if alt:
-            uploads.append(_combined_upload(backend, history, i, present))
-        else:
-            uploads.append(history.gradients(backend, i, present))
-            norms.append(backend.reshape(history.norms(backend, i, present), (1,)))
-    if not scored:
-        return _constant(backend, 0.0, T), _constant(backend, 1.0, T)
-    p, m = len(scored), directions.shape[1]
-    g = backend.cat(uploads, dim=0)  # (P, m)
-    d = directions[[i - 1 for i in scored]]
-    u_scored = backend.reshape(backend.matmul(backend.reshape(g, (p, 1, m)), d.reshape(p, m, 1)), (p,))
-    if alt:
-        v_scored = backend.mul(squared_norms(backend, g), (d * d).sum(dim=1))
-    else:
-        v_scored = backend.cat(norms, dim=0)
-    position = {i: k for k, i in enumerate(scored)}
     u_parts: list[Secret] = []
     v_parts: list[Secret] = []
-    for i in range(1, T + 1):
-        if i in position:
-            k = position[i]
-            u_parts.append(backend.index(u_scored, slice(k, k + 1)))
-            v_parts.append(backend.index(v_scored, slice(k, k + 1)))
-        else:  # score 0: u = 0, v = 1 (public constants)
+    for i in range(1, history.num_rounds + 1):
+        present = [t for t in targets if t in history.round_info(i).clients]
+        d = direction(history, i)
+        if not present or not bool(d.any()):  # no target, or a null global step: score 0 (u = 0, v = 1)
             u_parts.append(_constant(backend, 0.0))
             v_parts.append(_constant(backend, 1.0))
+            continue
+        g = _combined_upload(backend, history, i, present) if alt else history.gradients(backend, i, present)
+        m = d.numel()
+        u_parts.append(backend.reshape(backend.matmul(backend.reshape(g, (1, 1, m)), d.reshape(1, m, 1)), (1,)))
+        if alt:
+            v_parts.append(backend.mul(squared_norms(backend, g), float((d * d).sum())))
+        else:
+            v_parts.append(backend.reshape(history.norms(backend, i, present), (1,)))
     return backend.cat(u_parts, dim=0), backend.cat(v_parts, dim=0)
 
 
@@ -166,7 +143,7 @@ def select_rounds(
         raise ValueError(f"unknown round-selection comparison {comparison!r}")
     T = history.num_rounds
     alt = alt or len(targets) > 1
-    u, v = _pair_scores(backend, history, targets, global_directions(history), alt)
+    u, v = _pair_scores(backend, history, targets, alt)
     payload = backend.add(backend.zeros((T,)), torch.arange(1, T + 1, dtype=torch.float64))
     if alt:
         w = backend.ge(u, 0.0)  # w_i = [u_i ≥ 0]

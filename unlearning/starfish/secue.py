@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, overload
 
 import torch
 
@@ -52,6 +52,8 @@ from unlearning.lbfgs import (
 )
 from unlearning.starfish.run_log import CurvatureEntry
 from unlearning.starfish.state import CurvaturePair, PairCache
+
+T = TypeVar("T")
 
 
 class PairLog(Protocol):
@@ -112,6 +114,7 @@ def add_pairs(
     is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
     it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted), fixed for products
     (one opening for all accepted rows), with its row of YᵀY against the B − 1 pairs it joins.
+    The pair's [ŷ] is the fixed handle's sharing (`Backend.fixed_secret`): held once.
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
@@ -134,7 +137,8 @@ def add_pairs(
     for pos, idx in enumerate(keep):
         own = backend.index(diag, slice(pos, pos + 1))
         yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
-        pair = CurvaturePair(round=t, s=s / norm, y=backend.index(y_hat, pos), yy=yy, fixed=new[pos])
+        y_kept = backend.fixed_secret(new[pos])  # ŷ held once: the handle's sharing
+        pair = CurvaturePair(round=t, s=s / norm, y=y_kept, yy=yy, fixed=new[pos])
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
@@ -214,8 +218,8 @@ def _estimate_group(
     """ĝ = g + ‖v‖·[v̂, S, Y]·(bit·c) for clients holding k pairs each (Algorithm 2, compact form)."""
     n = len(names)
     v_hat = v / v_norm
-    s = torch.stack([torch.stack([p.s for p in state.buffers[c]]) for c in names])  # (n, k, m) public
-    y = backend.stack([backend.stack([p.y for p in state.buffers[c]]) for c in names])  # (n, k, m) secret
+    s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
+    y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
     form = cached_forms(backend, state, names, s, y, params.inverse)
     c, yv = coefficients(backend, form, s, y, v_hat)
     hv2 = product_square(backend, form, s, v_hat, yv, c)
@@ -224,7 +228,32 @@ def _estimate_group(
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
     s_rows = [prepared_rows(backend, state, name) for name in names]
     y_rows = fixed_rows(backend, state, names)
-    return backend.add(g, backend.mul(expand(backend, s_rows, y_rows, v_hat, kept), v_norm))
+    return expand(backend, s_rows, y_rows, v_hat, kept, base=g, scale=v_norm)  # g + ‖v‖·[v̂, S, Y]·c
+
+
+class ClientRows(Sequence[T]):
+    """Each client's rows (k, m), formed on access from its pairs and never kept: a round holds
+    one client's copy at a time instead of the n·k·m stack."""
+
+    def __init__(self, make: Callable[[int], T], n: int) -> None:
+        self._make = make
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, c: int) -> T: ...
+
+    @overload
+    def __getitem__(self, c: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, c: int | slice) -> T | Sequence[T]:
+        if isinstance(c, slice):
+            return [self[i] for i in range(self._n)[c]]
+        if not -self._n <= c < self._n:
+            raise IndexError(c)
+        return self._make(c % self._n)
 
 
 def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
@@ -237,7 +266,8 @@ def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, i
 
     A pair is fixed when it enters (`add_pairs`); a pair without a handle (loaded from a
     checkpoint) or with one of an earlier session is fixed again here, all of them together
-    (one opening). Both parties hold the same pairs, so they fix the same ones in the same order.
+    (one opening), and its [ŷ] becomes the new handle's sharing (held once). Both parties hold
+    the same pairs, so they fix the same ones in the same order.
     """
     stale = [
         (name, i)
@@ -247,29 +277,39 @@ def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, i
     handles = backend.fix([state.buffers[name][i].y for name, i in stale])
     for (name, i), handle in zip(stale, handles, strict=True):
         pairs = list(state.buffers[name])
-        pairs[i] = dataclasses.replace(pairs[i], fixed=handle)
+        pairs[i] = dataclasses.replace(pairs[i], y=backend.fixed_secret(handle), fixed=handle)
         state.buffers[name] = pairs
     return [state.buffers[name][i].fixed for name, i in members]  # type: ignore[misc]
 
 
 def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
-    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache)."""
+    """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache);
+    its pairs' ŝ become views of the same rows."""
     form = state.forms[name]
     if form.s_rows is None:
-        rows = backend.prepare(torch.stack([p.s for p in state.buffers[name]]))
-        form = state.forms[name] = dataclasses.replace(form, s_rows=rows)
+        stacked = torch.stack([p.s for p in state.buffers[name]])
+        # each ŝ becomes a row of the stack: held once, not beside a stacked copy
+        state.buffers[name] = [dataclasses.replace(p, s=stacked[i]) for i, p in enumerate(state.buffers[name])]
+        form = state.forms[name] = dataclasses.replace(form, s_rows=backend.prepare(stacked))
     return form.s_rows
 
 
 def cached_forms(
-    backend: Backend, state: PairStore, names: list[str], s: torch.Tensor, y: Secret, inverse: str
+    backend: Backend,
+    state: PairStore,
+    names: list[str],
+    s: Sequence[torch.Tensor],
+    y: Sequence[Secret],
+    inverse: str,
 ) -> CompactForm:
-    """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch)."""
+    """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch).
+
+    `s` and `y` are the clients' rows (k, m) each; only the stale clients' are stacked."""
     rounds = {c: tuple(p.round for p in state.buffers[c]) for c in names}
     stale = [i for i, c in enumerate(names) if c not in state.forms or state.forms[c].rounds != rounds[c]]
     if stale:
-        index = torch.tensor(stale, dtype=torch.long)
-        s_stale, y_stale = s[index], backend.index(y, index)
+        s_stale = torch.stack([s[i] for i in stale])
+        y_stale = backend.stack([y[i] for i in stale])
         yy = stored_gram(backend, [state.buffers[names[i]] for i in stale])
         fresh = compact_form(backend, s_stale, y_stale, gram(backend, y_stale) if yy is None else yy, inverse)
         state.log.inverses += len(stale)
