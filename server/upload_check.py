@@ -151,9 +151,14 @@ def step_messages(header: peer_pb2.CheckStepHeader, vector: np.ndarray, chunk_by
 
 
 def read_step(stream: Iterable, max_words: int) -> tuple[peer_pb2.CheckStepHeader, np.ndarray]:
-    """(header, int64 vector) of a `CheckChunk` stream; length and content hash checked. Each
-    chunk is hashed and written once into the vector (no whole-vector buffer or copy)."""
+    """(header, int64 vector) of a `CheckChunk` stream; length and content hash checked."""
     header, rest = split_header(stream, "a check step")
+    return header, read_step_body(header, rest, max_words)
+
+
+def read_step_body(header: peer_pb2.CheckStepHeader, rest: Iterable, max_words: int) -> np.ndarray:
+    """The int64 vector after a step's header. Each chunk is hashed and written once into
+    the vector (no whole-vector buffer or copy)."""
     if header.words > max_words:
         raise StreamError(f"a check step of {header.words} words is longer than {max_words}")
     out = np.empty(int(header.words), dtype="<i8")
@@ -168,7 +173,7 @@ def read_step(stream: Iterable, max_words: int) -> tuple[peer_pb2.CheckStepHeade
         at += len(msg.data)
     if at != len(view) or digest.hexdigest() != header.content_sha256:
         raise StreamError("a check step's bytes do not match its header")
-    return header, out.astype(np.int64, copy=False)
+    return out.astype(np.int64, copy=False)
 
 
 def max_step_words(cfg: PartyConfig) -> int:
