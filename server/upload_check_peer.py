@@ -5,7 +5,8 @@ party1 never takes a bound from party0: it checks every item against its own
 `[validation]` bounds and refuses a batch whose announced bound differs. A batch runs in a
 thread of its own: it joins the batch's dealer session as rank 1 and runs `check_batch`
 over all items at once (`run_parts`); each CheckStep call hands it party0's vector of a
-step and returns party1's vector of the same step. Its verdicts are written durably
+step and returns party1's vector of the same step, full duplex (party1's goes out as soon
+as it is computed, while party0's is still arriving). Its verdicts are written durably
 (`VerdictLog`, fsynced, atomically replaced) before FinishCheck answers, and
 AgreeMembership admits only members that party1 saw pass.
 """
