@@ -52,7 +52,7 @@ only after the uploads are fixed, so a client cannot aim at them.
 each item keeps its own seed (so its own fold weights and masks) and its own verdict, but
 every step concatenates all items' vectors into one exchange, and the dealer's correlation
 for the whole attempt (3n vector rows of length m, 7n scalar rows) is one `private_dot`
-request (n·10 words to party 0). Step 0 opens the differences of the three vector products
+request (n·10 words to party 0), which runs on a thread beside step 0's local shifts. Step 0 opens the differences of the three vector products
 and five scalar ones per item (n·(3m + 5) words each way), step 1 those of the two scalar
 windows on S (2n words), step 2 the four z per item (4n words). An honest upload fails a
 window only when a fresh mask makes its shares wrap (< m·2^32/2^64 per vector window), so the
@@ -69,6 +69,7 @@ import hashlib
 import hmac
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -347,9 +348,10 @@ def _windows(party: int, values: np.ndarray, windows: tuple[Window, ...], rho: n
     )
 
 
-def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams: list[Stream], step, exchange, drawn):
+def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams: list[Stream], step, exchange, fetched):
     """Step 0 for all n items at once: the two range windows (folded), the N and δ windows,
-    S = ‖x‖² and N²; per item (z_range, z_N, z_δ, S, N²), each of shape (n,)."""
+    S = ‖x‖² and N²; per item (z_range, z_N, z_δ, S, N²), each of shape (n,). The local
+    shifts run while the dealer's correlation is still on its way (`fetched()` waits for it)."""
     m, n = bounds.num_params, len(held)
     x = np.stack([h.gradient for h in held])
     windows = (coarse(), fine(bounds.bits))
@@ -372,7 +374,7 @@ def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams:
         *cross_v, cross_s = private_products(
             party,
             [*vec_rows, x, scalars.reshape(5 * n, 1)],
-            [*(drawn.vector_rows(p, n) for p in range(3)), drawn.scalar_rows(0, 5 * n)],
+            [*(fetched().vector_rows(p, n) for p in range(3)), fetched().scalar_rows(0, 5 * n)],
             step,
             exchange,
         )
@@ -401,10 +403,14 @@ def _second_step(party: int, bounds: CheckBounds, streams: list[Stream], s, nn, 
 
 
 def _attempt(party: int, held: list[HeldInput], bounds: CheckBounds, streams, first_step: int, exchange, correlation):
-    """One attempt over all items: steps 3a, 3a+1, 3a+2; one verdict per item."""
-    drawn = Drawn.fetch(correlation, len(held), bounds.num_params)
-    z_range, z_reported, z_delta, s, nn = _first_step(party, held, bounds, streams, first_step, exchange, drawn)
-    t_norm, t_reported = _second_step(party, bounds, streams, s, nn, first_step + 1, exchange, drawn)
+    """One attempt over all items: steps 3a, 3a+1, 3a+2; one verdict per item. The dealer
+    request runs on a thread of its own, beside step 0's local work."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-dealer") as pool:
+        drawn = pool.submit(Drawn.fetch, correlation, len(held), bounds.num_params)
+        z_range, z_reported, z_delta, s, nn = _first_step(
+            party, held, bounds, streams, first_step, exchange, drawn.result
+        )
+    t_norm, t_reported = _second_step(party, bounds, streams, s, nn, first_step + 1, exchange, drawn.result())
     with np.errstate(over="ignore"):
         mine = np.stack([z_range, t_norm, z_reported + t_reported, z_delta], axis=1).reshape(-1)
         theirs = exchange(first_step + 2, mine)

@@ -220,10 +220,9 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
         """One step of one client's check: party0's vector in, this party's out."""
         require_peer(self.cfg, context)
         try:
-            messages = upload_check_peer.step(self.state, request_iterator)
+            yield from upload_check_peer.step(self.state, request_iterator)
         except (StreamError, KeyError, RuntimeError, TimeoutError) as exc:
             context.abort(grpc.StatusCode.ABORTED, str(exc))
-        yield from messages
 
     def FinishCheck(self, request, context):
         """End a batch: this party's verdicts, recorded durably before the answer."""

@@ -24,6 +24,7 @@ timeout) raises `CheckFailed` and decides nothing: the caller retries with a new
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -48,7 +49,7 @@ from mpc.plane.dealer_client import DealerError, DealerLink, open_dealer_link
 from mpc.plane.dealer_ops import OPS, Request
 from mpc.plane.tls import TlsFiles, client_context
 from proto.starfish.v1 import peer_pb2
-from proto.wire import StreamError, read_chunked, sha256_hex
+from proto.wire import StreamError, sha256_hex, split_header
 from server import metrics
 from server.config import PartyConfig
 from server.peer_client import PeerClient, PeerRefused
@@ -140,26 +141,39 @@ def open_link(cfg: PartyConfig, batch_id: str) -> DealerLink:
 
 # ---------------------------------------------------------------------------- step vectors
 def step_messages(header: peer_pb2.CheckStepHeader, vector: np.ndarray, chunk_bytes: int) -> Iterator:
-    """`CheckChunk`s of one step: the header (words, content hash), then the int64 bytes."""
-    data = np.ascontiguousarray(vector, dtype="<i8").tobytes()
+    """`CheckChunk`s of one step: the header (words, content hash), then the int64 bytes,
+    each chunk copied once out of the vector (no whole-vector byte string)."""
+    data = memoryview(np.ascontiguousarray(vector, dtype="<i8")).cast("B")
     header.words, header.content_sha256 = len(data) // 8, sha256_hex(data)
     yield peer_pb2.CheckChunk(header=header)
     for start in range(0, len(data), chunk_bytes):
-        yield peer_pb2.CheckChunk(data=data[start : start + chunk_bytes])
+        yield peer_pb2.CheckChunk(data=bytes(data[start : start + chunk_bytes]))
 
 
 def read_step(stream: Iterable, max_words: int) -> tuple[peer_pb2.CheckStepHeader, np.ndarray]:
     """(header, int64 vector) of a `CheckChunk` stream; length and content hash checked."""
+    header, rest = split_header(stream, "a check step")
+    return header, read_step_body(header, rest, max_words)
 
-    def limit(header: peer_pb2.CheckStepHeader) -> int:
-        if header.words > max_words:
-            raise StreamError(f"a check step of {header.words} words is longer than {max_words}")
-        return 8 * int(header.words)
 
-    header, buf = read_chunked(stream, limit, "a check step")
-    if len(buf) != 8 * header.words or sha256_hex(buf) != header.content_sha256:
+def read_step_body(header: peer_pb2.CheckStepHeader, rest: Iterable, max_words: int) -> np.ndarray:
+    """The int64 vector after a step's header. Each chunk is hashed and written once into
+    the vector (no whole-vector buffer or copy)."""
+    if header.words > max_words:
+        raise StreamError(f"a check step of {header.words} words is longer than {max_words}")
+    out = np.empty(int(header.words), dtype="<i8")
+    view, digest, at = memoryview(out).cast("B"), hashlib.sha256(), 0
+    for msg in rest:
+        if msg.WhichOneof("part") != "data":
+            raise StreamError("a check step carries a second header")
+        if at + len(msg.data) > len(view):
+            raise StreamError(f"a check step is longer than the {header.words} words its header declares")
+        view[at : at + len(msg.data)] = msg.data
+        digest.update(msg.data)
+        at += len(msg.data)
+    if at != len(view) or digest.hexdigest() != header.content_sha256:
         raise StreamError("a check step's bytes do not match its header")
-    return header, np.frombuffer(bytes(buf), dtype="<i8").astype(np.int64)
+    return out.astype(np.int64, copy=False)
 
 
 def max_step_words(cfg: PartyConfig) -> int:

@@ -5,7 +5,8 @@ party1 never takes a bound from party0: it checks every item against its own
 `[validation]` bounds and refuses a batch whose announced bound differs. A batch runs in a
 thread of its own: it joins the batch's dealer session as rank 1 and runs `check_batch`
 over all items at once (`run_parts`); each CheckStep call hands it party0's vector of a
-step and returns party1's vector of the same step. Its verdicts are written durably
+step and returns party1's vector of the same step, full duplex (party1's goes out as soon
+as it is computed, while party0's is still arriving). Its verdicts are written durably
 (`VerdictLog`, fsynced, atomically replaced) before FinishCheck answers, and
 AgreeMembership admits only members that party1 saw pass.
 """
@@ -26,6 +27,7 @@ from mpc.durable import atomic_write, private_dir
 from mpc.input_check import SEED_BYTES, CheckBounds, HeldInput, Verdict, client_seed
 from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import peer_pb2
+from proto.wire import split_header
 from server import metrics
 from server.store import Store, StoreError
 from server.upload_check import (
@@ -36,7 +38,7 @@ from server.upload_check import (
     held_input,
     max_step_words,
     open_link,
-    read_step,
+    read_step_body,
     run_parts,
     step_messages,
 )
@@ -141,12 +143,16 @@ class FollowerBatch:
             for step in (first, first + 3):
                 self.sent.pop(step, None)
 
-    def step(self, step: int, theirs: np.ndarray) -> np.ndarray:
-        """party0's vector of `step` in; party1's vector of it out (RuntimeError when the batch
-        failed or timed out). A repeated call returns the same vector."""
+    def receive(self, step: int, theirs: np.ndarray) -> None:
+        """party0's vector of `step` in."""
         with self.cond:
             self.received[step] = theirs
             self.cond.notify_all()
+
+    def mine(self, step: int) -> np.ndarray:
+        """party1's vector of `step` once computed (RuntimeError when the batch failed or timed
+        out). A repeated call returns the same vector."""
+        with self.cond:
             self.cond.wait_for(lambda: step in self.sent or self.done, self.timeout_s)
             if step in self.sent:
                 return self.sent[step]
@@ -265,13 +271,32 @@ def start(state: PartyState, request: peer_pb2.CheckStart) -> None:
 
 
 def step(state: PartyState, request_iterator) -> Iterator[peer_pb2.CheckChunk]:
-    """CheckStep on party1: party0's vector in, party1's vector of the same step out
-    (StreamError, KeyError or RuntimeError when it cannot answer)."""
-    header, theirs = read_step(request_iterator, max_step_words(state.config))
+    """CheckStep on party1, full duplex: party0's vector is read on a thread of its own while
+    party1's vector of the same step goes out as soon as it is computed (its step never
+    depends on party0's vector of that step), so the two transfers overlap. StreamError,
+    KeyError or RuntimeError when it cannot answer (the header's before the first chunk)."""
+    header, rest = split_header(request_iterator, "a check step")
     batch = state.checks.get(header.batch_id)
-    mine = batch.step(header.step, theirs)
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            batch.receive(header.step, read_step_body(header, rest, max_step_words(state.config)))
+        except Exception as exc:  # raised to party0 once party1's vector is out
+            failure.append(exc)
+
+    reader = threading.Thread(target=read, name=f"check-step-{header.step}", daemon=True)
+    reader.start()
     out = peer_pb2.CheckStepHeader(batch_id=header.batch_id, step=header.step)
-    return step_messages(out, mine, state.config.limits.chunk_bytes)
+    return _reply(step_messages(out, batch.mine(header.step), state.config.limits.chunk_bytes), reader, failure)
+
+
+def _reply(messages: Iterator, reader: threading.Thread, failure: list[BaseException]) -> Iterator:
+    """party1's chunks, then the end of the reader (its error, if party0's vector was bad)."""
+    yield from messages
+    reader.join()
+    if failure:
+        raise failure[0]
 
 
 def finish(state: PartyState, request: peer_pb2.CheckRef) -> peer_pb2.CheckVerdicts:
