@@ -48,19 +48,20 @@ u − α, u − β, x_p − α are uniform. A refused upload reveals its z (a fu
 The fold weights r are drawn from the per-client seed, which party0 draws with `secrets`
 only after the uploads are fixed, so a client cannot aim at them.
 
-**Batches** (`check_batch`): the n items of a batch are checked together, vectorised —
-each item keeps its own seed (so its own fold weights and masks) and its own verdict, but
-every step concatenates all items' vectors into one exchange, and the dealer's correlation
-for the whole attempt (3n vector rows of length m, 7n scalar rows) is one `private_dot`
-request (n·10 words to party 0), which runs on a thread beside step 0's local shifts.
-Step 0 opens the differences of the three vector products and five scalar ones per item
-(n·(3m + 5) words each way), step 1 those of the two scalar windows on S (2n words), step 2
-the four z per item (4n words). An honest upload fails a window only when a fresh mask makes its shares wrap (< m·2^32/2^64 per vector window), so the
-items a first attempt refused are checked once more, together, each under a second seed
-before their verdict is final (steps 3–5); a dishonest one is refused both times but for
-probability ≤ 2^−34 per check and try. A batch is so 3 exchanges (6 when something is
-re-checked) and 1 dealer request (2), whatever n; `batch_sizes` cuts a batch whose step-0
-vector would exceed `MAX_STEP_WORDS` into several such checks.
+**Batches** (`check_batch`): the n items of a batch are checked together, vectorised — each
+item keeps its own seed (so its own fold weights and masks) and its own verdict, but every
+step concatenates all items' vectors into one exchange, and the dealer's correlation for the
+whole attempt (3n vector rows of length m, 7n scalar rows) is one `private_dot` request
+(n·10 words to party 0), which runs on a thread beside step 0's local shifts. Step 0 opens
+the differences of the three vector products and five scalar ones per item (n·(3m + 5) words
+each way), step 1 those of the two scalar windows on S (2n words), step 2 the four z per
+item (4n words). An honest upload fails a window only when a fresh mask makes its shares
+wrap (< m·2^32/2^64 per vector window), so the items a first attempt refused are checked
+once more, together, each under a second seed before their verdict is final (steps 3–5); a
+dishonest one is refused both times but for probability ≤ 2^−34 per check and try. A batch
+is so 3 exchanges (6 when something is re-checked) and 1 dealer request (2), whatever n;
+`batch_sizes` cuts a batch whose step-0 vector would exceed `MAX_STEP_WORDS` into several
+such checks.
 """
 
 from __future__ import annotations
