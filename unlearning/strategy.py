@@ -33,6 +33,8 @@ P = TypeVar("P", bound=StrategyParams)
 
 __all__ = [
     "Progress",
+    "check_resume",
+    "run_request",
     "ResumableState",
     "Strategy",
     "UnlearnContext",
@@ -163,3 +165,32 @@ class Strategy(ABC, Generic[P]):
     ) -> ResumableState:
         """Rebuild the state a checkpoint stored (resumable strategies override this)."""
         raise UnlearningError(f"strategy {cls.name!r} does not support resuming from a checkpoint")
+
+
+def run_request(ctx: UnlearnContext, params: StrategyParams) -> dict[str, Any]:
+    """What a run was asked (recorded in its log; a resume must ask the same)."""
+    return {"targets": list(ctx.targets), "params": params.as_dict}
+
+
+def check_resume(
+    ctx: UnlearnContext,
+    params: StrategyParams,
+    state: object,
+    state_type: type[ResumableState],
+    last_round: Callable[[Any], int],
+    method: str,
+) -> None:
+    """Refuse (`UnlearningError`) a checkpoint's state that is not a `state_type` (of `method`), was taken for
+    other remaining clients, stands at a round outside 0..`last_round(state)`, holds a model of
+    another size or was taken for another request (`run_request`)."""
+    if not isinstance(state, state_type):
+        raise UnlearningError(f"cannot resume {method} from a {type(state).__name__}")
+    if tuple(ctx.remaining_clients()) != state.clients:
+        raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
+    last = last_round(state)
+    if not 0 <= state.round <= last:
+        raise UnlearningError(f"checkpoint round {state.round} outside 0..{last}")
+    if state.model.numel() != ctx.history.model(0).numel():
+        raise UnlearningError("the checkpoint's model does not match the history's model size")
+    if state.log.request != run_request(ctx, params):
+        raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")

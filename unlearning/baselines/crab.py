@@ -76,7 +76,7 @@ from unlearning.probes import ModelProbe, require_probe
 from unlearning.starfish.correction import ask_exact
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
 
 NAME = "crab"
 #: model-equality tolerance of the release rule (`release_gate`: is the public model a Stage I point?)
@@ -273,7 +273,7 @@ class CrabStrategy(Strategy[CrabParams]):
         if params.round_score == "kl":
             require_probe(ctx.probe, NAME)
         if ctx.resume_from is not None:
-            _check_resume(ctx, params, ctx.resume_from)
+            check_resume(ctx, params, ctx.resume_from, CrabState, lambda state: len(state.replay), "Crab")
 
     def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
         """The three steps (or the rest of the recovery after a checkpoint); the report's costs cover this call only."""
@@ -295,24 +295,6 @@ class CrabStrategy(Strategy[CrabParams]):
             return CrabState.from_parts(public, tensors, secrets)
         except ValueError as exc:
             raise UnlearningError(str(exc)) from None
-
-
-def _request(ctx: UnlearnContext, params: CrabParams) -> dict[str, Any]:
-    """What a run was asked (recorded in its log; a resume must ask the same)."""
-    return {"targets": list(ctx.targets), "params": params.as_dict}
-
-
-def _check_resume(ctx: UnlearnContext, params: CrabParams, state: object) -> None:
-    if not isinstance(state, CrabState):
-        raise UnlearningError(f"cannot resume Crab from a {type(state).__name__}")
-    if tuple(ctx.remaining_clients()) != state.clients:
-        raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-    if not 0 <= state.round <= len(state.replay):
-        raise UnlearningError(f"checkpoint round {state.round} outside 0..{len(state.replay)}")
-    if state.model.numel() != ctx.history.model(0).numel():
-        raise UnlearningError("the checkpoint's model does not match the history's model size")
-    if state.log.request != _request(ctx, params):
-        raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
 
 
 class _Run:
@@ -367,7 +349,7 @@ class _Run:
             model=history.model(rounds[j_star - 1] if j_star > 0 else 0).to(torch.float64).clone(),
             stored_fraction=_stored_fraction(ctx, kept),
             kept_bits=sum(n for n, k in zip(sizes, kept, strict=True) if len(k) < n),
-            log=StarfishLog(request=_request(ctx, params)),
+            log=StarfishLog(request=run_request(ctx, params)),
         )
 
     def _kept_rounds(self, rounds: list[int], kept: list[list[str]]) -> Iterator[KeptRound]:

@@ -66,7 +66,7 @@ from unlearning.starfish.correction import ask_exact, replace_rows
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given
@@ -170,7 +170,8 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
         if ctx.history.num_rounds < 1:
             raise UnlearningError("the history holds no stored round")
         if ctx.resume_from is not None:
-            _check_resume(ctx, params, ctx.resume_from)
+            last = ctx.history.num_rounds
+            check_resume(ctx, params, ctx.resume_from, FedRecoverState, lambda _: last, "FedRecover")
 
     def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
         """Algorithm 1 over the stored history (or its rest after a checkpoint); the report's
@@ -193,24 +194,6 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
             return FedRecoverState.from_parts(public, tensors, secrets)
         except ValueError as exc:
             raise UnlearningError(str(exc)) from None
-
-
-def _request(ctx: UnlearnContext, params: FedRecoverParams) -> dict[str, Any]:
-    """What a run was asked (recorded in its log; a resume must ask the same)."""
-    return {"targets": list(ctx.targets), "params": params.as_dict}
-
-
-def _check_resume(ctx: UnlearnContext, params: FedRecoverParams, state: object) -> None:
-    if not isinstance(state, FedRecoverState):
-        raise UnlearningError(f"cannot resume FedRecover from a {type(state).__name__}")
-    if tuple(ctx.remaining_clients()) != state.clients:
-        raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-    if not 0 <= state.round <= ctx.history.num_rounds:
-        raise UnlearningError(f"checkpoint round {state.round} outside 0..{ctx.history.num_rounds}")
-    if state.model.numel() != ctx.history.model(0).numel():
-        raise UnlearningError("the checkpoint's model does not match the history's model size")
-    if state.log.request != _request(ctx, params):
-        raise UnlearningError("the checkpoint was taken for other targets or parameters; resume with the same request")
 
 
 class _Run:
@@ -258,7 +241,7 @@ class _Run:
             clients=remaining,
             tau=tau,
             model=history.model(0).to(torch.float64).clone(),
-            log=StarfishLog(request=_request(ctx, self.params)),
+            log=StarfishLog(request=run_request(ctx, self.params)),
         )
 
     def _replay(self, state: FedRecoverState, t: int) -> None:

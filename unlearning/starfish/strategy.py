@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -56,7 +57,7 @@ from unlearning.starfish.secrs import RoundSelector, SecRSSelector
 from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.thresholds import determine_thresholds
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
 from unlearning.weight_cap import principal_count
 
 
@@ -98,7 +99,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         if ctx.history.num_rounds < 1:
             raise UnlearningError("the history holds no stored round")
         if ctx.resume_from is not None:
-            self._check_resume(ctx, params, ctx.resume_from)
+            check_resume(ctx, params, ctx.resume_from, StarfishState, partial(_last_round, params), "Starfish")
 
     def unlearn(self, ctx: UnlearnContext, params: StarfishParams) -> UnlearnResult:
         """Run (or resume) Algorithm 4; the report's costs cover this call only.
@@ -169,7 +170,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
             method=selection.method,
             deltas=deltas,
             model=history.model(0).to(torch.float64).clone(),
-            log=StarfishLog(request=_request(ctx, params)),
+            log=StarfishLog(request=run_request(ctx, params)),
             noise_key=new_noise_key(backend),
         )
 
@@ -375,21 +376,6 @@ class StarfishStrategy(Strategy[StarfishParams]):
         published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
         return replace_rows(backend, gradients, step.participants, published) if published else gradients
 
-    def _check_resume(self, ctx: UnlearnContext, params: StarfishParams, state: object) -> None:
-        if not isinstance(state, StarfishState):
-            raise UnlearningError(f"cannot resume Starfish from a {type(state).__name__}")
-        if tuple(ctx.remaining_clients()) != state.clients:
-            raise UnlearningError("the checkpoint was taken for a different set of remaining clients")
-        last = len(state.selected) + params.recovery_rounds
-        if not 0 <= state.round <= last:
-            raise UnlearningError(f"checkpoint round {state.round} outside 0..{last}")
-        if state.model.numel() != ctx.history.model(0).numel():
-            raise UnlearningError("the checkpoint's model does not match the history's model size")
-        if state.log.request != _request(ctx, params):
-            raise UnlearningError(
-                "the checkpoint was taken for other targets or parameters; resume with the same request"
-            )
-
 
 def _keep_estimates(
     ctx: UnlearnContext, params: StarfishParams, state: StarfishState, participants: Sequence[str]
@@ -406,6 +392,6 @@ def _keep_estimates(
     return frozenset(c for c in participants if state.buffers.get(c))
 
 
-def _request(ctx: UnlearnContext, params: StarfishParams) -> dict[str, Any]:
-    """What a run was asked (recorded in its log; a resume must ask the same)."""
-    return {"targets": list(ctx.targets), "params": params.as_dict}
+def _last_round(params: StarfishParams, state: StarfishState) -> int:
+    """The last round a Starfish checkpoint can stand at: the selected rounds, then recovery."""
+    return len(state.selected) + params.recovery_rounds
