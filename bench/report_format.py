@@ -12,6 +12,7 @@ from typing import Any
 from bench.env import read_result
 
 FIGURES = Path(__file__).resolve().parent.parent / "docs" / "figures"
+GB = 1e9
 
 
 def load(name: str) -> tuple[dict[str, Any] | None, bool]:
@@ -28,6 +29,19 @@ def fmt(x: float | None, digits: int = 2) -> str:
     if x != 0 and (abs(x) < 10**-digits or abs(x) >= 1e6):
         return f"{x:.2e}"
     return f"{x:,.{digits}f}"
+
+
+def ratio(ours: float, paper: float) -> str:
+    """ours ÷ paper as `1.23×`, or `1/n` below one hundredth; `—` without a paper figure."""
+    if not paper:
+        return "—"
+    r = ours / paper
+    return f"{r:.3g}×" if r >= 0.01 else f"1/{1 / r:,.0f}"
+
+
+def verdict(fraction_of_target: float) -> str:
+    """Whether a measurement met its target, given measured ÷ target."""
+    return "yes" if fraction_of_target <= 1.0 else f"no, {fraction_of_target:.2f}× the target"
 
 
 def footer(res: dict[str, Any], quick: bool) -> str:

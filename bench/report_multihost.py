@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report_format import fmt, load, meta_line, save_figure
+from bench.report_format import fmt, save_figure
+from bench.report_section import Part, row, section, table
 
 MB = 1e6
 SHORT = {"loopback": "one host", "lan": "LAN", "wan": "WAN"}
@@ -12,14 +13,17 @@ LABELS = {"loopback": "one host (loopback)", "lan": "LAN 1 Gbit/s, 0.5 ms RTT", 
 
 
 def section_multihost(lines: list[str]) -> None:
-    lines.append("## The whole job with the operators on separate hosts (emulated LAN and WAN)\n")
-    res, quick = load("multihost")
-    if res is None:
-        lines.append("Not measured yet (`python -m bench multihost`, needs root).\n")
-        return
+    section(
+        lines,
+        "The whole job with the operators on separate hosts (emulated LAN and WAN)",
+        Part("multihost", _multihost),
+        requirement=", needs root",
+    )
+
+
+def _multihost(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     f = res["figures"]
     runs = f["profiles"]
-    lines.append(meta_line(res, quick) + "\n")
     lines.append(
         "The `deploy/` recipe on network namespaces (`harness.netlab`): the dealer service, party0, party1 and the "
         "clients each on their own host, the same saved Stage I history for every run; links shaped with `tbf` and "
@@ -43,23 +47,28 @@ def section_multihost(lines: list[str]) -> None:
 def _table(lines: list[str], runs: dict[str, Any], paper: dict[str, float], quick: bool) -> None:
     names = [n for n in ("loopback", "lan", "wan") if n in runs]
     paper_col = "paper, LAN (Table II)" + (" — full MNIST, not this size" if quick else "")
-    lines.append("| | " + " | ".join(LABELS[n] for n in names) + f" | {paper_col} |")
-    lines.append("| --- " * (len(names) + 2) + "|")
+    table(lines, ("", *(LABELS[n] for n in names), paper_col))
 
-    def row(label: str, cells: list[str], paper_cell: str = "—") -> None:
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {paper_cell} |")
+    def measure(label: str, cells: list[str], paper_cell: str = "—") -> None:
+        lines.append(row((label, *cells, paper_cell)))
 
     def link(n: str, key: str, digits: int) -> str:
         return fmt(runs[n]["link"]["measured"][key], digits) if "link" in runs[n] else "—"
 
-    row("measured RTT, median (min) ms", [f"{link(n, 'rtt_ms_median', 3)} ({link(n, 'rtt_ms_min', 3)})" for n in names])
-    row("measured throughput, Mbit/s", [link(n, "throughput_mbit", 0) for n in names])
-    row("job wall time, s", [fmt(runs[n]["wall_s"], 1) for n in names], fmt(paper["offline_s"] + paper["online_s"], 1))
-    row("online bytes", [f"{runs[n]['online_bytes'] / MB:,.1f} MB" for n in names], f"{paper['online_gb']:,.2f} GB")
-    row("offline bytes", [f"{runs[n]['offline_bytes'] / MB:,.1f} MB" for n in names], f"{paper['offline_gb']:,.2f} GB")
-    row("online rounds", [f"{runs[n]['online_rounds']:,}" for n in names])
-    row("CPU s, all processes", [fmt(runs[n]["cpu_s_all_processes"], 1) for n in names])
-    row("load average before → after", [f"{runs[n]['load_before'][0]} → {runs[n]['load_after'][0]}" for n in names])
+    measure(
+        "measured RTT, median (min) ms", [f"{link(n, 'rtt_ms_median', 3)} ({link(n, 'rtt_ms_min', 3)})" for n in names]
+    )
+    measure("measured throughput, Mbit/s", [link(n, "throughput_mbit", 0) for n in names])
+    measure(
+        "job wall time, s", [fmt(runs[n]["wall_s"], 1) for n in names], fmt(paper["offline_s"] + paper["online_s"], 1)
+    )
+    measure("online bytes", [f"{runs[n]['online_bytes'] / MB:,.1f} MB" for n in names], f"{paper['online_gb']:,.2f} GB")
+    measure(
+        "offline bytes", [f"{runs[n]['offline_bytes'] / MB:,.1f} MB" for n in names], f"{paper['offline_gb']:,.2f} GB"
+    )
+    measure("online rounds", [f"{runs[n]['online_rounds']:,}" for n in names])
+    measure("CPU s, all processes", [fmt(runs[n]["cpu_s_all_processes"], 1) for n in names])
+    measure("load average before → after", [f"{runs[n]['load_before'][0]} → {runs[n]['load_after'][0]}" for n in names])
     lines.append("")
     lines.append(
         "Online bytes and rounds are party 0's ledger (each opened element counted sent and received); offline "
@@ -75,11 +84,18 @@ def _latency(lines: list[str], latency: dict[str, Any], runs: dict[str, Any]) ->
         f"Where the round trips go on the WAN profile (measured RTT {wan['rtt_s'] * 1000:.1f} ms): a step is "
         "latency-bound when its online rounds × RTT is at least half its wall time there.\n"
     )
-    lines.append(
-        "| step | calls | online rounds (per call) | rounds × RTT, s | wall on WAN, s | wall on one host, s "
-        "| latency-bound |"
+    table(
+        lines,
+        (
+            "step",
+            "calls",
+            "online rounds (per call)",
+            "rounds × RTT, s",
+            "wall on WAN, s",
+            "wall on one host, s",
+            "latency-bound",
+        ),
     )
-    lines.append("| --- | --- | --- | --- | --- | --- | --- |")
     calls = {k: max(1, int(c.get("calls", 1))) for k, c in runs["wan"]["steps"].items()}
     steps = sorted(wan["steps"].items(), key=lambda kv: -kv[1]["rounds_x_rtt_s"])
     for step, s in steps:

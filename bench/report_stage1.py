@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report_format import load, meta_line
+from bench.report_format import load
+from bench.report_section import Part, row, section, table
 
 MB = 1e6
 ROWS = (
@@ -42,33 +43,25 @@ def _split(f: dict[str, Any]) -> str:
 
 
 def section_stage1(lines: list[str]) -> None:
-    lines.append("## Stage I: a FedAvg round over secret shares against a plain FedAvg round\n")
-    res, quick = load("stage1")
-    if res is None:
-        lines.append("Not measured yet (`python -m bench stage1`).\n")
-        return
+    section(lines, "Stage I: a FedAvg round over secret shares against a plain FedAvg round", Part("stage1", _stage1))
+
+
+def _stage1(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     f = res["figures"]
     base, _ = load("stage1_shake_baseline")
-    lines.append(meta_line(res, quick) + "\n")
     lines.append(
         f"20 clients (SDK threads in one process), {res['meta']['params']['params']:,} parameters (the paper's MNIST "
         "CNN), party0 and party1 as processes with TLS and durable stores, against one plain FedAvg server with the "
         "same transport and durability (`bench/stage1_plain.py`); median of rounds 2 onwards. Seed-compressed masks: "
         "one share travels as a 33-byte seed expanded with AES-256-CTR (`mpc/masks.py`).\n"
     )
-    head = "| per round | plain FedAvg | Starfish Stage I | ratio |"
-    rule = "| --- | --- | --- | --- |"
-    if base is not None:
-        head += " before: Starfish (SHAKE-256) | before: ratio |"
-        rule += " --- | --- |"
-    lines += [head, rule]
+    before = ("before: Starfish (SHAKE-256)", "before: ratio") if base is not None else ()
+    table(lines, ("per round", "plain FedAvg", "Starfish Stage I", "ratio", *before))
     for label, plain, star, ratio in ROWS:
-        row = f"| {label} | {_cell(f, plain)} | {_cell(f, star)} | {f[ratio]:.2f}× |"
-        if base is not None:
-            row += f" {_cell(base['figures'], star)} | {base['figures'][ratio]:.2f}× |"
-        lines.append(row)
-    split = f"| CPU split, Starfish | | {_split(f)} | |"
-    lines.append(split + (f" {_split(base['figures'])} | |" if base is not None else ""))
+        then = (_cell(base["figures"], star), f"{base['figures'][ratio]:.2f}×") if base is not None else ()
+        lines.append(row((label, _cell(f, plain), _cell(f, star), f"{f[ratio]:.2f}×", *then)))
+    then = (_split(base["figures"]), "") if base is not None else ()
+    lines.append(row(("CPU split, Starfish", "", _split(f), "", *then)))
     if base is not None:
         m = base["meta"]
         lines.append(
@@ -93,14 +86,13 @@ def section_stage1(lines: list[str]) -> None:
 def _check_table(lines: list[str], f: dict[str, Any], params: int) -> None:
     """The upload check's cost: the same deployment with `[validation] enabled = false`,
     its rounds interleaved with the validated ones in the same run."""
-    lines += [
+    lines.append(
         'The upload check (docs/PRIVACY.md, "Validated uploads"): the same deployment without it, its rounds '
-        "interleaved with the checked ones in the same run.\n",
-        "| per round | Starfish, no upload check | Starfish (checked) | ratio |",
-        "| --- | --- | --- | --- |",
-    ]
+        "interleaved with the checked ones in the same run.\n"
+    )
+    table(lines, ("per round", "Starfish, no upload check", "Starfish (checked)", "ratio"))
     for (label, plain, ratio), (_, _, star, _) in zip(CHECK_ROWS, ROWS, strict=True):
-        lines.append(f"| {label} | {_cell(f, plain)} | {_cell(f, star)} | {f[ratio]:.2f}× |")
+        lines.append(row((label, _cell(f, plain), _cell(f, star), f"{f[ratio]:.2f}×")))
     clients = f["starfish_rounds"][0].get("members", 20)
     check_mb = clients * 2 * 8 * (3 * params + 11) / MB
     lines.append(

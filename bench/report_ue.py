@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.env import read_result
-from bench.report_format import fmt, load, meta_line
+from bench.report_format import fmt
+from bench.report_section import Part, section, table
 
 MB = 1e6
 #: one UE round at the paper's MNIST size: wall seconds and online + offline bytes
@@ -44,12 +45,10 @@ def target_line(r: dict[str, Any], rss: dict[str, int]) -> str:
 
 
 def section_ue_round(lines: list[str]) -> None:
-    res, quick = load("ue_round")
-    lines.append("## Update estimation round (SecUE at the paper's MNIST size)\n")
-    if res is None:
-        lines.append("Not measured yet (`python -m bench ue_round`).\n")
-        return
-    lines.append(meta_line(res, quick) + "\n")
+    section(lines, "Update estimation round (SecUE at the paper's MNIST size)", Part("ue_round", _ue_round))
+
+
+def _ue_round(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     f = res["figures"]
     lines.append(
         f"m = {f['m']:,}, 20 clients (19 remaining), B = 2, synthetic Gaussian uploads; a dealer and two party "
@@ -58,8 +57,7 @@ def section_ue_round(lines: list[str]) -> None:
         "buffer state, ‖H v̂‖² = cᵀGc, drop bit in the coefficients, Y·c_y and the new rows of YᵀY from "
         "fixed operands: each ŷ opened once, when it enters).\n"
     )
-    lines.append("| code | step | wall s | offline s | online MB | offline MB | rounds |")
-    lines.append("|" + " --- |" * 7)
+    table(lines, ("code", "step", "wall s", "offline s", "online MB", "offline MB", "rounds"))
     baseline = read_result("ue_round_baseline")
     if baseline is not None and not quick:
         lines.extend(_rows("before", baseline))

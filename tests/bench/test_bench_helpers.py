@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from bench import report_format
 from bench.histories import SyntheticHistory, seeded_share
-from bench.report import _ratio, _verdict
+from bench.report_format import ratio, verdict
 from bench.report_ue import target_line
 from bench.sweeps import job_cost
 from bench.switching import batched_model, comparator_stages, fit, paper_rule_threshold
@@ -100,12 +101,12 @@ def test_job_cost_counts_estimated_and_checked_rounds() -> None:
 
 
 def test_report_cells() -> None:
-    assert _ratio(1.0, 100.0) == "0.01×"
-    assert _ratio(1.0, 1000.0) == "1/1,000"
-    assert _ratio(5.0, 0.0) == "—"
-    assert _verdict(0.5) == "yes"
-    assert _verdict(1.5).startswith("no, 1.50×")
-    assert np.isfinite(float(_ratio(3.0, 2.0).rstrip("×")))
+    assert ratio(1.0, 100.0) == "0.01×"
+    assert ratio(1.0, 1000.0) == "1/1,000"
+    assert ratio(5.0, 0.0) == "—"
+    assert verdict(0.5) == "yes"
+    assert verdict(1.5).startswith("no, 1.50×")
+    assert np.isfinite(float(ratio(3.0, 2.0).rstrip("×")))
 
 
 def _stage1_result(star_s: float, plain_s: float) -> dict:
@@ -138,7 +139,7 @@ def test_stage1_section_shows_the_ratios_and_the_run_before(monkeypatch) -> None
     import bench.report_stage1 as section
 
     results = {"stage1": _stage1_result(3.0, 1.0), "stage1_shake_baseline": _stage1_result(6.0, 1.0)}
-    monkeypatch.setattr(section, "load", lambda name: (results.get(name), False))
+    monkeypatch.setattr(report_format, "read_result", results.get)
     lines: list[str] = []
     section.section_stage1(lines)
     text = "\n".join(lines)
@@ -253,7 +254,7 @@ def test_stage1_section_shows_the_upload_check_against_the_same_deployment_witho
         target_validation_overhead=1.25,
         meets_validation_target=False,
     )
-    monkeypatch.setattr(section, "load", lambda name: (result if name == "stage1" else None, False))
+    monkeypatch.setattr(report_format, "read_result", {"stage1": result}.get)
     lines: list[str] = []
     section.section_stage1(lines)
     text = "\n".join(lines)
