@@ -126,7 +126,7 @@ def _through_the_service(cfg: Any) -> _ServiceRun:
     from evaluation.models import initial_model
     from evaluation.simulator import build_federation
     from harness.demo.fleet import Fleet
-    from harness.demo.services import DemoServices
+    from harness.demo.processes import DemoServices
     from harness.demo.stage1 import train
     from harness.demo.unlearn import via_admin
 

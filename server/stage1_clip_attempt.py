@@ -7,7 +7,7 @@ With `[privacy] dp = true` round i's public aggregate is
 computed by the same written-once code as Stage II's reveals
 (`privacy.distributed.PrivateAggregator`: SecClip, the weighted sum, the distributed
 noise with σ = z·C·max_j w_j), on the CrypTen backend over the TLS MPC plane and the dealer
-service, exactly as a job's session attempt (`server.workers.session.open_session`). Steps:
+service, exactly as a job's session attempt (`server.workers.join_session.open_session`). Steps:
 
 1. open the party's store read-only; check round i's agreed membership is the one the party
    asked for (its digest) and M_{i−1} is the round's input model;
@@ -34,9 +34,9 @@ from server.stage1_clip import AGGREGATE_FILE, COSTS_FILE, STAGE1_CLIP, aggregat
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, membership_digest
 from server.workers import agree
+from server.workers.join_session import open_session
 from server.workers.parent_link import ParentLink
 from server.workers.process import WorkerSpec
-from server.workers.session import open_session
 
 log = logging.getLogger("server.workers.worker")
 TASK = STAGE1_CLIP  #: the `WorkerSpec.task` this session module runs (server.workers.worker)

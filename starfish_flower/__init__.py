@@ -7,9 +7,9 @@ the Starfish SDK (`client_sdk`); see docs/FLOWER.md.
 """
 
 from starfish_flower import offline  # noqa: F401  (before flwr: no telemetry leaves the machine)
+from starfish_flower.fedavg_strategy import StarfishFedAvg, UnlearnOutcome
 from starfish_flower.mod import StarfishMod, request_unlearning
 from starfish_flower.parties import Parties, identity_from_credentials, identity_from_node_config
-from starfish_flower.strategy import StarfishFedAvg, UnlearnOutcome
 
 __all__ = [
     "Parties",

@@ -18,7 +18,7 @@ from unlearning.strategy import Strategy
 
 #: name → "module:Class"; the order is the order of the paper's comparison (Starfish §VI-A)
 STRATEGIES: dict[str, str] = {
-    "starfish": "unlearning.starfish.strategy:StarfishStrategy",
+    "starfish": "unlearning.starfish.driver:StarfishStrategy",
     "retrain": "unlearning.baselines.retrain:RetrainStrategy",
     "random": "unlearning.baselines.random_selection:RandomSelectionStrategy",
     "federaser": "unlearning.baselines.federaser:FedEraserStrategy",

@@ -5,7 +5,7 @@ deriving `Strategy`; pure helper functions for the maths; explicit errors. What 
 (the simulator, the job runtime) needs to know about a strategy is on the base class:
 
 * `params_type` and `parse_params` — its typed parameters, parsed by one function
-  (`unlearning.params.parse_params`) before any work;
+  (`unlearning.strategy_params.parse_params`) before any work;
 * `requires_plaintext`, `needs_probe`, `resumable` — what it needs to run (a plaintext
   history, a `ModelProbe`, checkpoints) and so whether it can run as a 2PC job;
 * `run(ctx)` — parse, validate, then `unlearn(ctx, params)`, which each strategy writes;
@@ -26,8 +26,8 @@ from mpc.backend import Backend, Secret
 from unlearning.errors import UnlearningError
 from unlearning.fedavg import AggregatePrivacy
 from unlearning.history import GradientOracle, SharedHistory
-from unlearning.params import StrategyParams, parse_params
 from unlearning.probes import ModelProbe, require_probe
+from unlearning.strategy_params import StrategyParams, parse_params
 
 P = TypeVar("P", bound=StrategyParams)
 

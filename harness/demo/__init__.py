@@ -6,7 +6,7 @@ client; an admin files the unlearn request over RPC and follows the job; the dem
 compares TER, BA-ASR and MIA-ASR before unlearning, after Starfish-2PC and for a plaintext
 retrain, lists time and bytes per step and writes a JSON report and plots.
 
-Modules: `demo_config` (settings and what is scaled), `services` (processes), `fleet` (SDK
+Modules: `demo_config` (settings and what is scaled), `processes` (the services on loopback), `fleet` (SDK
 clients), `stage1` (training through the service), `unlearn` (admin RPC and job stream),
-`reference` (retrain and metrics), `demo_report` (tables, JSON, plots), `runner` (the steps).
+`reference` (retrain and metrics), `demo_report` (tables, JSON, plots), `demo_run` (the steps).
 """

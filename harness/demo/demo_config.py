@@ -76,7 +76,7 @@ class DemoConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
         self.simulation().resolved()
-        from unlearning.starfish.strategy import StarfishStrategy
+        from unlearning.starfish.driver import StarfishStrategy
 
         StarfishStrategy.parse_params(self.unlearning_params)  # UnlearningError (a ValueError) names the parameter
 

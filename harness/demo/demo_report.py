@@ -54,7 +54,7 @@ def metrics_table(metrics: Mapping[str, Mapping[str, float]], gaps: Mapping[str,
 
 
 def cost_table(steps: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One row per step: seconds and bytes (`steps` as built by `harness.demo.runner`)."""
+    """One row per step: seconds and bytes (`steps` as built by `harness.demo.demo_run`)."""
     rows = [[s["step"], f"{s['seconds']:.1f}", s.get("bytes_text", "—")] for s in steps]
     return table(["step", "time s", "bytes"], rows)
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from harness.demo.fleet import Fleet
-from harness.demo.services import DemoServices
+from harness.demo.processes import DemoServices
 
 Say = Callable[[str], None]
 #: how often the demo polls the training status

@@ -46,7 +46,7 @@ MEANINGS = {
     "client_ratio": "client ratio δ: the share of clients kept per selected round",
     "sensitivity_ratio": "sensitivity ratio β: how strongly a client must react to be kept",
 }
-#: the short names a request may use (`unlearning.params` aliases)
+#: the short names a request may use (`unlearning.strategy_params` aliases)
 ALIASES = {"B": "buffer_size", "T_delta": "switch_threshold", "eta": "eta_u"}
 
 

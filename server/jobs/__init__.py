@@ -3,7 +3,7 @@
 * the `[jobs]` settings are `server.job_config` (read with the party's configuration);
 * `jobstore` — durable job queue and status (SQLite beside the party's store);
 * `validation` — checks an unlearn request against the stored history;
-* `history`, `oracle` — the store-backed `SharedHistory` and the task-posting
+* `store_history`, `oracle` — the store-backed `SharedHistory` and the task-posting
   `GradientOracle` a worker hands to the strategy;
 * `checkpoints` — per-round job state (public JSON/npy, own shares as raw int64);
 * `attempt` — what a worker (`server.workers`) runs for one session attempt of a job;

@@ -36,14 +36,14 @@ from privacy.settings import DPSettings
 from proto.wire import model_hash
 from server.jobs import heap
 from server.jobs.checkpoints import CheckpointDir, CheckpointError
-from server.jobs.history import StoreHistory
 from server.jobs.oracle import ServiceOracle
+from server.jobs.store_history import StoreHistory
 from server.jobs.validation import parse_canonical
 from server.store import Store
 from server.workers import agree
+from server.workers.join_session import open_session
 from server.workers.parent_link import ParentLink
 from server.workers.process import WorkerSpec
-from server.workers.session import open_session
 from unlearning import registry
 from unlearning.strategy import Progress, ResumableState, Strategy, UnlearnContext, UnlearnResult
 

@@ -22,7 +22,7 @@ from server.store import Store
 from server.unlearning_policy import PolicyError, UnlearningPolicy
 
 if TYPE_CHECKING:
-    from unlearning.params import StrategyParams
+    from unlearning.strategy_params import StrategyParams
 
 
 class RequestError(ValueError):
@@ -118,7 +118,7 @@ def typed_parameters(
     strategy: str, raw: Mapping[str, Any], policy: UnlearningPolicy | None = None
 ) -> tuple[str, StrategyParams]:
     """The strategy name and its typed parameters, after checking it runs as a 2PC job, `raw`
-    parses (`unlearning.params.parse_params`: unknown names, types, ranges, each refusal
+    parses (`unlearning.strategy_params.parse_params`: unknown names, types, ranges, each refusal
     naming the parameter) and the result lies within the operator's bounds (`policy`,
     server.unlearning_policy).
 

@@ -76,7 +76,7 @@ def _terminate(signum, _frame) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.demo.demo_config import DemoConfig
-    from harness.demo.runner import DemoError, run_demo
+    from harness.demo.demo_run import DemoError, run_demo
 
     signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -10,7 +10,7 @@ import pytest
 from server.jobs import validation
 from server.jobs.job_report import revealed_section
 from server.jobs.validation import RequestError, with_min_cohort
-from unlearning.params import StrategyParams
+from unlearning.strategy_params import StrategyParams
 
 
 @dataclass(frozen=True)

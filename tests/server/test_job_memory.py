@@ -21,7 +21,7 @@ import torch
 from mpc.backend import Backend, Secret
 from mpc.cluster import TwoPartyCluster
 from mpc.fixedpoint import share
-from server.jobs.history import StoreHistory
+from server.jobs.store_history import StoreHistory
 from server.store import Store
 from unlearning.history import GradientOracle, GradientRequest
 from unlearning.starfish import StarfishStrategy

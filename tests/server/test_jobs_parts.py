@@ -17,15 +17,15 @@ from mpc.crypten_backend import CrypTenSecret
 from mpc.fixedpoint import random_ring
 from server.config import ConfigError, parse_config
 from server.jobs.checkpoints import CheckpointDir, CheckpointError, held_checkpoint
-from server.jobs.history import StoreHistory
 from server.jobs.jobstore import JobStore
 from server.jobs.oracle import task_id
+from server.jobs.store_history import StoreHistory
 from server.jobs.validation import RequestError, check_history, parse_parameters, parse_request, typed_parameters
 from server.store import Store
+from unlearning.starfish.driver import StarfishStrategy
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.starfish.state import CurvaturePair, StarfishState
-from unlearning.starfish.strategy import StarfishStrategy
 
 from helpers.store_rounds import commit_round
 

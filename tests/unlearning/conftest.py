@@ -18,4 +18,4 @@ def fixed_anchor_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests compare runs with one another (a resumed run, the same seed twice, two
     backends): the anchored reveal's secret Gaussian is one fixed draw here
     (unlearning/starfish/anchor_noise.py; tests/privacy attack the secret default)."""
-    monkeypatch.setattr("unlearning.starfish.strategy.secret_gaussian", fixed_noise)
+    monkeypatch.setattr("unlearning.starfish.driver.secret_gaussian", fixed_noise)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from privacy.adaptive import budget_schedule
 from unlearning.baselines.common import RunLog, loss_windows, top_fraction
 from unlearning.baselines.retrain import RetrainStrategy
-from unlearning.params import StrategyParams, parse_params
 from unlearning.strategy import UnlearningError
+from unlearning.strategy_params import StrategyParams, parse_params
 
 
 @dataclass(frozen=True)

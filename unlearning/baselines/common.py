@@ -21,8 +21,8 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.history import GradientRequest
-from unlearning.params import StrategyParams
 from unlearning.strategy import UnlearnContext, UnlearningError
+from unlearning.strategy_params import StrategyParams
 
 
 # --------------------------------------------------------------------------- model steps

@@ -71,12 +71,12 @@ from unlearning.baselines.crab_state import CrabState, build_report
 from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.lbfgs import squared_norms
-from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.probes import ModelProbe, require_probe
 from unlearning.starfish.correction import ask_exact
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
+from unlearning.strategy_params import StrategyParams, check_choice, check_range
 
 NAME = "crab"
 #: model-equality tolerance of the release rule (`release_gate`: is the public model a Stage I point?)

@@ -60,9 +60,9 @@ from unlearning.baselines.common import (
 )
 from unlearning.fedavg import fedavg_weights
 from unlearning.history import UploadPrivacy
-from unlearning.params import StrategyParams, check_range
 from unlearning.probes import require_probe
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy_params import StrategyParams, check_range
 
 NAME = "fedadp"
 

@@ -38,8 +38,8 @@ from unlearning.baselines.common import (
     stored_plain,
 )
 from unlearning.fedavg import fedavg_weights
-from unlearning.params import StrategyParams, check_range
 from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy_params import StrategyParams, check_range
 
 NAME = "federaser"
 

@@ -61,12 +61,12 @@ from unlearning.baselines.fedrecover_report import build_report
 from unlearning.baselines.fedrecover_state import FedRecoverState
 from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
-from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.starfish.correction import ask_exact, replace_rows
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
+from unlearning.strategy_params import StrategyParams, check_choice, check_range
 
 NAME = "fedrecover"
 #: default T_c = ⌈T·CORRECTION_RATE⌉ and T_f = ⌈T·FINAL_TUNING_RATE⌉ when not given

@@ -48,9 +48,9 @@ from unlearning.baselines.common import (
 )
 from unlearning.fedavg import fedavg_weights, reveal_client_aggregate
 from unlearning.history import SharedHistory
-from unlearning.params import StrategyParams, check_choice, check_range
 from unlearning.probes import ModelProbe, require_probe
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult
+from unlearning.strategy_params import StrategyParams, check_choice, check_range
 
 NAME = "puf"
 #: paper defaults for η_u per operating mode (PUF §V-A)

@@ -20,9 +20,9 @@ import random
 from dataclasses import dataclass
 from typing import cast
 
+from unlearning.starfish.driver import StarfishStrategy
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.secrs import RoundSelector, Selection
-from unlearning.starfish.strategy import StarfishStrategy
 from unlearning.strategy import UnlearnContext, UnlearningError
 
 NAME = "random"

@@ -26,8 +26,8 @@ from unlearning.baselines.common import (
     descend,
 )
 from unlearning.fedavg import fedavg_weights, reveal_client_aggregate
-from unlearning.params import StrategyParams, check_range
 from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult
+from unlearning.strategy_params import StrategyParams, check_range
 
 NAME = "retrain"
 

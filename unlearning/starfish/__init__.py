@@ -10,11 +10,11 @@
 * `state`      — the resumable state (public parts and secrets);
 * `run_log`    — the typed log of a run (rounds, flags, asks, curvature bits, release decisions);
 * `run_report` — ARP, Theorem 1 inputs, revealed values;
-* `strategy`   — Algorithm 4 as `StarfishStrategy` (given a `RoundSelector`, SecRS by default).
+* `driver`     — Algorithm 4 as `StarfishStrategy` (given a `RoundSelector`, SecRS by default).
 """
 
+from unlearning.starfish.driver import StarfishStrategy
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.state import StarfishState
-from unlearning.starfish.strategy import StarfishStrategy
 
 __all__ = ["StarfishParams", "StarfishState", "StarfishStrategy"]

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from unlearning.errors import UnlearningError
-from unlearning.params import ALIAS, StrategyParams
+from unlearning.strategy_params import ALIAS, StrategyParams
 
 #: round-selection comparison methods (Algorithm 1 and Appendix C, Algorithm 6)
 METHODS = ("auto", "method1", "method2", "alt")
@@ -30,7 +30,7 @@ MIN_COHORT_FLOOR = 2
 
 @dataclass(frozen=True)
 class StarfishParams(StrategyParams):
-    """Parameters of one Starfish run (`unlearning.params.parse_params` builds and checks them)."""
+    """Parameters of one Starfish run (`unlearning.strategy_params.parse_params` builds and checks them)."""
 
     sigma: float = 0.6  #: selection rate σ ∈ (0, 1]: T′ = ⌈σT⌉
     alpha: float = 0.4  #: tolerance rate α ∈ (0, 1] (used by clients for δ_i^j; recorded)

@@ -36,8 +36,8 @@ from evaluation.unlearning_metrics import model_gap
 from harness.demo import demo_report as rep
 from harness.demo.demo_config import DemoConfig
 from harness.demo.fleet import Fleet
+from harness.demo.processes import DemoServices
 from harness.demo.reference import BackgroundRetrain, evaluator
-from harness.demo.services import DemoServices
 from harness.demo.stage1 import StageOne, train
 from harness.demo.unlearn import UnlearnOutcome, via_admin
 from harness.report_page import render_page
