@@ -9,8 +9,9 @@ deriving `Strategy`; pure helper functions for the maths; explicit errors. What 
 * `requires_plaintext`, `needs_probe`, `resumable` — what it needs to run (a plaintext
   history, a `ModelProbe`, checkpoints) and so whether it can run as a 2PC job;
 * `run(ctx)` — parse, validate, then `unlearn(ctx, params)`, which each strategy writes;
-* `restore_state` — a resumable strategy rebuilds its `ResumableState` from the three
-  parts a checkpoint stores (public JSON, public tensors, this party's secrets).
+* `state_type`, `restore_state` — a resumable strategy names its `ResumableState`, which
+  `restore_state` rebuilds from the three parts a checkpoint stores (public JSON, public
+  tensors, this party's secrets).
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class ResumableState(ABC):
     def secrets(self) -> dict[str, Secret]:
         """Secrets by name (each party stores its own share)."""
 
+    @classmethod
+    @abstractmethod
+    def from_parts(
+        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
+    ) -> ResumableState:
+        """Rebuild a state from the three parts; ValueError when a part is missing or malformed."""
+
 
 @dataclass
 class UnlearnContext:
@@ -120,6 +128,8 @@ class Strategy(ABC, Generic[P]):
     requires_plaintext: bool = False
     needs_probe: bool = False
     resumable: bool = False
+    #: the state a resumable strategy checkpoints (`restore_state` rebuilds it)
+    state_type: type[ResumableState] | None = None
 
     @classmethod
     def parse_params(cls, raw: Mapping[str, Any]) -> P:
@@ -163,8 +173,14 @@ class Strategy(ABC, Generic[P]):
     def restore_state(
         cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
     ) -> ResumableState:
-        """Rebuild the state a checkpoint stored (resumable strategies override this)."""
-        raise UnlearningError(f"strategy {cls.name!r} does not support resuming from a checkpoint")
+        """The `state_type` a checkpoint stored (`UnlearningError` when a part is missing or malformed,
+        or when the strategy does not resume)."""
+        if cls.state_type is None:
+            raise UnlearningError(f"strategy {cls.name!r} does not support resuming from a checkpoint")
+        try:
+            return cls.state_type.from_parts(public, tensors, secrets)
+        except ValueError as exc:
+            raise UnlearningError(str(exc)) from None
 
 
 def run_request(ctx: UnlearnContext, params: StrategyParams) -> dict[str, Any]:

@@ -61,7 +61,6 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -75,7 +74,7 @@ from unlearning.probes import ModelProbe, require_probe
 from unlearning.starfish.correction import ask_exact
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
-from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
+from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult, check_resume, run_request
 from unlearning.strategy_params import StrategyParams, check_choice, check_range
 
 NAME = "crab"
@@ -267,6 +266,7 @@ class CrabStrategy(Strategy[CrabParams]):
     name = NAME
     params_type = CrabParams
     resumable = True
+    state_type = CrabState
 
     def validate(self, ctx: UnlearnContext, params: CrabParams) -> None:
         super().validate(ctx, params)
@@ -285,16 +285,6 @@ class CrabStrategy(Strategy[CrabParams]):
         steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
         report["timings"] = {"total_seconds": time.perf_counter() - start, "steps": steps}
         return UnlearnResult(model=state.model.to(torch.float32), report=report)
-
-    @classmethod
-    def restore_state(
-        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
-    ) -> CrabState:
-        """The `CrabState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
-        try:
-            return CrabState.from_parts(public, tensors, secrets)
-        except ValueError as exc:
-            raise UnlearningError(str(exc)) from None
 
 
 class _Run:

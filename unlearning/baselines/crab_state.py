@@ -26,6 +26,15 @@ from mpc.backend import Secret
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.run_report import average_round_saving, release_section
+from unlearning.starfish.state_parts import (
+    check_header,
+    header,
+    held_secret,
+    public_model,
+    reading,
+    release_json,
+    restore_release,
+)
 from unlearning.strategy import ResumableState
 
 STATE_VERSION = 1
@@ -67,8 +76,7 @@ class CrabState(ResumableState):
 
     def public_json(self) -> dict[str, Any]:
         return {
-            "version": STATE_VERSION,
-            "strategy": NAME,
+            **header(NAME, STATE_VERSION),
             "clients": list(self.clients),
             "score": self.score,
             "windows": [list(w) for w in self.windows],
@@ -79,25 +87,23 @@ class CrabState(ResumableState):
             "stored_fraction": self.stored_fraction,
             "kept_bits": self.kept_bits,
             "round": self.round,
-            "log": self.log.to_json(),
-            "pending": self.pending.to_json(),
+            **release_json(self.log, self.pending),
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
         return {"model": self.model.clone()}
 
     def secrets(self) -> dict[str, Secret]:
-        return {} if self.held is None else {"held": self.held}
+        return held_secret(self.held)
 
     @classmethod
     def from_parts(
         cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
     ) -> CrabState:
         """Rebuild a state from the three parts; raises ValueError if any part is missing."""
-        if public.get("version") != STATE_VERSION or public.get("strategy") != NAME:
-            raise ValueError(f"not a Crab state of version {STATE_VERSION}")
-        try:
-            pending = PendingRelease.from_json(public["pending"])
+        check_header(public, NAME, STATE_VERSION, "Crab")
+        with reading("Crab"):
+            log, pending, held = restore_release(public, secrets)
             return cls(
                 clients=tuple(str(c) for c in public["clients"]),
                 score=str(public["score"]),
@@ -106,18 +112,14 @@ class CrabState(ResumableState):
                 selected=[int(i) for i in public["selected"]],
                 kept=[[str(c) for c in k] for k in public["kept"]],
                 j_star=int(public["j_star"]),
-                model=tensors["model"].to(torch.float64).clone(),
+                model=public_model(tensors),
                 stored_fraction=float(public["stored_fraction"]),
                 kept_bits=int(public["kept_bits"]),
                 round=int(public["round"]),
-                log=StarfishLog.from_json(public["log"]),
+                log=log,
                 pending=pending,
-                held=secrets["held"] if pending.steps else None,
+                held=held,
             )
-        except KeyError as exc:
-            raise ValueError(f"incomplete Crab state: missing {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"malformed Crab state: {exc}") from None
 
 
 def revealed_kinds(state: CrabState) -> dict[str, Any]:

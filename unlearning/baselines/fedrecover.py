@@ -50,9 +50,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -164,6 +162,7 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
     name = NAME
     params_type = FedRecoverParams
     resumable = True
+    state_type = FedRecoverState
 
     def validate(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
         super().validate(ctx, params)
@@ -184,16 +183,6 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
         steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
         report["timings"] = {"total_seconds": time.perf_counter() - start, "steps": steps}
         return UnlearnResult(model=state.model.to(torch.float32), report=report)
-
-    @classmethod
-    def restore_state(
-        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
-    ) -> FedRecoverState:
-        """The `FedRecoverState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
-        try:
-            return FedRecoverState.from_parts(public, tensors, secrets)
-        except ValueError as exc:
-            raise UnlearningError(str(exc)) from None
 
 
 class _Run:

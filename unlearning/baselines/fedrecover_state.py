@@ -31,9 +31,19 @@ from unlearning.starfish.state import (
     pairs_tensors,
     restore_pairs,
 )
+from unlearning.starfish.state_parts import (
+    check_header,
+    header,
+    held_secret,
+    public_model,
+    reading,
+    release_json,
+    restore_release,
+)
 from unlearning.strategy import ResumableState
 
 STATE_VERSION = 1
+NAME = "fedrecover"
 
 
 @dataclass
@@ -67,46 +77,36 @@ class FedRecoverState(ResumableState):
 
     def public_json(self) -> dict[str, Any]:
         return {
-            "version": STATE_VERSION,
-            "strategy": "fedrecover",
+            **header(NAME, STATE_VERSION),
             "clients": list(self.clients),
             "round": self.round,
             **pairs_public(self.buffers, self.forms),
-            "log": self.log.to_json(),
-            "pending": self.pending.to_json(),
+            **release_json(self.log, self.pending),
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
         return {"model": self.model.clone(), **pairs_tensors(self.buffers)}
 
     def secrets(self) -> dict[str, Secret]:
-        out: dict[str, Secret] = {"tau": self.tau, **pairs_secrets(self.buffers, self.forms)}
-        if self.held is not None:
-            out["held"] = self.held
-        return out
+        return {"tau": self.tau, **pairs_secrets(self.buffers, self.forms), **held_secret(self.held)}
 
     @classmethod
     def from_parts(
         cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
     ) -> FedRecoverState:
         """Rebuild a state from the three parts; raises ValueError if any part is missing."""
-        if public.get("version") != STATE_VERSION or public.get("strategy") != "fedrecover":
-            raise ValueError(f"not a FedRecover state of version {STATE_VERSION}")
-        try:
+        check_header(public, NAME, STATE_VERSION, "FedRecover")
+        with reading("FedRecover"):
             buffers, forms = restore_pairs(public, tensors, secrets)
-            pending = PendingRelease.from_json(public["pending"])
+            log, pending, held = restore_release(public, secrets)
             return cls(
                 clients=tuple(str(c) for c in public["clients"]),
                 tau=secrets["tau"],
-                model=tensors["model"].to(torch.float64).clone(),
+                model=public_model(tensors),
                 round=int(public["round"]),
                 buffers=buffers,
                 forms=forms,
-                log=StarfishLog.from_json(public["log"]),
+                log=log,
                 pending=pending,
-                held=secrets["held"] if pending.steps else None,
+                held=held,
             )
-        except KeyError as exc:
-            raise ValueError(f"incomplete FedRecover state: missing {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"malformed FedRecover state: {exc}") from None

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import torch
 
@@ -89,6 +88,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
     name = "starfish"
     params_type = StarfishParams
     resumable = True
+    state_type = StarfishState
 
     def __init__(self, selector: RoundSelector | None = None, noise: NoiseDraw | None = None) -> None:
         self.selector = selector if selector is not None else SecRSSelector()
@@ -114,16 +114,6 @@ class StarfishStrategy(Strategy[StarfishParams]):
         report = build_report(self.name, ctx.backend.name, params, state, total, eta)
         report["costs"] = run_ledger.to_dict()
         return UnlearnResult(model=state.model.to(torch.float32), report=report)
-
-    @classmethod
-    def restore_state(
-        cls, public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
-    ) -> StarfishState:
-        """The `StarfishState` a checkpoint stored (raises `UnlearningError` when a part is missing)."""
-        try:
-            return StarfishState.from_parts(public, tensors, secrets)
-        except ValueError as exc:
-            raise UnlearningError(str(exc)) from None
 
     def _execute(self, ctx: UnlearnContext, params: StarfishParams) -> StarfishState:
         total = ctx.history.num_rounds

@@ -29,6 +29,7 @@ import torch
 from mpc.backend import Fixed, Prepared, Secret
 from unlearning.starfish.release import PendingRelease
 from unlearning.starfish.run_log import StarfishLog
+from unlearning.starfish.state_parts import held_secret, public_model, reading, release_json, restore_release
 from unlearning.strategy import ResumableState
 
 STATE_VERSION = 2
@@ -127,8 +128,7 @@ class StarfishState(ResumableState):
             "warmup_pairs": self.warmup_pairs,
             "warmup_over": self.warmup_over,
             **pairs_public(self.buffers, self.forms),
-            "log": self.log.to_json(),
-            "pending": self.pending.to_json(),
+            **release_json(self.log, self.pending),
         }
 
     def public_tensors(self) -> dict[str, torch.Tensor]:
@@ -138,9 +138,7 @@ class StarfishState(ResumableState):
         out: dict[str, Secret] = {"deltas": self.deltas}
         if self.noise_key is not None:
             out["noise_key"] = self.noise_key
-        if self.held is not None:
-            out["held"] = self.held
-        return {**out, **pairs_secrets(self.buffers, self.forms)}
+        return {**out, **held_secret(self.held), **pairs_secrets(self.buffers, self.forms)}
 
     @classmethod
     def from_parts(
@@ -150,35 +148,25 @@ class StarfishState(ResumableState):
         version = public.get("version")
         if version not in READABLE_VERSIONS:
             raise ValueError(f"unsupported Starfish state version {version!r}")
-        try:
+        with reading("Starfish"):
             buffers, forms = restore_pairs(public, tensors, secrets)
+            log, pending, held = restore_release({"pending": {}, **public}, secrets)  # version 1 holds none
             return cls(
                 clients=tuple(public["clients"]),
                 selected=tuple(sorted(int(r) for r in public["selected" if version == 2 else "ranked"])),
                 method=str(public["method"]),
                 deltas=secrets["deltas"],
-                model=tensors["model"].to(torch.float64).clone(),
+                model=public_model(tensors),
                 round=int(public["round"]),
                 warmup_pairs=int(public["warmup_pairs"]),
                 warmup_over=bool(public["warmup_over"]),
                 buffers=buffers,
-                log=StarfishLog.from_json(public["log"]),
-                pending=PendingRelease.from_json(public.get("pending", {})),
-                held=_held(public, secrets),
+                log=log,
+                pending=pending,
+                held=held,
                 forms=forms,
                 noise_key=secrets.get("noise_key"),
             )
-        except KeyError as exc:
-            raise ValueError(f"incomplete Starfish state: missing {exc}") from None
-        except TypeError as exc:
-            raise ValueError(f"malformed Starfish state: {exc}") from None
-
-
-def _held(public: Mapping[str, Any], secrets: Mapping[str, Secret]) -> Secret | None:
-    """The held update, which a state with pending steps must carry."""
-    if public.get("pending", {}).get("steps"):
-        return secrets["held"]
-    return None
 
 
 def pairs_public(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str, PairCache]) -> dict[str, Any]:
