@@ -40,6 +40,7 @@ from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2
 from server.jobs.checkpoints import CKPT_RE
 
+from helpers.polling import poll
 from helpers.stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
 
 TRIALS = int(os.environ.get("STARFISH_FAULT_TRIALS", "2"))
@@ -71,10 +72,6 @@ def service(tmp_path_factory):
     svc.stop()
 
 
-def _job_dir(service, role: int, job_id: str) -> Path:
-    return service.dep.data_dir(role) / "jobs" / job_id
-
-
 def _latest_checkpoint(folder: Path) -> int:
     """The newest complete checkpoint in `folder` (read only: a worker may be writing one)."""
     try:
@@ -85,13 +82,13 @@ def _latest_checkpoint(folder: Path) -> int:
 
 def _common_checkpoint(service, job_id: str) -> int:
     """The newest unlearning round both parties checkpointed (read from their job directories)."""
-    return min(_latest_checkpoint(_job_dir(service, role, job_id) / "checkpoints") for role in (0, 1))
+    return min(_latest_checkpoint(service.job_dir(role, job_id) / "checkpoints") for role in (0, 1))
 
 
 def _pid(service, victim: str, job_id: str) -> int | None:
     if victim == "dealer":  # the dealer service (its own operator's process)
         return service.dep.dealer_proc.pid
-    path = _job_dir(service, 1 if victim == "party1 worker" else 0, job_id) / "worker.pid"
+    path = service.job_dir(1 if victim == "party1 worker" else 0, job_id) / "worker.pid"
     try:
         return int(path.read_text())
     except (FileNotFoundError, ValueError):
@@ -108,37 +105,45 @@ def _status(service, job_id: str) -> admin_pb2.JobStatus | None:
 
 def _await(service, job_id: str, predicate, what: str, timeout_s: float = JOB_TIMEOUT_S) -> admin_pb2.JobStatus:
     """Poll the job until `predicate(status)`; fails if the job ends first."""
-    end = time.time() + timeout_s
-    while time.time() < end:
+
+    def reached() -> admin_pb2.JobStatus | None:
         status = _status(service, job_id)
         if status is not None and predicate(status):
             return status
         if status is not None and status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
             raise AssertionError(f"job ended ({status.state}: {status.error}) while waiting for {what}")
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+        return None
+
+    status = poll(reached, timeout_s, 0.05)
+    if status is None:
+        raise AssertionError(f"timed out waiting for {what}")
+    return status
 
 
 def _kill_after_checkpoint(service, job_id: str, victim: str, round_index: int, spared: set[int]) -> int:
     """SIGKILL `victim` once both parties hold checkpoint `round_index` (a process not yet killed)."""
-    end = time.time() + JOB_TIMEOUT_S
-    while time.time() < end:
+
+    def killed() -> int | None:
         pid = _pid(service, victim, job_id)
         if _common_checkpoint(service, job_id) >= round_index and pid is not None and pid not in spared:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:  # that attempt just ended: wait for the next process
                 spared.add(pid)
-                continue
-            if victim == "dealer":  # its operator restarts it (systemd's Restart=on-failure)
-                service.dep.dealer_proc.wait(10)
-                service.dep.start_dealer()
+                return None
             return pid
         status = _status(service, job_id)
         if status is not None and status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
             raise AssertionError(f"the job ended ({status.error}) before {victim} was killed after round {round_index}")
-        time.sleep(0.05)
-    raise AssertionError(f"no checkpoint {round_index} for {job_id}")
+        return None
+
+    pid = poll(killed, JOB_TIMEOUT_S, 0.05)
+    if pid is None:
+        raise AssertionError(f"no checkpoint {round_index} for {job_id}")
+    if victim == "dealer":  # its operator restarts it (systemd's Restart=on-failure)
+        service.dep.dealer_proc.wait(10)
+        service.dep.start_dealer()
+    return pid
 
 
 def _finish(service, job_id: str) -> tuple[admin_pb2.JobStatus, dict]:
@@ -182,10 +187,9 @@ def test_unlearn_does_not_wait_for_a_round_no_client_joins(service):
 def test_a_waiting_job_closes_a_round_that_can_commit(service):
     """Three consistent uploads (the minimum cohort) in the open round: it commits, then the job starts."""
     uploaders = CLIENTS[-3:]
-    with service.dep.admin() as admin:
-        end = time.time() + 60
-        while not (open_round := admin.status().open_round) and time.time() < end:
-            time.sleep(0.1)  # the previous job just ended: the next round opens
+    with service.dep.admin() as admin:  # the previous job just ended: the next round opens
+        open_round = poll(lambda: admin.status().open_round or None, 60)
+    assert open_round, "no training round opened after the previous job"
     for uploader in uploaders:
         with service.dep.client(uploader) as client:
             receipt = client.run_round(
@@ -231,7 +235,7 @@ def test_failed_job_keeps_checkpoints_and_identical_request_resumes(service):
     failed = _await(service, failed_id, lambda s: s.state == admin_pb2.JOB_STATE_FAILED, "the failure", 120)
     assert failed.failed_process == "party1 worker" and "killed by SIGKILL" in failed.last_error
     assert "without progress" in failed.error and "party1 worker killed by SIGKILL" in failed.error
-    kept = [_latest_checkpoint(_job_dir(service, r, failed_id) / "checkpoints") for r in (0, 1)]
+    kept = [_latest_checkpoint(service.job_dir(r, failed_id) / "checkpoints") for r in (0, 1)]
     assert min(kept) >= 2, kept
 
     with service.dep.admin() as admin:
@@ -242,7 +246,7 @@ def test_failed_job_keeps_checkpoints_and_identical_request_resumes(service):
     assert final.adopted_from == failed_id and final.attempt == 1
     assert report["resumed_at"] and min(report["resumed_at"]) >= 2  # not from round 0
     for role in (0, 1):  # moved into the new job, then removed with it
-        assert not (_job_dir(service, role, failed_id) / "checkpoints").exists()
+        assert not (service.job_dir(role, failed_id) / "checkpoints").exists()
     assert gap <= GAP
 
 
@@ -274,20 +278,23 @@ def test_random_kills_during_jobs_reach_the_undisturbed_model(service, trial):
 def _no_round_while(service, job_id: str) -> tuple[admin_pb2.JobStatus, list[int]]:
     """Poll until the job ends; the training rounds seen open or closing while it was queued or running."""
     seen: list[int] = []
-    end = time.time() + JOB_TIMEOUT_S
-    while time.time() < end:
+
+    def ended() -> admin_pb2.JobStatus | None:
         try:
             with service.dep.admin() as admin:
                 status, training = admin.job_status(job_id), admin.status()
         except StarfishError:  # party0 restarting
-            time.sleep(0.05)
-            continue
+            return None
         if status.state not in (admin_pb2.JOB_STATE_QUEUED, admin_pb2.JOB_STATE_RUNNING):
-            return status, seen
+            return status
         if status.state == admin_pb2.JOB_STATE_RUNNING and training.open_round:
             seen.append(training.open_round)
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} did not end")
+        return None
+
+    final = poll(ended, JOB_TIMEOUT_S, 0.05)
+    if final is None:
+        raise AssertionError(f"job {job_id} did not end")
+    return final, seen
 
 
 @pytest.mark.parametrize("trial", range(RESTARTS))
@@ -309,10 +316,9 @@ def test_party0_restart_during_a_job_opens_no_round_and_training_continues_from_
     base, model_hash = report["job"]["base_round"], report["job"]["model_hash"]
     with service.dep.admin() as admin:
         assert admin.global_model(base + 1)[0].model_hash == model_hash  # the job's model is M_{T+1}
-        end = time.time() + 30
-        while not (training := admin.status()).open_round and time.time() < end:
-            time.sleep(0.1)  # training continues: the next round opens from the job's model
-    assert training.open_round == base + 2, training.open_round
+        # training continues: the next round opens from the job's model
+        open_round = poll(lambda: admin.status().open_round or None, 30)
+    assert open_round == base + 2, open_round
     store = service.store(0)
     try:
         assert store.round_record(base + 2).model_in_hash == model_hash

@@ -22,7 +22,6 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import grpc
@@ -32,6 +31,7 @@ from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2, admin_pb2_grpc
 from server.auth import CLIENT_ID_KEY, CLIENT_TOKEN_KEY
 
+from helpers.polling import poll
 from helpers.stage2_fixtures import TrainedService
 
 CLIENTS = [f"c{i}" for i in range(5)]
@@ -102,40 +102,35 @@ def test_recovery_rounds_beyond_the_operator_bound_is_refused(service):
         assert not admin.list_jobs().jobs  # nothing queued
 
 
-def _job_dir(service, role: int, job_id: str) -> Path:
-    return service.dep.data_dir(role) / "jobs" / job_id
-
-
 def _worker_pid(service, role: int, job_id: str, timeout_s: float = 180) -> int:
     """The pid of party `role`'s worker for the job, once it runs."""
-    path = _job_dir(service, role, job_id) / "worker.pid"
-    end = time.time() + timeout_s
-    while time.time() < end:
+    path = service.job_dir(role, job_id) / "worker.pid"
+
+    def pid() -> int | None:
         try:
             return int(path.read_text())
         except (FileNotFoundError, ValueError):
-            time.sleep(0.1)
-    raise AssertionError(f"party{role} started no worker for {job_id}")
+            return None
+
+    found = poll(pid, timeout_s)
+    if found is None:
+        raise AssertionError(f"party{role} started no worker for {job_id}")
+    return found
 
 
 def _gone(pid: int, timeout_s: float = 20) -> bool:
-    end = time.time() + timeout_s
-    while time.time() < end:
+    def exited() -> bool:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        time.sleep(0.1)
-    return False
+        return False
+
+    return poll(exited, timeout_s) is not None
 
 
 def _await_log(path: Path, text: str, timeout_s: float = 30) -> bool:
-    end = time.time() + timeout_s
-    while time.time() < end:
-        if text in path.read_text(errors="replace"):
-            return True
-        time.sleep(0.1)
-    return False
+    return poll(lambda: text in path.read_text(errors="replace"), timeout_s) is not None
 
 
 def _party1_job_state(service, job_id: str) -> str:
@@ -169,9 +164,7 @@ def _train_one_round(service) -> int:
         t.join(150)
     assert not errors, errors
     with service.dep.admin() as admin:
-        end = time.time() + 60
-        while admin.status().latest_committed <= before and time.time() < end:
-            time.sleep(0.1)
+        poll(lambda: admin.status().latest_committed > before, 60)
         return admin.status().latest_committed
 
 
@@ -206,7 +199,7 @@ def test_duplicates_answered_with_the_job_and_cancel_stops_it_cleanly(service):
     assert _await_log(dealer_log, f"session {job_id}.1 aborted")  # the dealer ended the session
     assert _party1_job_state(service, job_id) == "cancelled"
     for role in (0, 1):
-        leftover = _job_dir(service, role, job_id) / "checkpoints"
+        leftover = service.job_dir(role, job_id) / "checkpoints"
         assert not leftover.exists() or not any(leftover.iterdir()), role
     assert _train_one_round(service) > ROUNDS  # training resumed on both parties
     for role in (0, 1):

@@ -4,8 +4,9 @@
 federated logistic regression for a few Stage I rounds with SDK clients in threads
 (full-batch gradients, so "the exact gradient at a model" is deterministic), then keeps
 the clients answering warm-up/correction tasks (`silenced(c)` stops one for a while).
-The Stage II tests share one such service (session fixture `stage2` in conftest.py); each
-job targets other clients, and `erased` lists the targets of the jobs done so far.
+The Stage II tests share one such service (session fixture `stage2` in conftest.py, made by
+`stage2_service`, which a module needing a service of its own uses too); each job targets
+other clients, and `erased` lists the targets of the jobs done so far.
 
 `plaintext_reference` runs the job's strategy on PlainBackend over an InMemoryHistory built
 from the same public models and memberships the service stored (clients erased before
@@ -17,7 +18,6 @@ service recorded answers.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +35,8 @@ from server.store import Store
 from unlearning import registry
 from unlearning.history import GradientOracle, GradientRequest, InMemoryHistory, RoundInfo
 from unlearning.strategy import UnlearnContext
+
+from helpers.polling import poll
 
 STAGE2_CLIENTS = [f"c{i}" for i in range(7)]  #: c6 is the evidence tests' own target
 STAGE2_ROUNDS = 8
@@ -146,11 +148,9 @@ class TrainedService:
             w.join(120)
         if errors:
             raise errors[0]
-        end = time.time() + 120  # with DP, each round closes by a 2PC clip session
-        while admin.status().latest_committed < self.rounds:
-            if time.time() > end:
-                raise TimeoutError("Stage I training did not finish")
-            time.sleep(0.05)
+        # with DP, each round closes by a 2PC clip session
+        if poll(lambda: admin.status().latest_committed >= self.rounds, 120, 0.05) is None:
+            raise TimeoutError("Stage I training did not finish")
         admin.close()
 
     def serve(self, cid: str) -> None:
@@ -195,6 +195,27 @@ class TrainedService:
 
     def store(self, role: int) -> Store:
         return Store(self.dep.data_dir(role), role, readonly=True)
+
+    def job_dir(self, role: int, job_id: str) -> Path:
+        """Party `role`'s folder of job `job_id` (its worker's pid file, its checkpoints)."""
+        return self.dep.data_dir(role) / "jobs" / job_id
+
+
+@contextmanager
+def stage2_service(root: Path) -> Iterator[TrainedService]:
+    """A trained service in the shared Stage II shape (clients, rounds, task timeout, the
+    operator's parameters), stopped on leaving."""
+    svc = TrainedService.create(
+        root,
+        STAGE2_CLIENTS,
+        rounds=STAGE2_ROUNDS,
+        jobs={"task_timeout_s": TASK_TIMEOUT_S},
+        unlearning={"parameters": STAGE2_PARAMS},
+    )
+    try:
+        yield svc
+    finally:
+        svc.stop()
 
 
 class MirrorOracle(GradientOracle):

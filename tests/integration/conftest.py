@@ -6,20 +6,13 @@ import pytest
 
 import starfish_flower.offline  # noqa: F401  (before any flwr import: no telemetry leaves the machine)
 
-from helpers.stage2_fixtures import STAGE2_CLIENTS, STAGE2_PARAMS, STAGE2_ROUNDS, TASK_TIMEOUT_S, TrainedService
+from helpers.stage2_fixtures import stage2_service
 
 
 @pytest.fixture(scope="session")
 def stage2(tmp_path_factory):
-    svc = TrainedService.create(
-        tmp_path_factory.mktemp("stage2"),
-        STAGE2_CLIENTS,
-        rounds=STAGE2_ROUNDS,
-        jobs={"task_timeout_s": TASK_TIMEOUT_S},
-        unlearning={"parameters": STAGE2_PARAMS},
-    )
-    yield svc
-    svc.stop()
+    with stage2_service(tmp_path_factory.mktemp("stage2")) as svc:
+        yield svc
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -33,15 +31,8 @@ from server.jobs.checkpoints import held_checkpoint
 from server.store import StoreError
 from unlearning import registry
 
-from helpers.stage2_fixtures import (
-    STAGE2_CLIENTS,
-    STAGE2_PARAMS,
-    STAGE2_ROUNDS,
-    TASK_TIMEOUT_S,
-    TrainedService,
-    plaintext_reference,
-    relative_gap,
-)
+from helpers.polling import poll
+from helpers.stage2_fixtures import STAGE2_ROUNDS, plaintext_reference, relative_gap, stage2_service
 
 JOB_TIMEOUT_S = 240
 #: strategy → (target, parameters, decisions the job shares with the plaintext run, published kinds)
@@ -64,15 +55,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    svc = TrainedService.create(
-        tmp_path_factory.mktemp("strategy-jobs"),
-        STAGE2_CLIENTS,
-        rounds=STAGE2_ROUNDS,
-        jobs={"task_timeout_s": TASK_TIMEOUT_S},
-        unlearning={"parameters": STAGE2_PARAMS},
-    )
-    yield svc
-    svc.stop()
+    with stage2_service(tmp_path_factory.mktemp("strategy-jobs")) as svc:
+        yield svc
 
 
 def _cli(service, *args: str) -> subprocess.CompletedProcess:
@@ -155,21 +139,16 @@ def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strat
     assert strategy in page.read_text() and "erasure certificate" in page.read_text().lower()
 
 
-def _job_dir(service, role: int, job_id: str) -> Path:
-    return service.dep.data_dir(role) / "jobs" / job_id
-
-
 def _kill_party1_worker_after(service, job_id: str, checkpoint: int) -> None:
     """SIGKILL party1's worker once both parties hold `checkpoint` of the job."""
-    end = time.time() + JOB_TIMEOUT_S
-    while time.time() < end:
-        held = min(held_checkpoint(_job_dir(service, role, job_id)) for role in (0, 1))
-        pid_file = _job_dir(service, 1, job_id) / "worker.pid"
-        if held >= checkpoint and pid_file.exists():
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"no checkpoint {checkpoint} of {job_id}")
+    pid_file = service.job_dir(1, job_id) / "worker.pid"
+
+    def held() -> bool:
+        return min(held_checkpoint(service.job_dir(role, job_id)) for role in (0, 1)) >= checkpoint
+
+    if poll(lambda: held() and pid_file.exists(), JOB_TIMEOUT_S, 0.02) is None:
+        raise AssertionError(f"no checkpoint {checkpoint} of {job_id}")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 @pytest.mark.timeout(2 * JOB_TIMEOUT_S + 120)
