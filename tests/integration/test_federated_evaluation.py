@@ -28,6 +28,7 @@ from client_sdk.evaluation import EvalCounts
 from harness.report_page import render_page
 from mpc.eval_counts import encode, share
 from proto.starfish.v1 import admin_pb2
+from starfish_cli.admin_view import job_text
 
 from helpers.stage2_fixtures import STAGE2_PARAMS, TASK_TIMEOUT_S, TrainedService
 
@@ -167,6 +168,7 @@ def test_sums_of_accepted_answers_are_revealed_and_garbage_is_named(evaluated):
     assert [r.client_id for r in fe.refused_clients] == ["c5"]
     sentence = f"On 4 remaining clients' own data ({expected['total']} examples) the new model scores"
     assert fe.summary.startswith(sentence)
+    assert f"federated evaluation (revealed): {sentence}" in job_text(status)  # `starfish admin status`
     page = render_page(report)
     assert escape(sentence) in page
     assert f"{100 * ev['accuracy_new']:.1f} %" in page and "c5" in page
