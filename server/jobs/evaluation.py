@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from mpc.eval_counts import check_answers, reveal_sums, share_of_sums
+from mpc.eval_counts import CountVerdict, check_answers, reveal_sums, share_of_sums
 from proto.starfish.v1 import peer_pb2
 from server.config import PartyConfig
 from server.jobs import evaluation_section, evaluation_tasks
 from server.jobs.evaluation_tasks import FAILED, RUNNING, TOO_FEW
 from server.jobs.jobstore import JobRecord
 from server.party_state import PartyState
-from server.peer_client import PeerClient
+from server.peer_client import PeerClient, PeerRefused
 from server.upload_check import DealerCorrelation, open_link
 
 log = logging.getLogger(__name__)
@@ -81,35 +81,42 @@ class Evaluation:
         self._post()
         self._save(state=RUNNING, summary="The remaining clients are evaluating the new model.")
         answered = self._await_answers()
-        ev = self.section["evaluators"]
-        ev["missing"] = sorted(set(self.tasks) - set(answered))
+        self.section["evaluators"]["missing"] = sorted(set(self.tasks) - set(answered))
         if not answered:
             self._too_few([])
             return
         rows = evaluation_tasks.shares(self.state.store, self.tasks, answered, self.cfg)
         batch = f"eval-{self.job.job_id}.{int(time.time())}-{os.urandom(4).hex()}"
-        link = None
+        exchange = self._exchange_for(batch, answered)
+        exchange(-1, np.zeros(0, dtype=np.int64))  # starts party1's side of the batch
+        link = open_link(self.cfg, batch)
         try:
-            exchange = self._exchange_for(batch, answered)
-            exchange(-1, np.zeros(0, dtype=np.int64))  # starts party1's side of the batch
-            link = open_link(self.cfg, batch)
             n = self.cfg.evaluation.max_eval_samples
             verdicts = check_answers(0, rows, n, DealerCorrelation(link), exchange)
-            ev["accepted"] = [c for c, v in zip(answered, verdicts, strict=True) if v.accepted]
-            ev["refused"] = [
-                {"client": c, "reason": v.reason()} for c, v in zip(answered, verdicts, strict=True) if not v.accepted
-            ]
-            for entry in ev["refused"]:
-                log.warning("job %s: evaluation answer of %s refused: %s", self.job.job_id, *entry.values())
-            if self._too_few(ev["accepted"]):
-                return
-            sums = reveal_sums(share_of_sums(rows, verdicts), exchange)
         finally:
-            if link is not None:
-                link.close()
+            link.close()
+        if self._too_few(self._sort(answered, verdicts)):
+            return
+        try:
+            sums = reveal_sums(share_of_sums(rows, verdicts), exchange)
+        except PeerRefused as exc:  # party1's own k is larger: it keeps its share of the sums
+            if "not enough evaluators" not in str(exc):
+                raise
+            self._save(state=TOO_FEW, summary=f"Nothing was revealed: {exc}", finished=time.time())
+            return
         self.section = evaluation_section.revealed(self.section, sums, self.cfg.evaluation.probe)
         self._save(finished=time.time())
         log.info("job %s: %s", self.job.job_id, self.section["summary"])
+
+    def _sort(self, answered: list[str], verdicts: list[CountVerdict]) -> list[str]:
+        """Step 4's outcome into the section: accepted and refused (named, with the rule broken)."""
+        ev = self.section["evaluators"]
+        pairs = list(zip(answered, verdicts, strict=True))
+        ev["accepted"] = [c for c, v in pairs if v.accepted]
+        ev["refused"] = [{"client": c, "reason": v.reason()} for c, v in pairs if not v.accepted]
+        for entry in ev["refused"]:
+            log.warning("job %s: evaluation answer of %s refused: %s", self.job.job_id, *entry.values())
+        return ev["accepted"]
 
     def _post(self) -> None:
         """Step 1 on both parties (party1 first: a refusal posts nothing here)."""
@@ -118,7 +125,7 @@ class Evaluation:
             "PostEvaluation",
             peer_pb2.EvaluationTasks(
                 job_id=self.job.job_id,
-                tasks=[peer_pb2.EvaluationTask(client_id=c, task_id=t) for c, t in self.tasks.items()],
+                tasks=self._entries(list(self.tasks)),
                 model_hash=model_hash,
                 base_round=base,
                 deadline_unix=self.deadline,
@@ -128,9 +135,12 @@ class Evaluation:
         )
         evaluation_tasks.post(self.state, self.job.job_id, self.tasks, model_hash, base, self.deadline)
 
+    def _entries(self, clients: list[str]) -> list[peer_pb2.EvaluationTask]:
+        return [peer_pb2.EvaluationTask(client_id=c, task_id=self.tasks[c]) for c in clients]
+
     def _await_answers(self) -> list[str]:
         """Step 2: the clients whose answers both parties hold, once all or the deadline."""
-        ref = peer_pb2.EvaluationRef(job_id=self.job.job_id)
+        ref = peer_pb2.EvaluationRef(job_id=self.job.job_id, tasks=self._entries(list(self.tasks)))
         while True:
             mine = set(evaluation_tasks.held(self.state.store, self.tasks))
             theirs = set(self.peer.unary("EvaluationHeld", ref).client_ids)
@@ -147,7 +157,7 @@ class Evaluation:
                 job_id=self.job.job_id,
                 batch_id=batch,
                 step=step + 1,
-                client_ids=clients if step < 0 else [],
+                tasks=self._entries(clients) if step < 0 else [],
                 words=mine.tolist(),
                 dealer_identity=self.cfg.jobs.dealer_identity,
             )

@@ -95,12 +95,13 @@ class FollowerEvaluation:
 
 
 class FollowerEvaluations:
-    """party1's posted evaluations (job → client → task id) and running batches."""
+    """party1's running evaluation batches. Which tasks belong to a job is read from party1's
+    own store at every call (`evaluation_tasks.verified`), so a restart of party1 loses
+    nothing but a running batch."""
 
     def __init__(self, state: PartyState, jobs: JobStore) -> None:
         self.state, self.jobs = state, jobs
         self.lock = threading.Lock()
-        self.posted: dict[str, dict[str, str]] = {}
         self.batches: dict[str, FollowerEvaluation] = {}
 
     def post(self, request: peer_pb2.EvaluationTasks) -> None:
@@ -118,19 +119,21 @@ class FollowerEvaluations:
             refusal = f"evaluation tasks with unknown clients or ids not derived from the job: {sorted(wrong)}"
         if refusal is not None:
             raise EvaluationRefused(refusal)
+        model, base, deadline = request.model_hash, request.base_round, request.deadline_unix
         try:
-            evaluation_tasks.post(
-                self.state, request.job_id, tasks, request.model_hash, request.base_round, request.deadline_unix
-            )
+            evaluation_tasks.post(self.state, request.job_id, tasks, model, base, deadline)
         except ValueError as exc:
             raise EvaluationRefused(str(exc)) from None
-        with self.lock:
-            self.posted[request.job_id] = tasks
 
-    def held(self, job_id: str) -> list[str]:
-        with self.lock:
-            tasks = self.posted.get(job_id, {})
-        return evaluation_tasks.held(self.state.store, tasks)
+    def _tasks(self, job_id: str, entries) -> dict[str, str]:
+        try:
+            return evaluation_tasks.verified(self.state.store, job_id, {t.client_id: t.task_id for t in entries})
+        except ValueError as exc:
+            raise EvaluationRefused(str(exc)) from None
+
+    def held(self, request: peer_pb2.EvaluationRef) -> list[str]:
+        """EvaluationHeld: the clients of the job's tasks whose answers party1 holds."""
+        return evaluation_tasks.held(self.state.store, self._tasks(request.job_id, request.tasks))
 
     def step(self, request: peer_pb2.EvaluationStepMessage) -> np.ndarray:
         """EvaluationStep: wire step 0 starts the batch; step k > 0 is protocol step k − 1."""
@@ -146,11 +149,11 @@ class FollowerEvaluations:
         cfg = self.state.config
         if request.dealer_identity != cfg.jobs.dealer_identity:
             raise EvaluationRefused(f"party0 uses dealer {request.dealer_identity!r}, party1 trusts another")
+        tasks = self._tasks(request.job_id, request.tasks)
+        clients = sorted(tasks)
+        if not clients or set(clients) - set(evaluation_tasks.held(self.state.store, tasks)):
+            raise EvaluationRefused("an evaluation batch names clients whose answers party1 does not hold")
         with self.lock:
-            tasks = self.posted.get(request.job_id, {})
-            clients = sorted(request.client_ids)
-            if not clients or set(clients) - set(evaluation_tasks.held(self.state.store, tasks)):
-                raise EvaluationRefused("an evaluation batch names clients whose answers party1 does not hold")
             for old in [b for b, batch in self.batches.items() if batch.stale()]:
                 del self.batches[old]
             if request.batch_id not in self.batches:

@@ -43,6 +43,16 @@ def post(state: PartyState, job_id: str, tasks: Mapping[str, str], model_hash: s
         state.post_task(TaskRecord(tid, client, job_id, KIND, base + 1, base, model_hash, deadline))
 
 
+def verified(store: Store, job_id: str, tasks: Mapping[str, str]) -> dict[str, str]:
+    """client → task id of `tasks` after checking each is an evaluation task of `job_id` for
+    that client in this party's own store (ValueError naming the first that is not)."""
+    for client, tid in tasks.items():
+        record = store.task(tid)
+        if record is None or (record.client, record.job_id, record.kind) != (client, job_id, KIND):
+            raise ValueError(f"{tid!r} is not an evaluation task of job {job_id} for {client!r} here")
+    return dict(tasks)
+
+
 def held(store: Store, tasks: Mapping[str, str]) -> list[str]:
     """The clients (of client → task id) whose answer this party holds, sorted."""
     return sorted(c for c, t in tasks.items() if store.load_task_share(t) is not None)

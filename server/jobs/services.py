@@ -293,7 +293,11 @@ class JobPeerService(PeerService):
 
     def EvaluationHeld(self, request, context):
         require_peer(self.cfg, context)
-        return peer_pb2.EvaluationClients(client_ids=self.evaluations.held(request.job_id))
+        try:
+            held = self.evaluations.held(request)
+        except EvaluationRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return peer_pb2.EvaluationClients(client_ids=held)
 
     def EvaluationStep(self, request, context):
         require_peer(self.cfg, context)
