@@ -192,6 +192,11 @@ TERMS: dict[str, tuple[str, str]] = {
         "The global models of the stored training rounds, public to the federation anyway; each is the "
         "average of its round's members, so its cohort is that round's number of clients.",
     ),
+    "evaluation_sums": (
+        "evaluation_sums (the federated evaluation's totals)",
+        "The totals of the remaining clients' evaluation counts (correct answers of the new and the replaced "
+        "model, examples, probe hits); never one client's counts, and only over at least the minimum cohort.",
+    ),
     "unlearned_model": (
         "unlearned_model (the new model)",
         "The model the job produced and published, computed from the remaining clients' contributions only.",

@@ -169,7 +169,12 @@ class Evaluation:
         """Step 4's rule: record "not enough evaluators" and return True when it is not met."""
         refusal = evaluation_tasks.cohort_refusal(self.cfg, accepted)
         verdict = refusal or f"met: {len(accepted)} accepted evaluator(s), minimum cohort {self.cfg.privacy.min_cohort}"
-        self.section["cohort"] = {"min_cohort": self.cfg.privacy.min_cohort, "met": refusal is None, "verdict": verdict}
+        self.section["cohort"] = {
+            "min_cohort": self.cfg.privacy.min_cohort,
+            "principals": evaluation_tasks.principals(self.cfg, accepted),
+            "met": refusal is None,
+            "verdict": verdict,
+        }
         if refusal is None:
             return False
         self._save(state=TOO_FEW, summary=refusal[0].upper() + refusal[1:] + ".", finished=time.time())

@@ -5,7 +5,9 @@ Every value the evaluation publishes is listed here: the revealed sums (Σ corre
 Σ correct(M_T), Σ total and, with a probe, Σ probe_hits(M̂), Σ probe_hits(M_T), Σ probe_total),
 the accuracies and probe rates computed from them, who was asked, accepted, refused (and why)
 or missing, and the cohort verdict. Per-client counts are never opened, so never listed.
-The report file is rewritten durably (temp file, fsync, rename) whenever the section changes.
+The report file is rewritten durably (temp file, fsync, rename) whenever the section changes;
+once the sums are revealed, the report's `revealed` section lists them too (`evaluation_sums`,
+its cohort the accepted evaluators' principals).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 from mpc import durable
 from proto.starfish.v1 import admin_pb2, common_pb2
-from server.jobs.evaluation_tasks import FAILED, NOT_DONE, OFF, PENDING, REVEALED, RUNNING, TOO_FEW
+from server.jobs.evaluation_tasks import NOT_DONE, OFF, PENDING, REVEALED, RUNNING
+from unlearning.report_sections import revealed_kind
 
 REPORT, SUMMARY = "report.json", "summary.txt"
 
@@ -74,6 +77,13 @@ def write(job_dir: Path, section: dict[str, Any], render_summary) -> None:
     path = job_dir / REPORT
     report = json.loads(path.read_text())
     report["federated_evaluation"] = section
+    if section.get("state") == REVEALED:
+        report.setdefault("revealed", {})["evaluation_sums"] = revealed_kind(
+            len(section["sums"]),
+            "the sums of the remaining clients' evaluation counts of M̂ and M_T (federated_evaluation)",
+            cohort=section["cohort"]["principals"],
+            epsilon=None,
+        )
     durable.atomic_write(path, json.dumps(report, indent=1, sort_keys=True).encode())
     durable.atomic_write(job_dir / SUMMARY, render_summary(report).encode())
 
@@ -119,6 +129,3 @@ def to_proto(section: dict[str, Any]) -> admin_pb2.FederatedEvaluation:
             common_pb2.Exclusion(client_id=r["client"], reason=r["reason"]) for r in ev.get("refused", [])
         ],
     )
-
-
-STATES = (PENDING, RUNNING, REVEALED, TOO_FEW, FAILED, NOT_DONE, OFF)

@@ -71,11 +71,16 @@ def shares(store: Store, tasks: Mapping[str, str], clients: list[str], cfg: Part
     return rows
 
 
+def principals(cfg: PartyConfig, accepted: list[str]) -> int:
+    """The distinct principals of the accepted evaluators (clients of one principal count once)."""
+    return principal_count(dict.fromkeys(accepted, 1), cfg.principals)
+
+
 def cohort_refusal(cfg: PartyConfig, accepted: list[str]) -> str | None:
     """The cohort rule of the reveal (server.cohort): the accepted evaluators must be at least
     k = `[privacy] min_cohort` principals (clients of one principal count once). None: met."""
     k = cfg.privacy.min_cohort
-    count = principal_count(dict.fromkeys(accepted, 1), cfg.principals)
+    count = principals(cfg, accepted)
     if count >= k:
         return None
     return (

@@ -161,6 +161,7 @@ def test_sums_of_accepted_answers_are_revealed_and_garbage_is_named(evaluated):
     assert ev["accuracy_old"] == pytest.approx(expected["correct_old"] / expected["total"])
     assert ev["probe_rate_new"] == pytest.approx(expected["probe_new"] / expected["probe_total"])
     assert ev["cohort"]["met"] is True
+    assert report["revealed"]["evaluation_sums"]["cohort"] == 4  # every published value in the report
     assert status.state == admin_pb2.JOB_STATE_SUCCEEDED
     fe = status.federated_evaluation
     assert fe.state == "revealed" and (fe.accepted, fe.refused, fe.missing) == (4, 1, 0)
@@ -188,6 +189,7 @@ def test_too_few_evaluators_reveal_nothing(evaluated):
     ev = report["federated_evaluation"]
     assert ev["state"] == "not_enough_evaluators", ev
     assert "sums" not in ev and "accuracy_new" not in ev
+    assert "evaluation_sums" not in report["revealed"]
     assert ev["evaluators"]["accepted"] == ["c2", "c3"]
     assert ev["evaluators"]["missing"] == ["c4", "c5"]
     assert "not enough evaluators: 2 accepted" in ev["summary"].lower()
