@@ -3,13 +3,15 @@ job succeeded, the remaining SDK clients score M̂ and M_T on their own data wit
 callback and answer with secret-shared counts; the parties check each answer in 2PC, add the
 accepted ones and reveal only the sums under the cohort rule.
 
-One trained service, two jobs:
+One trained service, three jobs:
 1. forget c0 — c1..c4 answer honestly (each its own counts, including a probe: the examples
    of label 1), c5 answers garbage (a count above its total, then a 2^40 share): c5 is refused
    and named, the sums are exactly the plain sums of c1..c4's counts and appear in the report,
    in JobStatus and in the rendered page; the job stays SUCCEEDED;
 2. forget c1 — only c2 and c3 answer (k = 3): nothing is revealed, the report says
-   "not enough evaluators" with the count, and the silent clients are counted as missing.
+   "not enough evaluators" with the count, and the silent clients are counted as missing;
+3. forget c2 with no evaluation callback registered, SIGKILL party0 while the evaluation
+   waits: after the restart it is `not_done`, the job SUCCEEDED, and the next job runs.
 """
 
 from __future__ import annotations
@@ -197,3 +199,29 @@ def test_too_few_evaluators_reveal_nothing(evaluated):
     assert status.federated_evaluation.state == "not_enough_evaluators"
     assert status.federated_evaluation.accuracy_new == 0.0
     assert "Not enough evaluators" in render_page(report)
+
+
+@pytest.mark.timeout(400)
+def test_a_restart_during_the_evaluation_leaves_it_not_done_and_jobs_go_on(evaluated):
+    """party0 killed while the evaluation waits for answers (the clients answer the job's
+    tasks but register no evaluation callback): after its restart the evaluation is recorded
+    as not done, the job stays SUCCEEDED, and the next job runs."""
+    svc, _ = evaluated
+    for cid in ("c2", "c3", "c4", "c5"):
+        if cid in svc.serving:
+            svc.unserve(cid)
+        svc.serve(cid)  # the fixture's loop: job tasks only
+    with svc.dep.admin() as admin:
+        job_id = admin.unlearn(["c2"])
+        assert admin.wait_job(job_id, 180).state == admin_pb2.JOB_STATE_SUCCEEDED
+        status = admin.job_status(job_id)
+        assert status.federated_evaluation.state in ("pending", "running"), status.federated_evaluation
+    svc.dep.kill(0)
+    svc.dep.start(0)
+    with svc.dep.admin() as admin:
+        status = admin.job_status(job_id)
+        assert status.state == admin_pb2.JOB_STATE_SUCCEEDED
+        assert status.federated_evaluation.state == "not_done", status.federated_evaluation
+        assert "restarted" in status.federated_evaluation.summary
+        next_job = admin.unlearn(["c3"])
+        assert admin.wait_job(next_job, 180).state == admin_pb2.JOB_STATE_SUCCEEDED
