@@ -23,6 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from server.jobs import evaluation_section, evaluation_tasks
 from server.jobs.evaluation_tasks import FAILED, RUNNING, TOO_FEW
 from server.jobs.jobstore import JobRecord
 from server.party_state import PartyState
-from server.peer_client import PeerClient, PeerRefused
+from server.peer_client import PeerClient, PeerRefused, Stopped
 from server.upload_check import DealerCorrelation, open_link
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,15 @@ def why_off(cfg: PartyConfig) -> str:
 class Evaluation:
     """One job's evaluation on party0 (module docstring)."""
 
-    def __init__(self, state: PartyState, peer: PeerClient, job: JobRecord, remaining: list[str], job_dir, render):
+    def __init__(
+        self,
+        state: PartyState,
+        peer: PeerClient,
+        job: JobRecord,
+        remaining: list[str],
+        job_dir: Path,
+        render: Callable[[dict], str],
+    ):
         self.state, self.cfg, self.peer, self.job = state, state.config, peer, job
         self.job_dir, self.render = job_dir, render
         self.deadline = time.time() + self.cfg.evaluation.deadline_s
@@ -70,9 +79,12 @@ class Evaluation:
         evaluation_section.write(self.job_dir, self.section, self.render)
 
     def run(self) -> None:
-        """Steps 1–5; any failure is recorded as `failed` with its reason."""
+        """Steps 1–5; any failure is recorded as `failed` with its reason (a stop of party0
+        leaves the section `running`: its next start records it as `not_done`)."""
         try:
             self._run()
+        except Stopped:  # party0 is stopping: left running, recorded as not done at its next start
+            log.info("job %s: federated evaluation interrupted: party0 is stopping", self.job.job_id)
         except Exception as exc:  # never fails the job: the report says why
             log.warning("job %s: federated evaluation failed: %s", self.job.job_id, exc)
             self._save(state=FAILED, summary=f"evaluation failed: {exc}", finished=time.time())
@@ -145,7 +157,9 @@ class Evaluation:
             mine = set(evaluation_tasks.held(self.state.store, self.tasks))
             theirs = set(self.peer.unary("EvaluationHeld", ref).client_ids)
             both = sorted(mine & theirs)
-            if len(both) == len(self.tasks) or time.time() >= self.deadline or self.state.stopping.is_set():
+            if self.state.stopping.is_set():
+                raise Stopped("party is stopping")
+            if len(both) == len(self.tasks) or time.time() >= self.deadline:
                 return both
             time.sleep(POLL_S)
 
