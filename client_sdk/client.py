@@ -32,6 +32,7 @@ import numpy as np
 
 from client_sdk import errors
 from client_sdk.channels import PartyChannels
+from client_sdk.evaluation import EvalFn, answer_shares
 from client_sdk.outbox import Entry, Outbox, default_outbox_root, federation_id
 from client_sdk.retry import LATE_TASK, Behaviour, RetryPolicy, behaviour, is_transient
 from client_sdk.sharing import Sharing, checked_gradient, fingerprint, make_sharing
@@ -93,6 +94,8 @@ class TaskInfo:
     original_round: int
     model_hash: str
     deadline: float
+    probe: str = ""  #: evaluation tasks: the operator's probe ("" = none)
+    max_eval_samples: int = 0  #: evaluation tasks: N, the bound on every count
 
 
 GradFn = Callable[[np.ndarray, TaskInfo], tuple[np.ndarray, int]]
@@ -560,11 +563,19 @@ class Client:
             )
         return params
 
-    def serve_tasks(self, grad_fn: GradFn, stop: threading.Event | None = None, max_tasks: int | None = None) -> int:
+    def serve_tasks(
+        self,
+        grad_fn: GradFn,
+        stop: threading.Event | None = None,
+        max_tasks: int | None = None,
+        eval_fn: EvalFn | None = None,
+    ) -> int:
         """Answer warm-up/correction tasks until `stop` is set or `max_tasks` were answered.
 
         A task is acted on only when both parties announce it identically; the model it names
-        is fetched from both and must hash to the announced value. Returns the number answered.
+        is fetched from both and must hash to the announced value. Evaluation tasks (after a
+        job succeeded) are answered with `eval_fn(M̂, M_T, task) → EvalCounts` when one is
+        registered (client_sdk.evaluation), else ignored. Returns the number answered.
         """
         stop = stop or threading.Event()
         inbox = _TaskInbox()
@@ -580,6 +591,9 @@ class Client:
                 task = inbox.next(0.2)
                 if task is None or task.deadline < time.time():
                     continue
+                if task.kind == client_pb2.TASK_KIND_EVALUATE:
+                    answered += self._answer_evaluation(task, eval_fn)
+                    continue
                 params = self._task_model(task)
                 gradient, n = grad_fn(params, task)
                 try:
@@ -594,6 +608,37 @@ class Client:
                 call.cancel()
         return answered
 
+    def _answer_evaluation(self, task: TaskInfo, eval_fn: EvalFn | None) -> int:
+        """Score M̂ (the task's model) and M_T (global model `original_round`) with `eval_fn` and
+        send one share of the counts to each party (client_sdk.evaluation); 1 when answered."""
+        if eval_fn is None:
+            log.info("evaluation task %s ignored: no evaluation callback is registered", task.task_id)
+            return 0
+        new = self._task_model(task)
+        old = self.fetch_model(task.original_round).params
+        try:
+            halves = answer_shares(eval_fn(new, old, task), task.max_eval_samples)
+        except ValueError as exc:  # the callback's counts break a rule: nothing is sent
+            log.warning("evaluation task %s not answered: %s", task.task_id, exc)
+            return 0
+        try:
+            self.submit_evaluation(task, halves)
+        except errors.TaskExpiredError as exc:
+            log.warning("evaluation task %s answered too late; dropped: %s", task.task_id, exc)
+            return 0
+        return 1
+
+    def submit_evaluation(self, task: TaskInfo, halves: tuple[np.ndarray, np.ndarray]) -> list:
+        """Send share p of an evaluation answer (client_sdk.evaluation.answer_shares) to party p,
+        retrying transient failures until the task's deadline; the two acknowledgements."""
+
+        def send(p: int):
+            answer = client_pb2.EvaluationAnswer(task_id=task.task_id, words=halves[p].tolist())
+            call = lambda s: s.SubmitEvaluation(answer, metadata=self._metadata, timeout=self.timeout_s)  # noqa: E731
+            return self._call(p, call, task.deadline)
+
+        return self._both(send)
+
     def _watch_tasks(self, party: int, inbox: _TaskInbox, stop: threading.Event, calls: list) -> None:
         """Follow one party's task stream into `inbox`, reconnecting with back-off whenever it
         ends (a party stopping or restarting); a stream that delivered a task resets the back-off."""
@@ -604,7 +649,15 @@ class Client:
             try:
                 for t in call:
                     info = TaskInfo(
-                        t.task_id, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, t.deadline_unix
+                        t.task_id,
+                        t.job_id,
+                        t.kind,
+                        t.unlearning_round,
+                        t.original_round,
+                        t.model_hash,
+                        t.deadline_unix,
+                        t.probe,
+                        t.max_eval_samples,
                     )
                     inbox.offer(party, info)
                     retry = 0

@@ -10,16 +10,24 @@ pseudo-gradient (M_{i−1} − M_local)/η_l (docs/SERVICE.md, "What a client up
 `make_evaluate_fn(model, loader)` returns `evaluate(params) -> {"accuracy", "loss"}` (the
 fraction of samples whose arg-max class is the label, and the mean loss) for the
 forgotten client's self-check (`client_sdk.self_check`).
+
+`make_eval_counts_fn(model, loader, probe_loader=None, probe_label=None)` returns the
+evaluation callback of `Client.serve_tasks(..., eval_fn=...)` (client_sdk.evaluation): the
+examples of `loader` each model classifies correctly, and on `probe_loader` the examples
+each model answers with `probe_label` (a backdoor's target label) or, without one, with the
+example's own label (the forgotten class).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from client_sdk.evaluation import EvalCounts, EvalFn
 
 
 def flatten(model: nn.Module) -> np.ndarray:
@@ -96,3 +104,30 @@ def make_evaluate_fn(model: nn.Module, loader, loss_fn: Callable | None = None) 
         return {"accuracy": correct / total, "loss": loss / total}
 
     return evaluate
+
+
+def _hits(model: nn.Module, params: np.ndarray, loader: Iterable, label: int | None) -> tuple[int, int]:
+    """(examples the model answers with `label`, or their own label when None; examples)."""
+    load_flat(model, params)
+    model.eval()
+    hits, total = 0, 0
+    with torch.no_grad():
+        for x, y in loader:
+            predicted = model(x).argmax(dim=1)
+            hits += int((predicted == (y if label is None else torch.full_like(y, label))).sum())
+            total += int(y.shape[0])
+    return hits, total
+
+
+def make_eval_counts_fn(model: nn.Module, loader, probe_loader=None, probe_label: int | None = None) -> EvalFn:
+    def eval_fn(new: np.ndarray, old: np.ndarray, task=None) -> EvalCounts:
+        (right_new, total), (right_old, _) = _hits(model, new, loader, None), _hits(model, old, loader, None)
+        if probe_loader is None:
+            return EvalCounts(right_new, right_old, total)
+        (probe_new, probe_total), (probe_old, _) = (
+            _hits(model, new, probe_loader, probe_label),
+            _hits(model, old, probe_loader, probe_label),
+        )
+        return EvalCounts(right_new, right_old, total, probe_new, probe_old, probe_total)
+
+    return eval_fn

@@ -80,6 +80,7 @@ class LocalDeployment:
     unlearning: dict = field(default_factory=dict)  #: [unlearning]: operator parameters and bounds
     privacy: dict = field(default_factory=dict)  #: overrides of [privacy]: min_cohort and DP (docs/PRIVACY.md)
     validation: dict = field(default_factory=dict)  #: overrides of [validation] (docs/SERVICE.md, "Input validation")
+    evaluation: dict = field(default_factory=dict)  #: overrides of [evaluation] (docs/JOBS.md §7)
     precision_bits: int = 16
     same_identity_as: LocalDeployment | None = None  #: reuse that deployment's certificates and tokens
     procs: dict[int, subprocess.Popen] = field(default_factory=dict)
@@ -162,6 +163,7 @@ class LocalDeployment:
             "unlearning": dict(self.unlearning),
             "privacy": dict(self.privacy),
             "validation": dict(self.validation),
+            "evaluation": dict(self.evaluation),
             "auth": {
                 "admin_token_sha256": token_digest(self.creds["admin_token"]),
                 "clients": {c: token_digest(t) for c, t in self.creds["clients"].items()},

@@ -8,7 +8,9 @@ import logging
 import time
 
 import grpc
+import numpy as np
 
+from mpc.eval_counts import answer_words
 from mpc.masks import expand_mask
 from proto.starfish.v1 import client_pb2, client_pb2_grpc, common_pb2
 from proto.wire import model_messages
@@ -215,6 +217,37 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
             party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest, duplicate=duplicate
         )
 
+    def SubmitEvaluation(self, request, context):
+        """An evaluation task's answer share (server.jobs.evaluation_tasks): the words of
+        mpc.eval_counts, stored durably before the acknowledgement; the same words again are a
+        duplicate, other words ALREADY_EXISTS. Only its length is checked here; its content is
+        checked in 2PC with the other party's share."""
+        client = authenticate_client(self.cfg, context)
+        task = self.state.store.task(request.task_id)
+        what = f"task {request.task_id}"
+        if task is None or task.client != client or task.kind != client_pb2.TASK_KIND_EVALUATE:
+            reason = f"no evaluation task {request.task_id!r} for client {client!r}"
+            self._refuse(context, grpc.StatusCode.NOT_FOUND, client, what, reason, "unknown_task")
+        if task.deadline < time.time():
+            reason = f"task {task.task_id} is past its deadline"
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, client, what, reason, "late")
+        words = answer_words(self.cfg.evaluation.max_eval_samples)
+        if len(request.words) != words:
+            reason = f"an evaluation answer has {words} words (max_eval_samples {self.cfg.evaluation.max_eval_samples})"
+            self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, client, what, reason, "invalid")
+        zero = np.zeros(1, dtype=np.int64)
+        share = np.array(request.words, dtype=np.int64)
+        try:
+            digest, duplicate = self.state.store.put_task_upload(task.task_id, client, 1, share, zero, zero)
+        except ConflictError as exc:
+            self._refuse(context, grpc.StatusCode.ALREADY_EXISTS, client, what, str(exc), "conflict")
+        metrics.upload_accepted("task", duplicate)
+        log.info("stored evaluation answer of %s to task %s (duplicate=%s)", client, task.task_id, duplicate)
+        self.state.notify_tasks()
+        return client_pb2.UploadAck(
+            party=self.cfg.role, client_id=client, task_id=task.task_id, content_sha256=digest, duplicate=duplicate
+        )
+
     def GetUploadStatus(self, request, context):
         client = authenticate_client(self.cfg, context)
         return upload_status(self.state.store, self.cfg.role, request.round, client)
@@ -235,11 +268,18 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
                     original_round=task.original_round,
                     model_hash=task.model_hash,
                     deadline_unix=task.deadline,
+                    **self._evaluation_fields(task.kind),
                 )
             with self.state.tasks_changed:
                 self.state.tasks_changed.wait(TASK_POLL_S)
         if self.state.stopping.is_set():  # a graceful stop: the SDK reconnects with back-off
             context.abort(grpc.StatusCode.UNAVAILABLE, f"party{self.cfg.role} is stopping; reconnect")
+
+    def _evaluation_fields(self, kind: int) -> dict:
+        """An evaluation task also carries the operator's probe and N ([evaluation])."""
+        if kind != client_pb2.TASK_KIND_EVALUATE:
+            return {}
+        return {"probe": self.cfg.evaluation.probe, "max_eval_samples": self.cfg.evaluation.max_eval_samples}
 
     def GetTaskModel(self, request, context):
         client = authenticate_client(self.cfg, context)

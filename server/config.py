@@ -16,6 +16,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpc.eval_counts import MAX_BITS
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS, MAX_ABS_DEFAULT
 from mpc.toml_schema import Schema, SchemaError, address
 from privacy.settings import DP_KEYS, DPConfig, parse_dp_config
@@ -132,6 +133,22 @@ class ValidationConfig:
 
 
 @dataclass(frozen=True)
+class EvaluationConfig:
+    """The federated evaluation of every succeeded job (`[evaluation]`; docs/JOBS.md §7,
+    server.jobs.evaluation): the remaining clients score M̂ and M_T on their own held-out
+    data and answer with secret-shared counts, checked and summed in 2PC (mpc.eval_counts).
+    Runs only with a dealer (`[jobs] dealer`); both parties must hold the same values."""
+
+    enabled: bool = True
+    #: how long the clients have to answer after the tasks are posted
+    deadline_s: float = 30.0
+    #: N: every count of an answer is at most N (a larger answer is refused)
+    max_eval_samples: int = 100_000
+    #: the operator's probe, passed to the clients' callback ("" = none), e.g. "class:7"
+    probe: str = ""
+
+
+@dataclass(frozen=True)
 class LimitConfig:
     """Message and payload limits (a model of 582,026 parameters is 4.7 MB as a share)."""
 
@@ -188,6 +205,8 @@ class PartyConfig:
     dp: DPConfig = field(default_factory=DPConfig)
     #: input validation of uploads and task answers ([validation])
     validation: ValidationConfig = field(default_factory=ValidationConfig)
+    #: the federated evaluation of every succeeded job ([evaluation])
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
     @property
     def name(self) -> str:
@@ -199,7 +218,14 @@ def party_schema() -> Schema:
     """The one schema of a party's file (server.config_schema), with the defaults of the
     dataclasses above; docs/SERVICE.md's table is generated from it."""
     return build_party_schema(
-        RoundConfig, PrivacyConfig, LimitConfig, AdmissionConfig, ObservabilityConfig, JobConfig, ValidationConfig
+        RoundConfig,
+        PrivacyConfig,
+        LimitConfig,
+        AdmissionConfig,
+        ObservabilityConfig,
+        JobConfig,
+        ValidationConfig,
+        EvaluationConfig,
     )
 
 
@@ -275,6 +301,20 @@ def _validation(table: dict, jobs: JobConfig) -> ValidationConfig:
             "with the dealer's correlated randomness (docs/SERVICE.md)"
         )
     return ValidationConfig(cfg.enabled, float(cfg.max_norm))
+
+
+def _evaluation(table: dict) -> EvaluationConfig:
+    """`[evaluation]`: a boolean switch, a positive deadline, 1 ≤ N < 2^40, a probe string."""
+    cfg = _sub(EvaluationConfig, table, "evaluation")
+    if not isinstance(cfg.enabled, bool):
+        raise ConfigError(f"evaluation.enabled must be true or false, got {cfg.enabled!r}")
+    _positive(cfg.deadline_s, "evaluation.deadline_s")
+    _positive(cfg.max_eval_samples, "evaluation.max_eval_samples", integer=True)
+    if cfg.max_eval_samples >= 1 << MAX_BITS:
+        raise ConfigError(f"evaluation.max_eval_samples must be below 2^{MAX_BITS}, got {cfg.max_eval_samples}")
+    if not isinstance(cfg.probe, str) or len(cfg.probe) > 256:
+        raise ConfigError(f"evaluation.probe must be a string of at most 256 characters, got {cfg.probe!r}")
+    return EvaluationConfig(cfg.enabled, float(cfg.deadline_s), cfg.max_eval_samples, cfg.probe)
 
 
 def _check_privacy(privacy: PrivacyConfig) -> PrivacyConfig:
@@ -397,6 +437,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
     signing = _signing(data.get("signing", {}), base)
     privacy, dp = _privacy(data.get("privacy", {}), jobs)
     validation = _validation(data.get("validation", {}), jobs)
+    evaluation = _evaluation(data.get("evaluation", {}))
     try:
         unlearning = parse_policy(data.get("unlearning", {}))
     except PolicyError as exc:
@@ -428,6 +469,7 @@ def parse_config(data: dict, base: Path) -> PartyConfig:
         privacy=privacy,
         dp=dp,
         validation=validation,
+        evaluation=evaluation,
     )
 
 

@@ -117,12 +117,28 @@ VALIDATION = {
 }
 
 
+EVALUATION = {
+    "enabled": "after a job succeeds, ask the remaining clients to evaluate M̂ and M_T on their own data "
+    "(docs/JOBS.md §7); runs only with `[jobs] dealer`",
+    "deadline_s": "how long the clients have to answer an evaluation task",
+    "max_eval_samples": "N: the largest count an evaluation answer may carry (below 2^40); larger answers are refused",
+    "probe": 'the probe the clients also score, passed to their callback ("" = none; e.g. "class:7", "backdoor")',
+}
+
+
 def _keys(section: str, names: tuple[str, ...], defaults: dict[str, str]) -> tuple[Key, ...]:
     return tuple(Key(n, defaults.get(n, ""), OTHER[f"{section}.{n}"]) for n in names)
 
 
 def build_party_schema(
-    rounds: type, privacy: type, limits: type, admission: type, observability: type, jobs: type, validation: type
+    rounds: type,
+    privacy: type,
+    limits: type,
+    admission: type,
+    observability: type,
+    jobs: type,
+    validation: type,
+    evaluation: type,
 ) -> Schema:
     """The schema of a party's TOML, with the defaults of the dataclasses that hold each table
     (server.config passes them and keeps the result: `server.config.party_schema`)."""
@@ -158,6 +174,7 @@ def build_party_schema(
             Section("observability", dataclass_keys(observability, OBSERVABILITY)),
             Section("jobs", dataclass_keys(jobs, JOBS)),
             Section("validation", dataclass_keys(validation, VALIDATION)),
+            Section("evaluation", dataclass_keys(evaluation, EVALUATION)),
             Section("unlearning", ()),
             Section("unlearning.parameters", (Key("<parameter>", "", OTHER["unlearning.parameters"]),), free=True),
             Section("unlearning.bounds", (Key("<parameter>", "", OTHER["unlearning.bounds"]),), free=True),

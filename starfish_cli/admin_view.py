@@ -94,6 +94,9 @@ def job_text(status: admin_pb2.JobStatus) -> str:
         lines.append(f"dealer: {status.dealer}")
     if status.privacy.dp:
         lines.append(f"differential privacy: ε = {status.privacy.epsilon:g} at δ = {status.privacy.delta:g}")
+    evaluation = status.federated_evaluation
+    if evaluation.state:
+        lines.append(f"federated evaluation ({evaluation.state}): {evaluation.summary}")
     if status.error:
         lines.append(f"error: {status.error}")
     return "\n".join(lines)

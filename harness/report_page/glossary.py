@@ -131,6 +131,13 @@ TERMS: dict[str, tuple[str, str]] = {
         "such value is a sum over at least 4 clients. Cohort 1 marks a value about one client alone, such as "
         "its yes/no correction flag or curvature bit: one bit about the computation, not the client's data.",
     ),
+    "federated-evaluation": (
+        "federated evaluation",
+        "After the job, each remaining client scores the new and the replaced model on its own data and sends "
+        "its counts split into two meaningless halves, one to each operator. The operators check every answer "
+        "is a sensible count and add them up together; only the totals over enough clients are revealed, never "
+        "one client's counts.",
+    ),
     "epsilon": (
         "ε (differential privacy budget)",
         "With differential privacy switched on, noise is added to the released aggregates and ε bounds what "
@@ -184,6 +191,11 @@ TERMS: dict[str, tuple[str, str]] = {
         "stage1_models (training-round models)",
         "The global models of the stored training rounds, public to the federation anyway; each is the "
         "average of its round's members, so its cohort is that round's number of clients.",
+    ),
+    "evaluation_sums": (
+        "evaluation_sums (the federated evaluation's totals)",
+        "The totals of the remaining clients' evaluation counts (correct answers of the new and the replaced "
+        "model, examples, probe hits); never one client's counts, and only over at least the minimum cohort.",
     ),
     "unlearned_model": (
         "unlearned_model (the new model)",

@@ -21,6 +21,7 @@ from typing import Any
 
 from client_sdk.evidence import CertificateCheck
 from harness.report_page import evidence_sections, sections
+from harness.report_page.evaluation import federated_evaluation
 from harness.report_page.glossary import glossary
 from harness.report_page.markup import section
 from harness.report_page.parameters import parameters
@@ -59,6 +60,7 @@ document.body.setAttribute("data-laid-out", "yes");
 
 NAV = (
     ("verdict", "Verdict"),
+    ("evaluation", "Evaluation"),
     ("summary", "Summary"),
     ("parameters", "Parameters"),
     ("certificate", "Certificate"),
@@ -91,6 +93,7 @@ def render_page(
     csp = f"default-src 'none'; style-src {_sha256(STYLE)}; script-src {_sha256(SCRIPT)}"
     body = [
         verdict(report, check, quality),
+        federated_evaluation(report),
         sections.summary(report),
         parameters(report),
         evidence_sections.certificate(check, report.get("certificate"), certificate_file, report),

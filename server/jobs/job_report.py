@@ -223,6 +223,9 @@ def render_summary(report: dict[str, Any]) -> str:
         )
     elif cert:
         lines.append(f"erasure certificate {cert.get('status')}: {cert.get('detail', '')}")
+    evaluation = report.get("federated_evaluation")
+    if evaluation:
+        lines.append(f"federated evaluation ({evaluation['state']}): {evaluation['summary']}")
     for target, parts in sorted(report["erasure"].items()):
         for r in parts:
             lines.append(

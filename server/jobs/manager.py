@@ -44,6 +44,9 @@ from server import metrics, request_context
 from server.jobs.adoption import adopt_checkpoints, adoptable, remove_checkpoints, stale_failed
 from server.jobs.cancellation import CANCELLED_BY_ADMIN, JobCancelled, write_cancellation_report
 from server.jobs.checkpoints import CheckpointDir, held_checkpoint
+from server.jobs.evaluation import Evaluation, why_off
+from server.jobs.evaluation_section import initial as initial_evaluation
+from server.jobs.evaluation_section import interrupted as evaluation_interrupted
 from server.jobs.job_report import build_report, dealer_record, release_notice, render_summary
 from server.jobs.jobstore import TERMINAL, JobRecord, JobStore, new_job_id
 from server.jobs.runner import JobFailed, JobRunnerBase
@@ -183,6 +186,8 @@ class JobManager(JobRunnerBase):
     # -- main loop -------------------------------------------------------------------------
     def start(self) -> None:
         for job in self.jobs.all():
+            if job.state == "succeeded" and evaluation_interrupted(self.jobs.job_dir(job.job_id), render_summary):
+                log.warning("job %s: its federated evaluation was interrupted by a restart; not done", job.job_id)
             if job.state == "running" and not job.model_hash and job.attempts:
                 self.jobs.update(
                     job.job_id,
@@ -274,11 +279,12 @@ class JobManager(JobRunnerBase):
         dealer = dealer_record(folder, self.cfg.jobs.dealer_label, self.cfg.jobs.dealer_independent)
         rounds = [i for i in self.store.committed_rounds() if i <= job.base_round]
         stage1 = {i: principal_count(self.store.round_members(i), self.store.round_principals(i)) for i in rounds}
-        remaining = len(history_clients(self.store, job.base_round) - set(job.targets))
+        remaining = sorted(history_clients(self.store, job.base_round) - set(job.targets))
         dp1 = self.state.stage1_dp
         stage1_dp = dp1.releases(up_to=job.base_round) if dp1 is not None else []
-        report = build_report(folder, job, digest, receipts, finished, dealer, stage1, remaining, stage1_dp)
+        report = build_report(folder, job, digest, receipts, finished, dealer, stage1, len(remaining), stage1_dp)
         report["certificate"] = certificate
+        report["federated_evaluation"] = initial_evaluation(not why_off(self.cfg), why_off(self.cfg))
         (folder / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
         (folder / "summary.txt").write_text(render_summary(report))
         CheckpointDir(folder / "checkpoints").remove_all()
@@ -291,6 +297,15 @@ class JobManager(JobRunnerBase):
         metrics.job_finished("succeeded", report["job"]["seconds"])
         self.state.resume_training()
         log.info("job %s succeeded: model %s", job.job_id, digest[:12])
+        if not why_off(self.cfg):
+            self._evaluate(job.job_id, remaining)
+
+    def _evaluate(self, job_id: str, remaining: list[str]) -> None:
+        """The federated evaluation of a succeeded job, on a thread of its own: the manager
+        goes on with the next job at once (server.jobs.evaluation)."""
+        job = self.jobs.get(job_id)
+        evaluation = Evaluation(self.state, self.peer, job, remaining, self.jobs.job_dir(job_id), render_summary)
+        threading.Thread(target=evaluation.run, name=f"evaluation-{job_id}", daemon=True).start()
 
     def _begin(self, job: JobRecord) -> JobRecord:
         self.jobs.update(job.job_id, dequeued=time.time())

@@ -24,9 +24,10 @@ from server.auth import ADMIN_TOKEN_KEY, CLIENT_ID_KEY, authenticate_client, req
 from server.evidence.attestation import AttestationRefused
 from server.evidence.certifier import CERTIFICATE_FILE, Attestor, NoSigningKey
 from server.evidence.statement import ViewError
-from server.jobs import refused_answers
+from server.jobs import evaluation_section, refused_answers
 from server.jobs.cancellation import CANCELLED_NOTHING_ERASED
 from server.jobs.checkpoints import held_checkpoint
+from server.jobs.evaluation_peer import EvaluationRefused, FollowerEvaluations
 from server.jobs.follower import JobFollower
 from server.jobs.jobstore import TERMINAL, JobRecord
 from server.jobs.manager import JobManager
@@ -41,6 +42,7 @@ from server.jobs.validation import (
 from server.party_state import PartyState
 from server.peer_client import PeerClient
 from server.peer_service import PeerService
+from server.store import StoreError
 
 STATES = {
     "queued": admin_pb2.JOB_STATE_QUEUED,
@@ -105,6 +107,9 @@ class JobAdminService(AdminService):
         folder = self.jobs.job_dir(job.job_id)
         privacy = job_privacy(folder) if job.state == "succeeded" else None
         status = job_status(job, self.cfg.jobs.dealer_label, privacy)
+        evaluation = evaluation_section.read(folder) if job.state == "succeeded" else None
+        if evaluation is not None:
+            status.federated_evaluation.CopyFrom(evaluation_section.to_proto(evaluation))
         for entry in refused_answers.read(folder):
             why = f"round {entry['unlearning_round']} {entry['task']}: {entry['reason']}"
             status.refused_answers.add(client_id=entry["client"], reason=why)
@@ -276,6 +281,33 @@ class JobPeerService(PeerService):
         super().__init__(state)
         self.follower = follower
         self.attestor = attestor
+        self.evaluations = FollowerEvaluations(state, follower.jobs)
+
+    def PostEvaluation(self, request, context):
+        require_peer(self.cfg, context)
+        try:
+            self.evaluations.post(request)
+        except EvaluationRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return self._ack(detail=request.job_id)
+
+    def EvaluationHeld(self, request, context):
+        require_peer(self.cfg, context)
+        try:
+            held = self.evaluations.held(request)
+        except EvaluationRefused as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        return peer_pb2.EvaluationClients(client_ids=held)
+
+    def EvaluationStep(self, request, context):
+        require_peer(self.cfg, context)
+        try:
+            words = self.evaluations.step(request)
+        except (EvaluationRefused, LookupError, ValueError, StoreError) as exc:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        reply = peer_pb2.EvaluationStepMessage(job_id=request.job_id, batch_id=request.batch_id, step=request.step)
+        reply.words.extend(words.tolist())
+        return reply
 
     def StartJob(self, request, context):
         require_peer(self.cfg, context)

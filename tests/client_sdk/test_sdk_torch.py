@@ -5,7 +5,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from client_sdk.torch_helper import flatten, load_flat, make_evaluate_fn, make_grad_fn
+from client_sdk.evaluation import answer_shares
+from client_sdk.torch_helper import flatten, load_flat, make_eval_counts_fn, make_evaluate_fn, make_grad_fn
 
 
 def _setup(batch: int):
@@ -48,3 +49,28 @@ def test_evaluate_fn_gives_accuracy_and_mean_loss_of_the_given_parameters():
     assert np.isclose(scores["loss"], float(nn.functional.cross_entropy(out, y)), atol=1e-6)
     other = make_evaluate_fn(model, loader)(np.zeros_like(params))  # all logits 0: loss ln 3
     assert np.isclose(other["loss"], np.log(3.0), atol=1e-6)
+
+
+def test_eval_counts_fn_counts_correct_and_probe_hits_of_both_models():
+    model, loader, x, y = _setup(batch=7)
+    new = flatten(model)
+    torch.manual_seed(1)
+    other = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    old = flatten(other)
+    probe = DataLoader(TensorDataset(x[:8], y[:8]), batch_size=3)
+    counts = make_eval_counts_fn(model, loader, probe, probe_label=2)(new, old)
+    with torch.no_grad():
+        load_flat(model, new)
+        pred_new = model(x).argmax(dim=1)
+        pred_old = other(x).argmax(dim=1)
+    assert (counts.correct_new, counts.correct_old, counts.total) == (
+        int((pred_new == y).sum()),
+        int((pred_old == y).sum()),
+        20,
+    )
+    assert (counts.probe_new, counts.probe_old, counts.probe_total) == (
+        int((pred_new[:8] == 2).sum()),
+        int((pred_old[:8] == 2).sum()),
+        8,
+    )
+    answer_shares(counts, 20)  # well-formed for an operator bound of 20

@@ -96,6 +96,7 @@ class TrainedService:
         privacy: dict | None = None,
         validation: dict | None = None,
         problem: LogReg | None = None,
+        evaluation: dict | None = None,
     ) -> TrainedService:
         """`rounds` Stage I rounds; `jobs`, `unlearning`, `round_cfg`: overrides of those config tables;
         `problem`: the clients' data (default `LogReg.make(clients)`)."""
@@ -106,6 +107,7 @@ class TrainedService:
             unlearning=unlearning or {},
             privacy=privacy or {},
             validation=validation or {},
+            evaluation=evaluation or {},
             jobs={
                 "poll_s": 0.1,
                 "retry_backoff_s": 0.3,

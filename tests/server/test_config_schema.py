@@ -17,6 +17,7 @@ from server import config_doc
 from server.config import (
     AdmissionConfig,
     ConfigError,
+    EvaluationConfig,
     LimitConfig,
     ObservabilityConfig,
     PrivacyConfig,
@@ -85,6 +86,7 @@ def test_any_unknown_key_in_any_section_is_named(section, key):
         ("observability", ObservabilityConfig),
         ("jobs", JobConfig),
         ("privacy", PrivacyConfig),
+        ("evaluation", EvaluationConfig),
     ],
 )
 def test_schema_names_every_setting(section: str, cls: type):
