@@ -76,6 +76,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mpc.count_sketch import CountSketch
 from mpc.masks import TAG_AES256_CTR, expand_mask
 
 K = 33
@@ -85,7 +86,31 @@ CHECKS = ("range", "norm", "reported_norm", "delta")
 ATTEMPTS = 2
 SEED_BYTES = 32
 MAX_STEP_WORDS = 1 << 24
-"""The longest step-0 vector a vectorised check builds (128 MiB); a larger batch is cut up."""
+"""The longest step-0 vector (and stack of held gradients) a vectorised check builds (128 MiB);
+a larger batch is cut up."""
+SKETCH_SIGMAS = 8
+"""The sketched check's slack ε = 8·√(2/(r·k)): eight standard deviations of the estimate
+‖y‖²/(r·‖x‖²) (module doc, "Sketched check"); 0.125 for the default r·k = 8192."""
+SKETCH_HEADROOM = 8
+"""The sketched range window accepts |y_j| < 2^bitlength(8·√T): an honest bucket sum is
+sub-Gaussian with variance at most ‖x‖² ≤ T, so it lands outside with probability ≤ 2e^−32."""
+
+
+@dataclass(frozen=True)
+class SketchShape:
+    """r blocks of k buckets (`mpc.count_sketch`); models with m ≤ r·k are checked exactly."""
+
+    sketches: int = 2
+    buckets: int = 4096
+
+    @property
+    def dim(self) -> int:
+        return self.sketches * self.buckets
+
+    @property
+    def slack(self) -> float:
+        """ε: ‖y‖² is accepted up to r·(1 + ε)·T."""
+        return SKETCH_SIGMAS * math.sqrt(2 / self.dim)
 
 
 class Exchange(Protocol):
@@ -99,12 +124,12 @@ class Correlation(Protocol):
         its share (rows,) of the row products α_r·β_r; all blocks in one `private_dot` request."""
 
 
-def largest_norm(num_params: int, precision_bits: int) -> float:
+def largest_norm(num_params: int, precision_bits: int, sketch: SketchShape = SketchShape()) -> float:
     """The largest C the ring allows for m = `num_params` (`CheckBounds.fits`): C = (2^b − 2)/2^f
     for the largest b ≤ 32 that fits, or 0.0 if none does."""
     for b in range(K - 1, 3, -1):
         norm = (2**b - 2) / 2**precision_bits
-        if CheckBounds(num_params, precision_bits, norm).fits():
+        if CheckBounds(num_params, precision_bits, norm, sketch).fits():
             return norm
     return 0.0
 
@@ -114,15 +139,20 @@ class CheckBounds:
     num_params: int
     precision_bits: int
     max_norm: float
+    sketch: SketchShape = SketchShape()
 
     @classmethod
-    def make(cls, num_params: int, precision_bits: int, max_norm: float) -> CheckBounds:
+    def make(
+        cls, num_params: int, precision_bits: int, max_norm: float, sketch: SketchShape = SketchShape()
+    ) -> CheckBounds:
         """Bounds for m = `num_params` coordinates; ValueError (naming the limit) when C does not fit."""
         if num_params < 1:
             raise ValueError(f"a model has at least one parameter, got {num_params}")
-        bounds = cls(num_params, precision_bits, float(max_norm))
+        if sketch.sketches < 1 or sketch.buckets < 1 or sketch.buckets & (sketch.buckets - 1):
+            raise ValueError(f"a sketch has at least one block of a power of two of buckets, got {sketch}")
+        bounds = cls(num_params, precision_bits, float(max_norm), sketch)
         if not (math.isfinite(max_norm) and max_norm > 0 and bounds.fits()):
-            top = largest_norm(num_params, precision_bits)
+            top = largest_norm(num_params, precision_bits, sketch)
             raise ValueError(
                 f"validation max_norm must be a positive number at most {top:g} for a model of {num_params} "
                 f"parameters at precision_bits = {precision_bits} (the checked ‖g‖² must fit the ring), "
@@ -131,20 +161,55 @@ class CheckBounds:
         return bounds
 
     def fits(self) -> bool:
-        """Whether every quantity the checks compute is exact in Z_2^64: b ≤ 32, ‖x‖² ≤ 9m·2^(2b)
+        """Whether every quantity the checks compute is exact in Z_2^64: b_v ≤ 32, ‖v‖² ≤ 9d·2^(2b_v)
         below 2^63 once the range check passed, and the two windows on S (`headroom`)."""
-        return (
-            self.bits <= K - 1 and 9 * self.num_params * (1 << (2 * self.bits)) < 1 << 63 and self.headroom() < 1 << 63
-        )
+        bits = self.vector_bits
+        return bits <= K - 1 and 9 * self.dim * (1 << (2 * bits)) < 1 << 63 and self.headroom() < 1 << 63
 
     def headroom(self) -> int:
         """The largest |2^j·v| of the two windows on S (norm bound, reported norm), given that
-        the range and N checks passed (‖x‖² ≤ 9m·2^(2b), N² < 2^(2b+2)): must stay below 2^63."""
-        s_max = 9 * self.num_params * (1 << (2 * self.bits))
-        bound, tol = self.norm_sq, self.tolerance
+        the range and N checks passed (‖v‖² ≤ 9d·2^(2b_v), N² < 2^(2b+2)): must stay below 2^63."""
+        s_max = 9 * self.dim * (1 << (2 * self.vector_bits))
+        bound, tol = self.vector_norm_sq, self.vector_tolerance
         norm_v = max(bound, s_max) << window_for(bound).scale
-        gap_v = ((1 << (2 * self.bits + 2)) + 3 * bound + 1 + tol) << window_for(2 * tol).scale
+        gap_v = (self.norm_weight * (1 << (2 * self.bits + 2)) + 3 * bound + 1 + tol) << window_for(2 * tol).scale
         return max(norm_v, gap_v)
+
+    @property
+    def sketched(self) -> bool:
+        """Whether the check runs on the sketch y = S·x (m > r·k) rather than on x."""
+        return self.num_params > self.sketch.dim
+
+    @property
+    def dim(self) -> int:
+        """d: the length of the checked vector v (y when sketched, else x)."""
+        return self.sketch.dim if self.sketched else self.num_params
+
+    @property
+    def vector_bits(self) -> int:
+        """b_v: honest |v_j| < 2^b_v (b for x; bitlength(8·⌈√T⌉) for a bucket sum of y)."""
+        if not self.sketched:
+            return self.bits
+        return (SKETCH_HEADROOM * (math.isqrt(self.norm_sq) + 1)).bit_length()
+
+    @property
+    def norm_weight(self) -> int:
+        """w: E‖v‖² = w·‖x‖² (1 for x, r for y)."""
+        return self.sketch.sketches if self.sketched else 1
+
+    @property
+    def vector_norm_sq(self) -> int:
+        """T_v: the largest ‖v‖² accepted by the norm check (T, or ⌈r·(1 + ε)·T⌉ for y)."""
+        if not self.sketched:
+            return self.norm_sq
+        return math.ceil(self.norm_weight * (1 + self.sketch.slack) * self.norm_sq)
+
+    @property
+    def vector_tolerance(self) -> int:
+        """tol_v: the largest honest |w·N² − ‖v‖²| (tol, or r·tol + ⌈ε·r·T⌉ for y)."""
+        if not self.sketched:
+            return self.tolerance
+        return self.norm_weight * self.tolerance + math.ceil(self.sketch.slack * self.norm_weight * self.norm_sq)
 
     @property
     def coordinate(self) -> int:
@@ -353,9 +418,9 @@ def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams:
     """Step 0 for all n items at once: the two range windows (folded), the N and δ windows,
     S = ‖x‖² and N²; per item (z_range, z_N, z_δ, S, N²), each of shape (n,). The local
     shifts run while the dealer's correlation is still on its way (`fetched()` waits for it)."""
-    m, n = bounds.num_params, len(held)
+    m, n = bounds.dim, len(held)
     x = np.stack([h.gradient for h in held])
-    windows = (coarse(), fine(bounds.bits))
+    windows = (coarse(), fine(bounds.vector_bits))
     folds = [np.stack([s.words(f"fold:range:{i}", m) for s in streams]) for i in range(2)]
     parts = [
         shifted_part(party, x, w, _rows(streams, lambda s, i=i: s.mask(f"range:{i}", m))) for i, w in enumerate(windows)
@@ -390,12 +455,12 @@ def _first_step(party: int, held: list[HeldInput], bounds: CheckBounds, streams:
 
 
 def _second_step(party: int, bounds: CheckBounds, streams: list[Stream], s, nn, step: int, exchange, drawn):
-    """Step 1 for all n items: the windows on T − S (norm bound) and N² − S + tol (reported
-    norm); per item (t_norm, t_reported)."""
-    n, t_bound, tol = len(s), bounds.norm_sq, bounds.tolerance
+    """Step 1 for all n items: the windows on T_v − S (norm bound) and w·N² − S + tol_v
+    (reported norm); per item (t_norm, t_reported)."""
+    n, t_bound, tol, w = len(s), bounds.vector_norm_sq, bounds.vector_tolerance, bounds.norm_weight
     lead = party == 0
     with np.errstate(over="ignore"):
-        values = np.stack([np.int64(t_bound if lead else 0) - s, nn - s + np.int64(tol if lead else 0)], axis=1)
+        values = np.stack([np.int64(t_bound if lead else 0) - s, w * nn - s + np.int64(tol if lead else 0)], axis=1)
     windows = (window_for(t_bound), window_for(2 * tol))
     parts = _windows(party, values, windows, _rows(streams, lambda st: st.mask("norms", 2)))
     (cross,) = private_products(party, [parts.reshape(2 * n, 1)], [drawn.scalar_rows(5 * n, 7 * n)], step, exchange)
@@ -407,7 +472,7 @@ def _attempt(party: int, held: list[HeldInput], bounds: CheckBounds, streams, fi
     """One attempt over all items: steps 3a, 3a+1, 3a+2; one verdict per item. The dealer
     request runs on a thread of its own, beside step 0's local work."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-dealer") as pool:
-        drawn = pool.submit(Drawn.fetch, correlation, len(held), bounds.num_params)
+        drawn = pool.submit(Drawn.fetch, correlation, len(held), bounds.dim)
         z_range, z_reported, z_delta, s, nn = _first_step(
             party, held, bounds, streams, first_step, exchange, drawn.result
         )
@@ -456,7 +521,8 @@ def check_batch(
     pending = list(range(len(held)))
     for attempt in range(ATTEMPTS):
         streams = [_stream(seeds[i], attempt) for i in pending]
-        found = _attempt(party, [held[i] for i in pending], bounds, streams, 3 * attempt, exchange, correlation)
+        checked = checked_inputs([held[i] for i in pending], bounds, seeds, attempt)
+        found = _attempt(party, checked, bounds, streams, 3 * attempt, exchange, correlation)
         for i, verdict in zip(pending, found, strict=True):
             verdicts[i] = verdict
         pending = [i for i in pending if not verdicts[i].accepted]
@@ -465,25 +531,51 @@ def check_batch(
     return verdicts
 
 
-def batch_sizes(items: int, num_params: int) -> list[int]:
+def batch_sketch(seeds: list[bytes], attempt: int, bounds: CheckBounds) -> CountSketch:
+    """The sketch every item of a batch is checked under in `attempt` (module doc, "Sketched
+    check"): seeded by HMAC-SHA256 over all the batch's item seeds, so both parties draw the
+    same one and a second attempt draws a fresh one."""
+    key = hmac.new(b"starfish-check-sketch:%d" % attempt, b"".join(seeds), hashlib.sha256).digest()
+    return CountSketch.draw(key, bounds.num_params, bounds.sketch.sketches, bounds.sketch.buckets)
+
+
+def checked_inputs(held: list[HeldInput], bounds: CheckBounds, seeds: list[bytes], attempt: int) -> list[HeldInput]:
+    """What an attempt checks: the shares as held, or (`bounds.sketched`) each share's sketch
+    under `batch_sketch` — local and linear, no exchange."""
+    if not bounds.sketched:
+        return held
+    sketch = batch_sketch(seeds, attempt, bounds)
+    return [HeldInput(sketch.apply(np.asarray(h.gradient)), h.norm, h.delta) for h in held]
+
+
+def batch_sizes(items: int, bounds: CheckBounds) -> list[int]:
     """How a batch of `items` is cut into vectorised checks: as many items per check as keep
-    its step-0 vector (3m + 5 words per item) within `MAX_STEP_WORDS` (at least one)."""
-    per = max(1, MAX_STEP_WORDS // (3 * num_params + 5))
+    its step-0 vector (3d + 5 words per item) and its held gradients (m words per item) within
+    `MAX_STEP_WORDS` (at least one)."""
+    per = max(1, MAX_STEP_WORDS // max(3 * bounds.dim + 5, bounds.num_params))
     return [min(per, items - start) for start in range(0, items, per)]
 
 
-def plain_check(gradient: np.ndarray, norm: int, delta: int, bounds: CheckBounds) -> Verdict:
+def plain_check(
+    gradient: np.ndarray, norm: int, delta: int, bounds: CheckBounds, sketch: CountSketch | None = None
+) -> Verdict:
     """The verdict on cleartext encodings (centred integers): each check's accepting region
-    (module doc). `check_batch` returns the same verdict outside each check's random band."""
-    x = [int(v) for v in np.asarray(gradient, dtype=np.int64)]
-    bound = 1 << bounds.bits
-    s = sum(v * v for v in x)
+    (module doc), on x or (`bounds.sketched`) on y = `sketch`·x in Z_2^64. `check_batch` returns
+    the same verdict outside each check's random band, attempt a using `batch_sketch(…, a, …)`."""
+    v = np.asarray(gradient, dtype=np.int64)
+    if bounds.sketched:
+        if sketch is None:
+            raise ValueError("a sketched check needs the sketch it ran under (batch_sketch)")
+        v = sketch.apply(v)
+    x = [int(c) for c in v]
+    bound, vector_bound = 1 << bounds.bits, 1 << bounds.vector_bits
+    s = sum(c * c for c in x)
     failed = []
-    if any(not -bound <= v < bound for v in x):
+    if any(not -vector_bound <= c < vector_bound for c in x):
         failed.append("range")
-    if s > bounds.norm_sq:
+    if s > bounds.vector_norm_sq:
         failed.append("norm")
-    if not (0 <= norm < bound and abs(norm * norm - s) <= bounds.tolerance):
+    if not (0 <= norm < bound and abs(bounds.norm_weight * norm * norm - s) <= bounds.vector_tolerance):
         failed.append("reported_norm")
     if not 0 <= delta < bound:
         failed.append("delta")

@@ -198,7 +198,7 @@ def run_parts(
     """`check_batch` over the parts `batch_sizes` cuts the batch into, part c using the step
     numbers 6c..6c+5 of `exchange`; `done(c)` after each part."""
     verdicts: list[Verdict] = []
-    for part, size in enumerate(batch_sizes(len(held), bounds.num_params)):
+    for part, size in enumerate(batch_sizes(len(held), bounds)):
         at, base = len(verdicts), STEPS_PER_PART * part
         verdicts += check_batch(
             party,

@@ -102,11 +102,15 @@ def honest(g: np.ndarray, precision: int, delta: float) -> Upload:
 
 
 def run_batch(
-    held: list[tuple[HeldInput, HeldInput]], bounds: CheckBounds, pipe: Pipe | None = None
+    held: list[tuple[HeldInput, HeldInput]],
+    bounds: CheckBounds,
+    pipe: Pipe | None = None,
+    seeds: list[bytes] | None = None,
 ) -> tuple[list[Verdict], list[Verdict], PairDealer]:
-    """Both parties' verdicts on a batch of items (given shares), and the dealer used."""
+    """Both parties' verdicts on a batch of items (given shares; fresh seeds unless given), and
+    the dealer used."""
     dealer, pipe = PairDealer(), pipe or Pipe()
-    seeds = [secrets.token_bytes(32) for _ in held]
+    seeds = seeds or [secrets.token_bytes(32) for _ in held]
     result: dict[int, list[Verdict] | BaseException] = {}
 
     def party1() -> None:

@@ -21,8 +21,8 @@ F = 16
 def test_a_batch_cut_into_parts_uses_six_step_numbers_per_part_and_keeps_per_item_verdicts(monkeypatch) -> None:
     m = 40
     monkeypatch.setattr("mpc.input_check.MAX_STEP_WORDS", 2 * (3 * m + 5))  # two items per part
-    assert batch_sizes(5, m) == [2, 2, 1]
     bounds = CheckBounds.make(m, F, 1.0)
+    assert batch_sizes(5, bounds) == [2, 2, 1]
     rng = np.random.default_rng(5)
     uploads = [honest(rng.normal(size=m) * 0.01, F, 0.001) for _ in range(5)]
     bad = uploads[2].gradient.copy()
@@ -45,6 +45,10 @@ def test_a_batch_cut_into_parts_uses_six_step_numbers_per_part_and_keeps_per_ite
     assert [step for step, _ in pipe.sent[0]] == [0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
-@pytest.mark.parametrize(("items", "m", "sizes"), [(1, 10**7, [1]), (3, 10, [3]), (0, 10, [])])
+@pytest.mark.parametrize(
+    ("items", "m", "sizes"), [(1, 10**7, [1]), (3, 10, [3]), (0, 10, []), (40, 582_026, [28, 12])]
+)
 def test_batch_sizes_keep_at_least_one_item_per_part(items, m, sizes) -> None:
-    assert batch_sizes(items, m) == sizes
+    """A sketched check's step vector is 3d + 5 words, but the held gradients (m words each)
+    bound a part too."""
+    assert batch_sizes(items, CheckBounds.make(m, F, 1.0)) == sizes
