@@ -468,11 +468,22 @@ def _second_step(party: int, bounds: CheckBounds, streams: list[Stream], s, nn, 
     return t[:, 0], t[:, 1]
 
 
-def _attempt(party: int, held: list[HeldInput], bounds: CheckBounds, streams, first_step: int, exchange, correlation):
-    """One attempt over all items: steps 3a, 3a+1, 3a+2; one verdict per item. The dealer
-    request runs on a thread of its own, beside step 0's local work."""
+def _attempt(
+    party: int,
+    prepare: Callable[[], list[HeldInput]],
+    items: int,
+    bounds: CheckBounds,
+    streams,
+    first_step: int,
+    exchange,
+    correlation,
+):
+    """One attempt over `items` items: steps 3a, 3a+1, 3a+2; one verdict per item. The dealer
+    request runs on a thread of its own, beside the local work of `prepare` (the checked
+    inputs: `checked_inputs`) and of step 0."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-dealer") as pool:
-        drawn = pool.submit(Drawn.fetch, correlation, len(held), bounds.dim)
+        drawn = pool.submit(Drawn.fetch, correlation, items, bounds.dim)
+        held = prepare()
         z_range, z_reported, z_delta, s, nn = _first_step(
             party, held, bounds, streams, first_step, exchange, drawn.result
         )
@@ -521,8 +532,16 @@ def check_batch(
     pending = list(range(len(held)))
     for attempt in range(ATTEMPTS):
         streams = [_stream(seeds[i], attempt) for i in pending]
-        checked = checked_inputs([held[i] for i in pending], bounds, seeds, attempt)
-        found = _attempt(party, checked, bounds, streams, 3 * attempt, exchange, correlation)
+        found = _attempt(
+            party,
+            lambda pending=pending, attempt=attempt: checked_inputs([held[i] for i in pending], bounds, seeds, attempt),
+            len(pending),
+            bounds,
+            streams,
+            3 * attempt,
+            exchange,
+            correlation,
+        )
         for i, verdict in zip(pending, found, strict=True):
             verdicts[i] = verdict
         pending = [i for i in pending if not verdicts[i].accepted]

@@ -45,9 +45,7 @@ def test_a_batch_cut_into_parts_uses_six_step_numbers_per_part_and_keeps_per_ite
     assert [step for step, _ in pipe.sent[0]] == [0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
-@pytest.mark.parametrize(
-    ("items", "m", "sizes"), [(1, 10**7, [1]), (3, 10, [3]), (0, 10, []), (40, 582_026, [28, 12])]
-)
+@pytest.mark.parametrize(("items", "m", "sizes"), [(1, 10**7, [1]), (3, 10, [3]), (0, 10, []), (40, 582_026, [28, 12])])
 def test_batch_sizes_keep_at_least_one_item_per_part(items, m, sizes) -> None:
     """A sketched check's step vector is 3d + 5 words, but the held gradients (m words each)
     bound a part too."""
