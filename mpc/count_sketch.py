@@ -65,11 +65,10 @@ class CountSketch:
     def apply(self, x: np.ndarray) -> np.ndarray:
         """S·x in Z_2^64 for one int64 vector x (m,): int64 (r·k,), block t at [t·k, (t + 1)·k)."""
         out = np.zeros(self.dim, dtype=np.int64)
-        gathered = np.empty(x.shape[0], dtype=np.int64)
         with np.errstate(over="ignore"):
             for t, block in enumerate(self.blocks):
-                np.take(x, block.order, out=gathered)
-                np.multiply(gathered, block.signs, out=gathered)
+                gathered = x[block.order]
+                gathered *= block.signs
                 out[t * self.buckets + block.filled] = np.add.reduceat(gathered, block.starts)
         return out
 

@@ -91,9 +91,10 @@ a larger batch is cut up."""
 SKETCH_SIGMAS = 8
 """The sketched check's slack ε = 8·√(2/(r·k)): eight standard deviations of the estimate
 ‖y‖²/(r·‖x‖²) (module doc, "Sketched check"); 0.125 for the default r·k = 8192."""
-SKETCH_HEADROOM = 8
-"""The sketched range window accepts |y_j| < 2^bitlength(8·√T): an honest bucket sum is
-sub-Gaussian with variance at most ‖x‖² ≤ T, so it lands outside with probability ≤ 2e^−32."""
+SKETCH_HEADROOM = 7.5
+"""The sketched range window accepts |y_j| < 2^bitlength(⌈7.5·√T⌉): an honest bucket sum is
+sub-Gaussian with variance at most ‖x‖² ≤ T, so it lands outside with probability
+≤ 2e^−28 ≈ 1.4·10^−12 (below 1.2·10^−8 over the 8,192 buckets)."""
 
 
 @dataclass(frozen=True)
@@ -187,10 +188,10 @@ class CheckBounds:
 
     @property
     def vector_bits(self) -> int:
-        """b_v: honest |v_j| < 2^b_v (b for x; bitlength(8·⌈√T⌉) for a bucket sum of y)."""
+        """b_v: honest |v_j| < 2^b_v (b for x; bitlength(⌈7.5·(⌊√T⌋ + 1)⌉) for a bucket sum of y)."""
         if not self.sketched:
             return self.bits
-        return (SKETCH_HEADROOM * (math.isqrt(self.norm_sq) + 1)).bit_length()
+        return math.ceil(SKETCH_HEADROOM * (math.isqrt(self.norm_sq) + 1)).bit_length()
 
     @property
     def norm_weight(self) -> int:

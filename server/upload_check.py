@@ -30,6 +30,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,7 +254,13 @@ class LeaderBatch:
         self.peer.unary("StartCheck", request)
 
     def run(self, bounds: CheckBounds) -> dict[Item, Verdict]:
-        """Check every item; {item: verdict}, equal on both parties (else CheckFailed)."""
+        """Check every item; {item: verdict}, equal on both parties (else CheckFailed). party0
+        reads its shares on a thread while party1 starts the batch and the dealer link opens."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-load") as pool:
+            loading = pool.submit(lambda: [held_input(self.store, self.round_index, item) for item in self.items])
+            return self._run(bounds, loading)
+
+    def _run(self, bounds: CheckBounds, loading: Future) -> dict[Item, Verdict]:
         start = time.monotonic()
         try:
             self._start(bounds)
@@ -264,7 +271,7 @@ class LeaderBatch:
         try:
             link = open_link(self.cfg, self.batch_id)
             try:
-                mine = self._check_all(link, bounds)
+                mine = self._check_all(link, bounds, loading.result())
             finally:
                 link.close()
             theirs = self.peer.unary("FinishCheck", peer_pb2.CheckRef(batch_id=self.batch_id))
@@ -288,8 +295,7 @@ class LeaderBatch:
         )
         return mine
 
-    def _check_all(self, link: DealerLink, bounds: CheckBounds) -> dict[Item, Verdict]:
-        held = [held_input(self.store, self.round_index, item) for item in self.items]
+    def _check_all(self, link: DealerLink, bounds: CheckBounds, held: list[HeldInput]) -> dict[Item, Verdict]:
         seeds = [client_seed(self.seed, item.client_id) for item in self.items]
         verdicts = run_parts(0, held, bounds, seeds, self._exchange, DealerCorrelation(link))
         return dict(zip(self.items, verdicts, strict=True))
