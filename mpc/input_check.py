@@ -17,6 +17,17 @@ about the centred integers behind the shares:
 
 Between "accepted" and "refused" the verdict depends on the fresh masks (it is random).
 
+**Sketched check.** For m > r·k (`SketchShape`, default 2 × 4,096) the four checks run on
+y = S·x, a public count sketch of x (`mpc.count_sketch`) that each party applies to its own
+share without communication (`checked_inputs`), drawn per attempt from HMAC over the
+batch's seeds (`batch_sketch`). The bounds become those of v = y (`CheckBounds.dim`,
+`vector_bits`, `vector_norm_sq`, `vector_tolerance`, `norm_weight`): E‖y‖² = r·‖x‖² with
+relative standard deviation ≤ √(2/(rk)), so ‖y‖² is accepted up to ⌈r·(1 + ε)·T⌉ with
+ε = 8·√(2/(rk)); a bucket sum is accepted below 2^bitlength(⌈7.5·(⌊√T⌋ + 1)⌉); the reported
+norm is compared as |r·N² − ‖y‖²| ≤ r·tol + ⌈ε·r·T⌉. Soundness and slack are in
+docs/PRIVACY.md, "The sketched check". Below, "x" and "m" are the checked vector and its
+length (y and r·k when sketched).
+
 **Window test** W(v, k), the one primitive (k ≥ 33): is the shared v in [0, 2^k)?
 1. (Second attempt only) re-share with a mask ρ drawn from the seed: v_0 + ρ, v_1 − ρ.
 2. Local shifts (SecureML's truncation, unsigned): u_0 = v_0 >> k, u_1 = −((−v_1) >> k).
