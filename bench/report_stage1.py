@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.report_format import load
 from bench.report_section import Part, row, section, table
+from mpc.input_check import CheckBounds
 
 MB = 1e6
 ROWS = (
@@ -94,10 +95,11 @@ def _check_table(lines: list[str], f: dict[str, Any], params: int) -> None:
     for (label, plain, ratio), (_, _, star, _) in zip(CHECK_ROWS, ROWS, strict=True):
         lines.append(row((label, _cell(f, plain), _cell(f, star), f"{f[ratio]:.2f}×")))
     clients = f["starfish_rounds"][0].get("members", 20)
-    check_mb = clients * 2 * 8 * (3 * params + 11) / MB
+    dim = CheckBounds.make(params, 16, 1.0).dim  # d: the checked vector (the sketch of a large model)
+    check_mb = clients * 2 * 8 * (3 * dim + 11) / MB
     lines.append(
-        f"| party-to-party traffic of the check (MB; from its message sizes, 2·8·(3m + 11) bytes per upload) "
-        f"| 0 | {check_mb:.1f} | — |"
+        f"| party-to-party traffic of the check (MB; from its message sizes, 2·8·(3d + 11) bytes per upload, "
+        f"d = {dim:,}) | 0 | {check_mb:.1f} | — |"
     )
     lines.append(
         "\nThe payload rows count client uploads and downloads and the aggregate exchange; the check's own "
