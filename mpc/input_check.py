@@ -138,12 +138,25 @@ class Correlation(Protocol):
 
 def largest_norm(num_params: int, precision_bits: int, sketch: SketchShape = SketchShape()) -> float:
     """The largest C the ring allows for m = `num_params` (`CheckBounds.fits`): C = (2^b − 2)/2^f
-    for the largest b ≤ 32 that fits, or 0.0 if none does."""
+    for the largest b ≤ 32 that fits, or 0.0 if none does. A sketched check's limit is set by
+    its range window, which grows with √T rather than with b, so there C is then raised by
+    bisection to the largest value that still fits (`fits` is monotone in C)."""
     for b in range(K - 1, 3, -1):
         norm = (2**b - 2) / 2**precision_bits
         if CheckBounds(num_params, precision_bits, norm, sketch).fits():
-            return norm
-    return 0.0
+            break
+    else:
+        return 0.0
+    if not CheckBounds(num_params, precision_bits, norm, sketch).sketched:
+        return norm
+    low, high = norm, (2 ** (b + 1) - 2) / 2**precision_bits
+    for _ in range(48):
+        middle = (low + high) / 2
+        if CheckBounds(num_params, precision_bits, middle, sketch).fits():
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 @dataclass(frozen=True)

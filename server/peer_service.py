@@ -353,3 +353,12 @@ class PeerService(peer_pb2_grpc.PeerServiceServicer):
 
     def SignCertificate(self, request, context):
         self._not_a_follower(context, "SignCertificate")
+
+    def PostEvaluation(self, request, context):
+        self._not_a_follower(context, "PostEvaluation")
+
+    def EvaluationHeld(self, request, context):
+        self._not_a_follower(context, "EvaluationHeld")
+
+    def EvaluationStep(self, request, context):
+        self._not_a_follower(context, "EvaluationStep")
