@@ -26,6 +26,8 @@ from harness.local import LocalDeployment
 from server.store import Store
 from starfish_flower import sandbox
 
+from helpers.ray_dir import private_ray_dir
+
 pytestmark = pytest.mark.timeout(900)
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "flower"
 SHORT = "fraction-train=1.0 num-server-rounds=2 rounds-after=1"
@@ -36,9 +38,10 @@ def run_script(script: str, out: Path, run_config: str) -> str:
     if not sandbox.available():
         pytest.fail("cannot create a network namespace (unshare --net): Flower and Ray would reach outside addresses")
     command = sandbox.loopback_only([str(EXAMPLE / script), str(out), run_config])
-    env = {**os.environ, "PYTHON": sys.executable}
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840, check=False)
+        with private_ray_dir() as ray_env:
+            env = {**os.environ, **ray_env, "PYTHON": sys.executable}
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=840, check=False)
     except subprocess.TimeoutExpired as exc:
         tail = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
         pytest.fail(f"{script} did not end within {exc.timeout} s (logs in {out}):\n{tail[-4000:]}")

@@ -33,6 +33,7 @@ from starfish_flower import offline, sandbox
 
 from helpers.flower_app import fit, node_data
 from helpers.flower_run import CLIENTS, ROUNDS_AFTER, ROUNDS_BEFORE
+from helpers.ray_dir import private_ray_dir
 
 pytestmark = pytest.mark.timeout(600)
 TESTS = Path(__file__).resolve().parents[1]  #: on the run's PYTHONPATH, for the helpers package
@@ -46,10 +47,11 @@ def run(tmp_path_factory):
     root, out = tmp / "dep", tmp / "result.json"
     # the checkout before tests/: its folders share names with the packages they test
     path = os.pathsep.join(p for p in (str(TESTS.parent), str(TESTS), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, **offline.SWITCHES, "PYTHONPATH": path}  # switches set before the run imports flwr
     command = sandbox.loopback_only([sys.executable, str(TESTS / "helpers" / "flower_run.py"), str(root), str(out)])
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540, check=False)
+        with private_ray_dir() as ray_env:  # switches set before the run imports flwr
+            env = {**os.environ, **offline.SWITCHES, **ray_env, "PYTHONPATH": path}
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540, check=False)
     except subprocess.TimeoutExpired as exc:  # the namespace's processes die with it
         tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         pytest.fail(f"the simulation did not end within {exc.timeout} s (logs in {root / 'logs'}):\n{tail[-3000:]}")
