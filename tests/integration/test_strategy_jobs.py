@@ -116,8 +116,9 @@ def test_a_baseline_job_matches_plaintext_erases_and_is_certified(service, strat
         service.erased.append(target)
         report = json.loads(admin.job_report(job_id).report_json)
         assert report["job"]["strategy"] == strategy and report["backend"] == "crypten"
-        canonical = registry.strategy_class(strategy).parse_params({**params, "min_cohort": 3}).as_dict
-        assert report["job"]["parameters"] == canonical  # every default filled in, k the party's
+        operator = {"min_cohort": 3, "anchor_noise": False}  # the party's k; the service's noise switch
+        canonical = registry.strategy_class(strategy).parse_params({**params, **operator}).as_dict
+        assert report["job"]["parameters"] == canonical  # every default filled in, the operator's applied
         _, model = admin.job_model(job_id)
         reference, ref = plaintext_reference(service, report, erased_before)
         for key in decisions:

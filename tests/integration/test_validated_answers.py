@@ -5,6 +5,9 @@ pair of 2^30 in every coordinate (made by hand, past the SDK's checks); without 
 both job workers fail on it in every session attempt and the job fails (a veto). With it, the answer is refused in
 2PC and treated as missing: the job succeeds, the target is erased on both parties, and
 the client is named in the job report, its summary, JobStatus and both parties' logs.
+The same attack is run against a Starfish, a FedRecover and a Crab job: the two baselines
+ask remaining clients for fresh gradients (FedRecover's warm-up, corrections and final
+tuning; Crab's recovery rounds), so each has tasks to veto, and each must survive it.
 """
 
 from __future__ import annotations
@@ -47,7 +50,16 @@ def _serve_poisoned(svc: TrainedService, stop: threading.Event) -> tuple[Poisoni
     return client, thread
 
 
-def test_a_poisoned_task_answer_is_refused_named_and_the_job_succeeds(tmp_path):
+#: strategy → job parameters (every strategy asks the attacker at least once)
+STRATEGIES = {
+    "starfish": {},
+    "fedrecover": {"warmup_rounds": 1, "correction_interval": 2, "final_tuning": 1},
+    "crab": {"client_ratio": 1.0, "sensitivity_ratio": 0.0},
+}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_poisoned_task_answer_is_refused_named_and_the_job_succeeds(tmp_path, strategy):
     svc = TrainedService.create(
         tmp_path / "svc",
         CLIENTS,
@@ -61,7 +73,7 @@ def test_a_poisoned_task_answer_is_refused_named_and_the_job_succeeds(tmp_path):
         svc.unserve(ATTACKER)
         attacker, thread = _serve_poisoned(svc, stop)
         with svc.dep.admin() as admin:
-            job_id = admin.unlearn([TARGET])
+            job_id = admin.unlearn([TARGET], strategy, STRATEGIES[strategy])
             done = admin.wait_job(job_id, 420)
             assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, (done.error, done.failed_process)
             assert attacker.poisoned, "the attacker answered no task"
@@ -72,7 +84,7 @@ def test_a_poisoned_task_answer_is_refused_named_and_the_job_succeeds(tmp_path):
         assert {e["client"] for e in report["refused_answers"]} == {ATTACKER}
         assert len(report["refused_answers"]) == len(attacker.poisoned)
         assert f"answer of {ATTACKER} refused" in reply.summary
-        assert sorted(report["erasure"]) == [TARGET]
+        assert sorted(report["erasure"]) == [TARGET] and report["job"]["strategy"] == strategy
         for role in (0, 1):
             store = svc.store(role)
             try:

@@ -42,5 +42,7 @@ def test_policy_check_names_the_bound():
 def test_another_strategy_gets_only_the_operator_parameters_it_declares():
     policy = UnlearningPolicy({"beta": 0.25, "B": 3, "anchor_noise": False})
     assert policy.for_strategy("") == policy.for_strategy("starfish") == {"beta": 0.25, "B": 3, "anchor_noise": False}
-    assert policy.for_strategy("fedrecover") == {"B": 3}  # the shared L-BFGS buffer; β is Starfish's
+    # the shared L-BFGS buffer and the anchored noise's switch; β is Starfish's
+    assert policy.for_strategy("fedrecover") == {"B": 3, "anchor_noise": False}
+    assert policy.for_strategy("crab") == {"anchor_noise": False}
     assert policy.for_strategy("no-such-strategy") == {}

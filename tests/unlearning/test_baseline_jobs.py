@@ -7,7 +7,8 @@
 * the same run on the plaintext backend and under real 2PC (dealer + two party processes
   on 127.0.0.1), as a job runs it (no probe): identical decisions (FedRecover: round kinds,
   abnormality flags, curvature bits; Crab: selected rounds and clients, rollback point),
-  asks and release decisions, relative L2 model gap ≤ 1e-3;
+  asks and release decisions, relative L2 model gap ≤ 1e-3 (the anchored noise on, one fixed
+  draw on both backends and in a resumed run);
 * a run resumed from the checkpoint of round 4 — in plaintext, and in a new 2PC session
   from each party's own stored shares — ends with the model of the uninterrupted run;
 * a checkpoint of another strategy, targets or parameters is refused.
@@ -29,7 +30,7 @@ from privacy.settings import DPSettings
 from unlearning import registry
 from unlearning.strategy import ResumableState, UnlearnContext, UnlearningError
 
-from helpers.synthetic_fl import LogRegFL, LogRegOracle
+from helpers.synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5
@@ -65,7 +66,7 @@ def run_case(
     ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=targets, params=params)
     ctx.resume_from = resume_from
     ctx.on_checkpoint = None if saved is None else saved.append
-    result = registry.create(name).run(ctx)
+    result = registry.strategy_class(name)(noise=fixed_noise).run(ctx)  # one draw on both backends
     report = result.report
     return {
         "model": result.model,

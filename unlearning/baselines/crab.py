@@ -71,6 +71,7 @@ from unlearning.baselines.release_gate import Gate, Step, drop_pending, release,
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.lbfgs import squared_norms
 from unlearning.probes import ModelProbe, require_probe
+from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
 from unlearning.starfish.correction import ask_exact
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
@@ -99,6 +100,9 @@ class CrabParams(StrategyParams):
     rollback_clients: str = "all"
     round_score: str = "auto"
     min_cohort: int = 1
+    #: reveals near a Stage I model carry Starfish's anchored noise (release_gate.py; off: such a
+    #: reveal is differenceable, tests that compare a job with a plaintext run turn it off)
+    anchor_noise: bool = True
 
     def check(self) -> None:
         check_range(NAME, "loss_reduction", self.loss_reduction, 0.0, 1.0, low_open=True, high_open=True)
@@ -275,11 +279,15 @@ class CrabStrategy(Strategy[CrabParams]):
         if ctx.resume_from is not None:
             check_resume(ctx, params, ctx.resume_from, CrabState, lambda state: len(state.replay), "Crab")
 
+    def __init__(self, noise: NoiseDraw | None = None) -> None:
+        """`noise`: the anchored reveal's draw (release_gate.py); tests comparing backends fix it."""
+        self.noise = noise if noise is not None else secret_gaussian
+
     def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
         """The three steps (or the rest of the recovery after a checkpoint); the report's costs cover this call only."""
         start = time.perf_counter()
         with ctx.backend.own_ledger() as run_ledger:
-            state = _Run(ctx, params).execute()
+            state = _Run(ctx, params, self.noise).execute()
         report = build_report(ctx.backend.name, params.as_dict, state, ctx.history.num_rounds, params.min_cohort)
         report["costs"] = run_ledger.to_dict()
         steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
@@ -290,9 +298,10 @@ class CrabStrategy(Strategy[CrabParams]):
 class _Run:
     """One Crab run (or the rest of its recovery): selection and rollback, then recovery rounds."""
 
-    def __init__(self, ctx: UnlearnContext, params: CrabParams) -> None:
+    def __init__(self, ctx: UnlearnContext, params: CrabParams, noise: NoiseDraw) -> None:
         self.ctx, self.params, self.backend = ctx, params, ctx.backend
-        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, MIN_STEP, ctx.privacy, NAME)
+        anchored = params.anchor_noise
+        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, MIN_STEP, ctx.privacy, NAME, anchored, noise)
 
     def execute(self) -> CrabState:
         """Recovery rounds state.round + 1..R, checkpointing after each; an update still held
@@ -340,6 +349,7 @@ class _Run:
             stored_fraction=_stored_fraction(ctx, kept),
             kept_bits=sum(n for n, k in zip(sizes, kept, strict=True) if len(k) < n),
             log=StarfishLog(request=run_request(ctx, params)),
+            noise_key=new_noise_key(backend),
         )
 
     def _kept_rounds(self, rounds: list[int], kept: list[list[str]]) -> Iterator[KeptRound]:
@@ -379,7 +389,8 @@ class _Run:
         update, sensitivity = sum_update(self.gate, rows, [info.lr * weights[c] for c in clients])
         state.log.rounds.append(RoundEntry(r, t, len(clients), "recovery", info.lr))
         contributions = classify(clients, weights, info.lr, clients, ())
-        release(self.gate, state, Step(r, t, clients, update, sensitivity), contributions)
+        coefficients = {c: info.lr * weights[c] for c in clients}
+        release(self.gate, state, Step(r, t, clients, update, sensitivity, coefficients), contributions)
 
 
 def calibrated_rows(ctx: UnlearnContext, t: int, fresh: Sequence[Secret], clients: Sequence[str]) -> Secret:

@@ -30,6 +30,7 @@ from unlearning.starfish.state_parts import (
     check_header,
     header,
     held_secret,
+    key_secret,
     public_model,
     reading,
     release_json,
@@ -59,6 +60,7 @@ class CrabState(ResumableState):
     log: StarfishLog = field(default_factory=StarfishLog)
     pending: PendingRelease = field(default_factory=PendingRelease)
     held: Secret | None = None
+    noise_key: Secret | None = None  #: this party's anchored-noise key (release_gate.py)
 
     @property
     def rollback_round(self) -> int:
@@ -94,7 +96,7 @@ class CrabState(ResumableState):
         return {"model": self.model.clone()}
 
     def secrets(self) -> dict[str, Secret]:
-        return held_secret(self.held)
+        return {**held_secret(self.held), **key_secret(self.noise_key)}
 
     @classmethod
     def from_parts(
@@ -119,6 +121,7 @@ class CrabState(ResumableState):
                 log=log,
                 pending=pending,
                 held=held,
+                noise_key=secrets.get("noise_key"),
             )
 
 

@@ -59,6 +59,7 @@ from unlearning.baselines.fedrecover_report import build_report
 from unlearning.baselines.fedrecover_state import FedRecoverState
 from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
+from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
 from unlearning.starfish.correction import ask_exact, replace_rows
 from unlearning.starfish.release import classify
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
@@ -91,6 +92,9 @@ class FedRecoverParams(StrategyParams):
     #: k of the release rule (unlearning.starfish.release); 1 reveals every round (Algorithm 1),
     #: the service raises it to the party's [privacy] min_cohort
     min_cohort: int = 1
+    #: reveals near a Stage I model carry Starfish's anchored noise (release_gate.py; off: such a
+    #: reveal is differenceable, tests that compare a job with a plaintext run turn it off)
+    anchor_noise: bool = True
 
     def check(self) -> None:
         check_range(NAME, "buffer_size", self.buffer_size, 1, 64)
@@ -172,12 +176,16 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
             last = ctx.history.num_rounds
             check_resume(ctx, params, ctx.resume_from, FedRecoverState, lambda _: last, "FedRecover")
 
+    def __init__(self, noise: NoiseDraw | None = None) -> None:
+        """`noise`: the anchored reveal's draw (release_gate.py); tests comparing backends fix it."""
+        self.noise = noise if noise is not None else secret_gaussian
+
     def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
         """Algorithm 1 over the stored history (or its rest after a checkpoint); the report's
         costs cover this call only."""
         total, start = ctx.history.num_rounds, time.perf_counter()
         with ctx.backend.own_ledger() as run_ledger:
-            state = _Run(ctx, params).execute()
+            state = _Run(ctx, params, self.noise).execute()
         report = build_report(ctx.backend.name, params, state, total, params.schedule(total))
         report["costs"] = run_ledger.to_dict()
         steps = {name.removeprefix(f"{NAME}."): cost["seconds"] for name, cost in report["costs"].items()}
@@ -188,12 +196,14 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
 class _Run:
     """One FedRecover run (or its continuation): the replay loop over `FedRecoverState`."""
 
-    def __init__(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
+    def __init__(self, ctx: UnlearnContext, params: FedRecoverParams, noise: NoiseDraw) -> None:
         self.ctx, self.params = ctx, params
         self.backend = ctx.backend
         self.total = ctx.history.num_rounds
         self.schedule = params.schedule(self.total)
-        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, params.min_step, ctx.privacy, NAME)
+        self.gate = Gate(
+            ctx.backend, ctx.history, params.min_cohort, params.min_step, ctx.privacy, NAME, params.anchor_noise, noise
+        )
 
     def execute(self) -> FedRecoverState:
         """Replay stored rounds state.round + 1..T, checkpointing after each; an update still
@@ -231,6 +241,7 @@ class _Run:
             tau=tau,
             model=history.model(0).to(torch.float64).clone(),
             log=StarfishLog(request=run_request(ctx, self.params)),
+            noise_key=new_noise_key(backend),
         )
 
     def _replay(self, state: FedRecoverState, t: int) -> None:
@@ -251,7 +262,8 @@ class _Run:
         update, sensitivity = sum_update(self.gate, grads, [info.lr * weights[c] for c in members])
         state.log.rounds.append(RoundEntry(t, t, len(members), kind or "estimate", info.lr))
         contributions = classify(members, weights, info.lr, answered, at_origin)
-        release(self.gate, state, Step(t, t, members, update, sensitivity), contributions)
+        coefficients = {c: info.lr * weights[c] for c in members}
+        release(self.gate, state, Step(t, t, members, update, sensitivity, coefficients), contributions)
 
     def _gradients(
         self, state: FedRecoverState, t: int, members: list[str], kind: str | None, v: torch.Tensor

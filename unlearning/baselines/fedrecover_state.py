@@ -35,6 +35,7 @@ from unlearning.starfish.state_parts import (
     check_header,
     header,
     held_secret,
+    key_secret,
     public_model,
     reading,
     release_json,
@@ -60,6 +61,7 @@ class FedRecoverState(ResumableState):
     log: StarfishLog = field(default_factory=StarfishLog)
     pending: PendingRelease = field(default_factory=PendingRelease)
     held: Secret | None = None  #: [U], the held update (None when nothing is held)
+    noise_key: Secret | None = None  #: this party's anchored-noise key (release_gate.py)
 
     def snapshot(self) -> FedRecoverState:
         """An independent copy (secrets are immutable handles and are shared)."""
@@ -73,6 +75,7 @@ class FedRecoverState(ResumableState):
             log=copy.deepcopy(self.log),
             pending=copy.deepcopy(self.pending),
             held=self.held,
+            noise_key=self.noise_key,
         )
 
     def public_json(self) -> dict[str, Any]:
@@ -88,7 +91,8 @@ class FedRecoverState(ResumableState):
         return {"model": self.model.clone(), **pairs_tensors(self.buffers)}
 
     def secrets(self) -> dict[str, Secret]:
-        return {"tau": self.tau, **pairs_secrets(self.buffers, self.forms), **held_secret(self.held)}
+        pairs = pairs_secrets(self.buffers, self.forms)
+        return {"tau": self.tau, **pairs, **held_secret(self.held), **key_secret(self.noise_key)}
 
     @classmethod
     def from_parts(
@@ -109,4 +113,5 @@ class FedRecoverState(ResumableState):
                 log=log,
                 pending=pending,
                 held=held,
+                noise_key=secrets.get("noise_key"),
             )

@@ -15,13 +15,19 @@ driver does (docs/PRIVACY.md, "Stage II release rule"):
    otherwise it stays secret and the next step's update is added to it.
 
 A run ends with `drop_pending`: an update still held then is never revealed nor applied.
-Starfish's anchored noise (`unlearning.starfish.anchor_noise`) is not applied here.
+
+Starfish's anchored noise (`unlearning.starfish.anchor_noise`, docs/PRIVACY.md "Anchored
+reveals") applies here as there: a step taken within `ANCHOR_REACH` Stage I steps of some
+M_{i−1} (with k > 1) notes the clients of S_i it lacks (`note_anchor`), and the reveal of a
+pending sum with anchors adds [z] = κ·s·u/√m, u drawn under HMAC(this party's noise key, t)
+of the reveal's last step t. FedRecover's and Crab's first replays sit at M_0 (or at Crab's
+rollback point M_{t_j*}), where the held-and-merged first replay differences otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -29,6 +35,16 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.fedavg import AggregatePrivacy, reveal_update, weighted_sum
 from unlearning.history import SharedHistory
+from unlearning.starfish.anchor_noise import (
+    ANCHOR_REACH,
+    NoiseDraw,
+    anchored_rounds,
+    new_noise_key,
+    noised,
+    note_anchor,
+    reveal_key,
+    secret_gaussian,
+)
 from unlearning.starfish.release import PendingRelease, anchor_round, revealable
 from unlearning.starfish.run_log import ReleaseEntry, StarfishLog
 from unlearning.weight_cap import principal_count
@@ -44,11 +60,14 @@ class ReleasingState(Protocol):
     pending: PendingRelease
     held: Secret | None
     log: StarfishLog
+    noise_key: Secret | None  #: this party's key of the anchored noise (None until the first reveal)
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The rule's inputs for one run: k, the model-equality tolerance, DP, a label for releases."""
+    """The rule's inputs for one run: k, the model-equality tolerance, DP, a label for releases;
+    whether reveals near a Stage I model carry the anchored noise, and its draw (tests that
+    compare two backends pass one fixed draw)."""
 
     backend: Backend
     history: SharedHistory
@@ -56,6 +75,8 @@ class Gate:
     min_step: float
     privacy: AggregatePrivacy | None
     label: str
+    anchor_noise: bool = True
+    noise: NoiseDraw = secret_gaussian
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,7 @@ class Step:
     members: Sequence[str]
     update: Secret
     sensitivity: float = 0.0
+    coefficients: Mapping[str, float] = field(default_factory=dict)  #: the public η·w_j of its members
 
 
 def release(gate: Gate, state: ReleasingState, step: Step, contributions: Contributions) -> None:
@@ -77,6 +99,8 @@ def release(gate: Gate, state: ReleasingState, step: Step, contributions: Contri
         return
     exact, stored, opaque = contributions
     pending = state.pending
+    if gate.anchor_noise and gate.min_cohort > 1:
+        note_anchor(gate.history, pending, state.model, step.coefficients, ANCHOR_REACH, gate.min_step)
     if exact and anchor_round(gate.history, state.model, gate.min_step) == step.r:
         pending.add_exact(step.r, exact)  # vectors at M_{r−1}, where Stage I published G_r
     else:  # at a point Stage I never aggregated with round r's data order: opaque
@@ -92,13 +116,20 @@ def release(gate: Gate, state: ReleasingState, step: Step, contributions: Contri
         state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support))
         return
     with gate.backend.step(f"{gate.label}.aggregate"):
-        state.model = state.model - _open(gate, pending, state.held)
-    state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support))
+        state.model = state.model - _open(gate, state, pending, state.held)
+    anchored = anchored_rounds(pending)
+    state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, [], anchored))
     state.pending, state.held = PendingRelease(), None
 
 
-def _open(gate: Gate, pending: PendingRelease, held: Secret) -> torch.Tensor:
-    """Reveal the held sum: as is, or with distributed noise for its summed sensitivity."""
+def _open(gate: Gate, state: ReleasingState, pending: PendingRelease, held: Secret) -> torch.Tensor:
+    """Reveal the held sum plus its anchored noise (module docstring): as is, or with distributed
+    noise for its summed sensitivity. The party's noise key is drawn at the first reveal."""
+    if pending.anchors:
+        if state.noise_key is None:
+            state.noise_key = new_noise_key(gate.backend)
+        key = reveal_key(gate.backend, state.noise_key, pending.steps[-1])
+        held = noised(gate.backend, gate.history, pending, held, key, gate.noise)
     if gate.privacy is None:
         return reveal_update(gate.backend, held)
     label = f"{gate.label} steps " + ",".join(str(t) for t in pending.steps)

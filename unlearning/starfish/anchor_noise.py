@@ -43,9 +43,12 @@ import torch
 
 from mpc.backend import Backend, Secret
 from unlearning.history import SharedHistory
+from unlearning.starfish.release import PendingRelease, near_anchor, stage1_coefficients
 
 #: κ: the noise's norm over the largest norm of what an observer could isolate
 KAPPA = 2.0
+#: a step within this many Stage I steps of M_{i−1} is noised for round i (`note_anchor`)
+ANCHOR_REACH = 2.0
 KEY_WORDS = 8  #: a noise key as 8 words of 32 bits (exact in the plaintext backend's float64)
 
 #: draws the secret u ~ N(0, I_m) of one reveal under this party's reveal key
@@ -103,3 +106,37 @@ def anchor_noise(
         return None
     spread = backend.mul(backend.reshape(scale, (1,)), torch.full((m,), KAPPA / math.sqrt(m), dtype=torch.float64))
     return backend.mul(spread, draw(backend, m))
+
+
+def note_anchor(
+    history: SharedHistory,
+    pending: PendingRelease,
+    point: torch.Tensor,
+    coefficients: Mapping[str, float],
+    reach: float,
+    tolerance: float,
+) -> int | None:
+    """A step taken at `point` within `reach` Stage I steps of some M_{i−1} (`release.near_anchor`):
+    the clients of S_i it lacks join the pending anchors with c_ij (`step_terms`; `coefficients`:
+    the step's η·w_j). Returns that i, or None when no M_{i−1} is within reach."""
+    near = near_anchor(history, point, reach, tolerance)
+    if near is None:
+        return None
+    terms = step_terms(coefficients, stage1_coefficients(history, near))
+    if terms:
+        pending.add_anchor(near, terms)
+    return near
+
+
+def noised(
+    backend: Backend, history: SharedHistory, pending: PendingRelease, held: Secret, key: bytes, draw: NoiseDraw
+) -> Secret:
+    """[U] + [z]: the held sum plus the anchored noise of its anchors, u drawn under the reveal's `key`."""
+    m = history.model(0).numel()
+    noise = anchor_noise(backend, history, pending.anchors, m, lambda b, n: draw(b, n, key))
+    return held if noise is None else backend.add(held, noise)
+
+
+def anchored_rounds(pending: PendingRelease) -> list[int]:
+    """The stored rounds whose anchors noised a reveal (for the run log's `noised_for`)."""
+    return sorted(i for i, terms in pending.anchors.items() if any(v > 0 for v in terms.values()))

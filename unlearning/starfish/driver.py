@@ -33,11 +33,12 @@ from mpc.backend import Backend, Secret
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
 from unlearning.starfish.anchor_noise import (
     NoiseDraw,
-    anchor_noise,
+    anchored_rounds,
     new_noise_key,
+    noised,
+    note_anchor,
     reveal_key,
     secret_gaussian,
-    step_terms,
 )
 from unlearning.starfish.correction import ask_exact, check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
@@ -46,9 +47,7 @@ from unlearning.starfish.release import (
     PendingRelease,
     anchor_round,
     classify,
-    near_anchor,
     revealable,
-    stage1_coefficients,
 )
 from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
@@ -214,16 +213,14 @@ class StarfishStrategy(Strategy[StarfishParams]):
         scale and the clients of S_i it lacks join the pending anchors (anchor_noise.py). k = 1 is
         Algorithm 4 without the release rule: no anchors (nor with `anchor_noise` off)."""
         at = anchor_round(ctx.history, state.model, params.min_step)
-        near = near_anchor(ctx.history, state.model, params.anchor_reach, params.min_step)
-        if near is not None and params.min_cohort > 1 and params.anchor_noise:
+        if params.min_cohort > 1 and params.anchor_noise:
             info = ctx.history.round_info(step.r)
             weights = capped_fedavg_weights(info, step.participants, params.min_cohort) or fedavg_weights(
                 info, step.participants
             )
             eta = params.unlearning_rate(info.lr)
-            terms = step_terms({c: eta * w for c, w in weights.items()}, stage1_coefficients(ctx.history, near))
-            if terms:
-                state.pending.add_anchor(near, terms)
+            coefficients = {c: eta * w for c, w in weights.items()}
+            note_anchor(ctx.history, state.pending, state.model, coefficients, params.anchor_reach, params.min_step)
         return at
 
     def _release(
@@ -266,17 +263,15 @@ class StarfishStrategy(Strategy[StarfishParams]):
             return
         with ctx.backend.step("UE"):
             state.model = state.model - self._open(ctx, pending, state.held, state.noise_key)
-        anchored = sorted(i for i, terms in pending.anchors.items() if any(v > 0 for v in terms.values()))
+        anchored = anchored_rounds(pending)
         state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept, anchored))
         state.pending, state.held = PendingRelease(), None
 
     def _open(self, ctx: UnlearnContext, pending: PendingRelease, held: Secret, noise_key: Secret) -> torch.Tensor:
         """Reveal the held sum plus the anchored noise (anchor_noise.py), drawn under the key of
         this reveal (its last step): as is, or with distributed noise for its summed sensitivity."""
-        m = ctx.history.model(0).numel()
         key = reveal_key(ctx.backend, noise_key, pending.steps[-1])
-        noise = anchor_noise(ctx.backend, ctx.history, pending.anchors, m, lambda b, n: self.noise(b, n, key))
-        held = held if noise is None else ctx.backend.add(held, noise)
+        held = noised(ctx.backend, ctx.history, pending, held, key, self.noise)
         if ctx.privacy is None:
             return reveal_update(ctx.backend, held)
         members = sorted(pending.clients())

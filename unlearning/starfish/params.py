@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from unlearning.errors import UnlearningError
+from unlearning.starfish.anchor_noise import ANCHOR_REACH
 from unlearning.strategy_params import ALIAS, StrategyParams
 
 #: round-selection comparison methods (Algorithm 1 and Appendix C, Algorithm 6)
@@ -66,7 +67,7 @@ class StarfishParams(StrategyParams):
     #: a step counts as taken at a Stage I model point M_{i−1} for the anchored noise while the
     #: public model is within anchor_reach Stage I steps of it: ‖M̂_t − M_{i−1}‖ ≤ anchor_reach·‖M_i − M_{i−1}‖
     #: (release.near_anchor; docs/PRIVACY.md "Anchored reveals")
-    anchor_reach: float = 2.0
+    anchor_reach: float = ANCHOR_REACH
     #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
     recovery_rounds: int = 0
 

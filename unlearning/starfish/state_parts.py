@@ -47,6 +47,11 @@ def held_secret(held: Secret | None) -> dict[str, Secret]:
     return {} if held is None else {"held": held}
 
 
+def key_secret(noise_key: Secret | None) -> dict[str, Secret]:
+    """This party's anchored-noise key as a secret part (none before one was drawn)."""
+    return {} if noise_key is None else {"noise_key": noise_key}
+
+
 def restore_release(
     public: Mapping[str, Any], secrets: Mapping[str, Secret]
 ) -> tuple[StarfishLog, PendingRelease, Secret | None]:
