@@ -12,7 +12,7 @@ E‖S_t·x‖² = ‖x‖² with Var ≤ 2‖x‖⁴/k per block (the count sket
 Farach-Colton; the L2 estimate of Alon, Matias and Szegedy); the bounds the check puts on y
 follow from this (mpc.input_check, `CheckBounds`).
 
-h and s come from AES-256-CTR keyed by the sketch's seed (`mpc.masks.expand_mask`): one
+h and s come from AES-256-CTR keyed by the sketch's seed (`mpc.masks.labelled_words`): one
 64-bit word w per coordinate and block, h = w mod k (k a power of two), s = +1 if bit 32 of w
 is 0 else −1. The seed is drawn with `secrets` after the uploads are fixed, so no client can
 place its coordinates against the hashing.
@@ -20,13 +20,11 @@ place its coordinates against the hashing.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from dataclasses import dataclass
 
 import numpy as np
 
-from mpc.masks import TAG_AES256_CTR, expand_mask
+from mpc.masks import labelled_words
 
 SIGN_BIT = 32
 MAX_BUCKETS = 1 << 16
@@ -74,8 +72,7 @@ class CountSketch:
 
 
 def _block(seed: bytes, t: int, length: int, buckets: int) -> Block:
-    key = hmac.new(seed, b"sketch:%d" % t, hashlib.sha256).digest()
-    words = expand_mask(bytes([TAG_AES256_CTR]) + key, length).view(np.uint64)
+    words = labelled_words(seed, b"sketch:%d" % t, length).view(np.uint64)
     bucket = (words & np.uint64(buckets - 1)).astype(np.uint16)
     order = np.argsort(bucket, kind="stable")
     signs = 1 - 2 * ((words[order] >> np.uint64(SIGN_BIT)) & np.uint64(1)).astype(np.int64)

@@ -88,7 +88,7 @@ from typing import Protocol
 import numpy as np
 
 from mpc.count_sketch import CountSketch
-from mpc.masks import TAG_AES256_CTR, expand_mask
+from mpc.masks import labelled_words
 
 K = 33
 """The smallest window exponent: h stays below 2^31, so h(h − 1) cannot wrap."""
@@ -320,7 +320,7 @@ def unsigned_fine(bits: int) -> Window:
 
 class Stream:
     """Public randomness of one check (masks ρ, fold weights r): AES-256-CTR keyed by
-    HMAC-SHA256(seed, label), through `mpc.masks.expand_mask`."""
+    HMAC-SHA256(seed, label), through `mpc.masks.labelled_words`."""
 
     def __init__(self, seed: bytes, reshare: bool) -> None:
         if len(seed) != SEED_BYTES:
@@ -333,8 +333,7 @@ class Stream:
         return self.words("rho:" + label, count) if self.reshare else None
 
     def words(self, label: str, count: int) -> np.ndarray:
-        key = hmac.new(self._seed, label.encode(), hashlib.sha256).digest()
-        return expand_mask(bytes([TAG_AES256_CTR]) + key, count)
+        return labelled_words(self._seed, label.encode(), count)
 
 
 def client_seed(batch_seed: bytes, client: str) -> bytes:

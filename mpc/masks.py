@@ -22,6 +22,8 @@ different generator: the client, party0 and party1 all check a seed with `seed_k
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 
 import numpy as np
@@ -82,6 +84,14 @@ def expand_mask(seed: bytes, count: int) -> np.ndarray:
         enc.update_into(_ZEROS[:step], view[done:])
         done += step
     return out[:total].view("<i8")
+
+
+def labelled_words(seed: bytes, label: bytes, count: int) -> np.ndarray:
+    """`count` int64 words of the AES-256-CTR stream keyed by HMAC-SHA256(seed, label): the one
+    way a public seed yields independent labelled streams (the upload check's masks and fold
+    weights, the count sketch's hashes and signs)."""
+    key = hmac.new(seed, label, hashlib.sha256).digest()
+    return expand_mask(bytes([TAG_AES256_CTR]) + key, count)
 
 
 def seeded_share(encoded: np.ndarray) -> tuple[np.ndarray, bytes]:
