@@ -18,7 +18,7 @@ from server import metrics
 from server.auth import authenticate_client
 from server.headroom import round_sample_budget
 from server.party_state import PartyState
-from server.store import ConflictError, RoundClosedError, SampleBudgetError, StoreError
+from server.store import ConflictError, RoundClosedError, SampleBudgetError, ShareBundle, StoreError
 from server.upload_status import upload_status
 from server.uploads import UploadError, check_binding, read_body, read_header
 
@@ -175,6 +175,9 @@ class ClientService(client_pb2_grpc.ClientServiceServicer):
         if not duplicate:
             share = parsed.gradient if parsed.mask_seed is None else expand_mask(parsed.mask_seed, num_params)
             self.state.running_sums.add(header.round, client, int(header.n_samples), share)
+            if self.cfg.validation.enabled:
+                bundle = ShareBundle(share, parsed.norm, parsed.delta, int(header.n_samples))
+                self.state.open_shares.add(header.round, client, digest, bundle)
         metrics.upload_accepted("round", duplicate)
         log.info("stored upload of %s for round %d (duplicate=%s)", client, header.round, duplicate)
         return client_pb2.UploadAck(

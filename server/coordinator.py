@@ -215,7 +215,8 @@ class RoundCoordinator:
         if not self.cfg.validation.enabled or not members:
             return members, excluded
         bounds = check_bounds(self.cfg, self.store.global_model(0).params.size)
-        batch = LeaderBatch(self.cfg, self.store, self.peer, round_index, [Item(c) for c in sorted(members)])
+        items = [Item(c) for c in sorted(members)]
+        batch = LeaderBatch(self.cfg, self.store, self.peer, round_index, items, shares=self.state.open_shares)
         verdicts = batch.run(bounds)
         metrics.check_batch("completed")
         refused = {item.client_id: v for item, v in verdicts.items() if not v.accepted}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from server.aggregation import RunningSums
 from server.config import PartyConfig
+from server.open_round_shares import OpenRoundShares
 from server.stage1_clip import Stage1Clipper
 from server.stage1_dp import Stage1Privacy
 from server.store import Store, TaskRecord
@@ -20,6 +21,8 @@ class PartyState:
     tasks_changed: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
     running_sums: RunningSums = field(default_factory=RunningSums)  #: Σ n_j·[g_j] of the open round so far
+    #: the open round's shares as acknowledged, for the upload check (server.open_round_shares)
+    open_shares: OpenRoundShares = field(default_factory=OpenRoundShares)
     #: set while an unlearning job is queued or runs: the coordinator opens no new round. Durable
     #: (`Store.training_pause`): restored here, before the coordinator or an admin call can open one
     training_paused: threading.Event = field(default_factory=threading.Event)

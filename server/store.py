@@ -837,6 +837,14 @@ class Store:
         )
         return TaskRecord(*rows[0]) if rows else None
 
+    def answered(self, task_id: str, client: str) -> bool:
+        """Whether `client`'s answer to task `task_id` is stored (its record, not its shares)."""
+        rows = self._query(
+            "SELECT 1 FROM tasks t JOIN task_uploads u ON t.task_id=u.task_id WHERE t.task_id=? AND t.client=?",
+            (task_id, client),
+        )
+        return bool(rows)
+
     def _unanswered_tasks(self, column: str, value: str, now: float) -> list[TaskRecord]:
         rows = self._query(
             "SELECT t.task_id, t.client, t.job_id, t.kind, t.unlearning_round, t.original_round, t.model_hash, "

@@ -53,6 +53,7 @@ from proto.starfish.v1 import peer_pb2
 from proto.wire import StreamError, sha256_hex, split_header
 from server import metrics
 from server.config import PartyConfig
+from server.open_round_shares import OpenRoundShares
 from server.peer_client import PeerClient, PeerRefused
 from server.storage_faults import classify
 from server.store import Store
@@ -95,19 +96,31 @@ def bounds_refusal(cfg: PartyConfig, num_params: int) -> str | None:
     return None
 
 
-def held_input(store: Store, round_index: int, item: Item) -> HeldInput:
-    """This party's shares of the item (a seed-compressed share expanded); KeyError if not held."""
+def held_input(store: Store, round_index: int, item: Item, shares: OpenRoundShares | None = None) -> HeldInput:
+    """This party's shares of the item: an upload's from `shares` when they hold it under the
+    stored content hash, else from the store (a seed-compressed share expanded); KeyError if
+    not held."""
     if item.task_id:
         task = store.task(item.task_id)
         bundle = store.load_task_share(item.task_id) if task is not None and task.client == item.client_id else None
         if bundle is None:
             raise KeyError(f"no answer of {item.client_id!r} to task {item.task_id}")
     else:
-        if store.upload(round_index, item.client_id) is None:
+        record = store.upload(round_index, item.client_id)
+        if record is None:
             raise KeyError(f"no upload of {item.client_id!r} to round {round_index}")
-        bundle = store.load_share(round_index, item.client_id)
+        kept = shares.take(round_index, item.client_id, record.grad_sha256) if shares is not None else None
+        bundle = kept if kept is not None else store.load_share(round_index, item.client_id)
     gradient = np.ascontiguousarray(bundle.gradient, dtype=np.int64).reshape(-1)
     return HeldInput(gradient, int(bundle.norm.reshape(-1)[0]), int(bundle.delta.reshape(-1)[0]))
+
+
+def holds(store: Store, round_index: int, item: Item) -> bool:
+    """Whether this party holds the item (its upload's record, or the client's answer to the
+    task), without reading its shares."""
+    if item.task_id:
+        return store.answered(item.task_id, item.client_id)
+    return store.upload(round_index, item.client_id) is not None
 
 
 class DealerCorrelation:
@@ -223,9 +236,16 @@ class LeaderBatch:
     """party0's side of one batch (module docstring, steps 1–4)."""
 
     def __init__(
-        self, cfg: PartyConfig, store: Store, peer: PeerClient, round_index: int, items: list[Item], label: str = ""
+        self,
+        cfg: PartyConfig,
+        store: Store,
+        peer: PeerClient,
+        round_index: int,
+        items: list[Item],
+        label: str = "",
+        shares: OpenRoundShares | None = None,
     ):
-        self.cfg, self.store, self.peer = cfg, store, peer
+        self.cfg, self.store, self.peer, self.shares = cfg, store, peer, shares
         self.round_index, self.items = round_index, items
         self.batch_id = new_batch_id(label or f"r{round_index}")
         self.seed = secrets.token_bytes(SEED_BYTES)
@@ -257,7 +277,9 @@ class LeaderBatch:
         """Check every item; {item: verdict}, equal on both parties (else CheckFailed). party0
         reads its shares on a thread while party1 starts the batch and the dealer link opens."""
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-load") as pool:
-            loading = pool.submit(lambda: [held_input(self.store, self.round_index, item) for item in self.items])
+            loading = pool.submit(
+                lambda: [held_input(self.store, self.round_index, item, self.shares) for item in self.items]
+            )
             return self._run(bounds, loading)
 
     def _run(self, bounds: CheckBounds, loading: Future) -> dict[Item, Verdict]:

@@ -3,7 +3,9 @@ verdicts party1 saw (docs/SERVICE.md, "Input validation").
 
 party1 never takes a bound from party0: it checks every item against its own
 `[validation]` bounds and refuses a batch whose announced bound differs. A batch runs in a
-thread of its own: it joins the batch's dealer session as rank 1 and runs `check_batch`
+thread of its own: it joins the batch's dealer session as rank 1 while it reads the items'
+shares (an upload's from the open round's shares in memory, server.open_round_shares, when
+held there; StartCheck only checks that every item is held) and runs `check_batch`
 over all items at once (`run_parts`); each CheckStep call hands it party0's vector of a
 step and returns party1's vector of the same step, full duplex (party1's goes out as soon
 as it is computed, while party0's is still arriving). Its verdicts are written durably
@@ -18,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,13 +32,14 @@ from mpc.plane.rendezvous import check_session_id
 from proto.starfish.v1 import peer_pb2
 from proto.wire import split_header
 from server import metrics
-from server.store import Store, StoreError
+from server.store import Store
 from server.upload_check import (
     STEPS_PER_PART,
     DealerCorrelation,
     Item,
     check_bounds,
     held_input,
+    holds,
     max_step_words,
     open_link,
     read_step_body,
@@ -109,9 +113,11 @@ class FollowerBatch:
 
     def _run(self) -> None:
         try:
-            link = self.open_link()
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="check-load") as pool:
+                loading = pool.submit(lambda: [self.held(item) for item in self.items])
+                link = self.open_link()  # joined while the shares are read
             try:
-                held = [self.held(item) for item in self.items]
+                held = loading.result()
                 seeds = [client_seed(self.seed, item.client_id) for item in self.items]
                 verdicts = run_parts(1, held, self.bounds, seeds, self._exchange, DealerCorrelation(link), self._forget)
                 with self.cond:
@@ -254,20 +260,21 @@ def start(state: PartyState, request: peer_pb2.CheckStart) -> None:
     refusal = _refusal(state, request, bounds)
     if refusal is not None:
         raise CheckRefused(refusal)
-    held: dict[Item, HeldInput] = {}
-    for entry in request.items:
-        item = Item(entry.client_id, entry.task_id)
-        try:
-            held[item] = held_input(store, request.round, item)
-        except (KeyError, StoreError) as exc:
-            raise CheckRefused(f"party{cfg.role} holds no such item: {exc}") from None
+    items = [Item(entry.client_id, entry.task_id) for entry in request.items]
+    missing = [item_key(item) for item in items if not holds(store, request.round, item)]
+    if missing:
+        raise CheckRefused(f"party{cfg.role} holds no such item: {', '.join(missing)}")
+
+    def held(item: Item) -> HeldInput:
+        return held_input(store, request.round, item, state.open_shares)
+
     state.checks.start(  # RuntimeError when party1 runs too many batches (party0 retries)
         request.batch_id,
         lambda: FollowerBatch(
-            request, bounds, held.__getitem__, lambda: open_link(cfg, request.batch_id), cfg.jobs.session_timeout_s
+            request, bounds, held, lambda: open_link(cfg, request.batch_id), cfg.jobs.session_timeout_s
         ),
     )
-    log.info("check batch %s: %d items, started by party0", request.batch_id, len(held))
+    log.info("check batch %s: %d items, started by party0", request.batch_id, len(items))
 
 
 def step(state: PartyState, request_iterator) -> Iterator[peer_pb2.CheckChunk]:
