@@ -13,9 +13,12 @@ parameters), both run on this machine in the same benchmark run:
 * plain — `bench.stage1_plain`: one server process, same transport and durability,
   clients fetch the model and upload the float32 gradient in the clear.
 
-The three arms run side by side and their rounds are interleaved (validated round r,
-unvalidated round r, plain round r, then r + 1), so a change of machine load affects all
-three alike; every ratio comes from this one run.
+The three arms run side by side and their rounds are interleaved (round r of each arm,
+then r + 1), so a change of machine load affects all three alike; every ratio comes from
+this one run. The order of the arms rotates from round to round, so each arm follows each
+other arm equally often over the measured rounds: what one arm's processes still do after
+its round ended (a commit, a write-back) does not always fall into the same other arm's
+round.
 
 Round wall time runs from the moment clients start (the round is open, the gradients are
 ready: local training is the same in both and excluded) until M_i is committed. CPU
@@ -248,10 +251,11 @@ def _interleaved(root: Path, m: int, rounds: int) -> dict[str, list[dict[str, An
         for arm in arms.values():
             arm.start()
         plain.start()  # uses the first deployment's certificates
+        order = [*arms.items(), ("plain", plain)]
         for r in range(1, rounds + 1):
-            for name, arm in arms.items():
+            turn = (r - 1) % len(order)
+            for name, arm in order[turn:] + order[:turn]:
                 rows[name].append(arm.round(r))
-            rows["plain"].append(plain.round(r))
         for name, arm in arms.items():
             arm.stop(rows[name])
     finally:
@@ -276,7 +280,7 @@ def run(quick: bool = False) -> dict:
     """Measure `rounds` rounds of each arm; the first round of each is a warm-up and is
     reported but excluded from the medians."""
     m = PAPER_MODEL_PARAMS // 10 if quick else PAPER_MODEL_PARAMS
-    rounds = 3 if quick else 6
+    rounds = 4 if quick else 7  #: the first is a warm-up; 6 measured rounds are two full rotations
     meta = stamp({"clients": CLIENTS, "params": m, "rounds": rounds, "quick": quick, "transport": "gRPC+TLS loopback"})
     with tempfile.TemporaryDirectory(prefix="stage1-bench-") as tmp:
         rows = _interleaved(Path(tmp), m, rounds)
