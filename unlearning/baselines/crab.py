@@ -269,7 +269,6 @@ class CrabStrategy(Strategy[CrabParams]):
 
     name = NAME
     params_type = CrabParams
-    resumable = True
     state_type = CrabState
 
     def validate(self, ctx: UnlearnContext, params: CrabParams) -> None:

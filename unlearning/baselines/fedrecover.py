@@ -165,7 +165,6 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
 
     name = NAME
     params_type = FedRecoverParams
-    resumable = True
     state_type = FedRecoverState
 
     def validate(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:

@@ -86,7 +86,6 @@ class StarfishStrategy(Strategy[StarfishParams]):
 
     name = "starfish"
     params_type = StarfishParams
-    resumable = True
     state_type = StarfishState
 
     def __init__(self, selector: RoundSelector | None = None, noise: NoiseDraw | None = None) -> None:
