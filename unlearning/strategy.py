@@ -6,8 +6,9 @@ deriving `Strategy`; pure helper functions for the maths; explicit errors. What 
 
 * `params_type` and `parse_params` — its typed parameters, parsed by one function
   (`unlearning.strategy_params.parse_params`) before any work;
-* `requires_plaintext`, `needs_probe`, `resumable` — what it needs to run (a plaintext
-  history, a `ModelProbe`, checkpoints) and so whether it can run as a 2PC job;
+* `requires_plaintext`, `needs_probe`, `resumable()` — what it needs to run (a plaintext
+  history, a `ModelProbe`, checkpoints: resumable iff it names a `state_type`) and so
+  whether it can run as a 2PC job;
 * `run(ctx)` — parse, validate, then `unlearn(ctx, params)`, which each strategy writes;
 * `state_type`, `restore_state` — a resumable strategy names its `ResumableState`, which
   `restore_state` rebuilds from the three parts a checkpoint stores (public JSON, public
@@ -127,9 +128,13 @@ class Strategy(ABC, Generic[P]):
     params_type: type[P]
     requires_plaintext: bool = False
     needs_probe: bool = False
-    resumable: bool = False
-    #: the state a resumable strategy checkpoints (`restore_state` rebuilds it)
+    #: the state a resumable strategy checkpoints (`restore_state` rebuilds it); None: it does not resume
     state_type: type[ResumableState] | None = None
+
+    @classmethod
+    def resumable(cls) -> bool:
+        """Whether it resumes from a checkpoint: it names the `state_type` it checkpoints."""
+        return cls.state_type is not None
 
     @classmethod
     def parse_params(cls, raw: Mapping[str, Any]) -> P:
@@ -139,7 +144,7 @@ class Strategy(ABC, Generic[P]):
     @classmethod
     def runs_as_job(cls) -> bool:
         """Whether the 2PC job runtime can run it: secure-capable, no probe, resumable."""
-        return cls.resumable and not cls.requires_plaintext and not cls.needs_probe
+        return cls.resumable() and not cls.requires_plaintext and not cls.needs_probe
 
     def run(self, ctx: UnlearnContext) -> UnlearnResult:
         """Unlearn `ctx.targets`: parse the parameters once (unless typed already), validate, then `unlearn`."""
@@ -162,7 +167,7 @@ class Strategy(ABC, Generic[P]):
             raise UnlearningError("every client is a target: nothing would remain to learn from")
         if self.needs_probe:
             require_probe(ctx.probe, self.name)
-        if ctx.resume_from is not None and not self.resumable:
+        if ctx.resume_from is not None and not self.resumable():
             raise UnlearningError(f"strategy {self.name!r} does not support resuming from a checkpoint")
 
     @abstractmethod

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from html import escape
 
 import numpy as np
@@ -32,6 +31,7 @@ from mpc.eval_counts import encode, share
 from proto.starfish.v1 import admin_pb2
 from starfish_cli.admin_view import job_text
 
+from helpers.polling import poll
 from helpers.stage2_fixtures import STAGE2_PARAMS, TASK_TIMEOUT_S, TrainedService
 
 CLIENTS = [f"c{i}" for i in range(6)]
@@ -124,12 +124,13 @@ def _run_job(svc: TrainedService, target: str):
         job_id = admin.unlearn([target])
         done = admin.wait_job(job_id, 180)
         assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
-        deadline = time.time() + DEADLINE_S + 60
-        status = admin.job_status(job_id)
-        while status.federated_evaluation.state in ("pending", "running"):
-            assert time.time() < deadline, status.federated_evaluation
-            time.sleep(0.3)
+
+        def ended() -> admin_pb2.JobStatus | None:
             status = admin.job_status(job_id)
+            return None if status.federated_evaluation.state in ("pending", "running") else status
+
+        status = poll(ended, DEADLINE_S + 60, 0.3)
+        assert status is not None, admin.job_status(job_id).federated_evaluation
         report = json.loads(admin.job_report(job_id).report_json)
     return job_id, status, report
 

@@ -8,8 +8,8 @@ import pytest
 from unlearning import registry
 from unlearning.errors import UnlearningError
 
-RESUMABLE = [n for n in registry.names() if registry.strategy_class(n).resumable]
-OTHERS = [n for n in registry.names() if not registry.strategy_class(n).resumable]
+RESUMABLE = [n for n in registry.names() if registry.strategy_class(n).resumable()]
+OTHERS = [n for n in registry.names() if not registry.strategy_class(n).resumable()]
 
 
 def test_the_resumable_strategies_are_the_three_of_the_jobs() -> None:

@@ -29,7 +29,7 @@ the context has one; without one (a job) rounds are scored from the public model
 (`round_scores`, "step"). The rollback weighs every participant of a kept round by default
 (`rollback_clients`; the paper's kept-only reading never rolls back for a target selective
 storage dropped, docs/BASELINES.md). Recovery updates are revealed under the release rule
-(`release_gate`, k = `min_cohort`), and the run is resumable after every recovery round
+(`starfish.release_gate`, k = `min_cohort`), and the run is resumable after every recovery round
 (`CrabState`).
 Aggregates G_i are the public model differences (M_{i−1} − M_i)/η_i. Fresh updates
 come from the GradientOracle (data order of the replayed round); the calibrated step
@@ -67,19 +67,19 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.baselines.common import loss_windows, stored_round_update, top_fraction
 from unlearning.baselines.crab_state import CrabState, build_report
-from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.lbfgs import squared_norms
 from unlearning.probes import ModelProbe, require_probe
 from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
 from unlearning.starfish.correction import ask_exact
 from unlearning.starfish.release import classify
+from unlearning.starfish.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.starfish.run_log import RoundEntry, StarfishLog
 from unlearning.strategy import Strategy, UnlearnContext, UnlearnResult, check_resume, run_request
 from unlearning.strategy_params import StrategyParams, check_choice, check_range
 
 NAME = "crab"
-#: model-equality tolerance of the release rule (`release_gate`: is the public model a Stage I point?)
+#: model-equality tolerance of the release rule (`starfish.release_gate`: is the public model a Stage I point?)
 MIN_STEP = 1e-9
 
 
@@ -100,7 +100,7 @@ class CrabParams(StrategyParams):
     rollback_clients: str = "all"
     round_score: str = "auto"
     min_cohort: int = 1
-    #: reveals near a Stage I model carry Starfish's anchored noise (release_gate.py; off: such a
+    #: reveals near a Stage I model carry Starfish's anchored noise (starfish/release_gate.py; off: such a
     #: reveal is differenceable, tests that compare a job with a plaintext run turn it off)
     anchor_noise: bool = True
 
@@ -269,7 +269,6 @@ class CrabStrategy(Strategy[CrabParams]):
 
     name = NAME
     params_type = CrabParams
-    resumable = True
     state_type = CrabState
 
     def validate(self, ctx: UnlearnContext, params: CrabParams) -> None:
@@ -280,7 +279,7 @@ class CrabStrategy(Strategy[CrabParams]):
             check_resume(ctx, params, ctx.resume_from, CrabState, lambda state: len(state.replay), "Crab")
 
     def __init__(self, noise: NoiseDraw | None = None) -> None:
-        """`noise`: the anchored reveal's draw (release_gate.py); tests comparing backends fix it."""
+        """`noise`: the anchored reveal's draw (starfish/release_gate.py); tests comparing backends fix it."""
         self.noise = noise if noise is not None else secret_gaussian
 
     def unlearn(self, ctx: UnlearnContext, params: CrabParams) -> UnlearnResult:
@@ -300,8 +299,17 @@ class _Run:
 
     def __init__(self, ctx: UnlearnContext, params: CrabParams, noise: NoiseDraw) -> None:
         self.ctx, self.params, self.backend = ctx, params, ctx.backend
-        anchored = params.anchor_noise
-        self.gate = Gate(ctx.backend, ctx.history, params.min_cohort, MIN_STEP, ctx.privacy, NAME, anchored, noise)
+        self.gate = Gate(
+            ctx.backend,
+            ctx.history,
+            params.min_cohort,
+            MIN_STEP,
+            ctx.privacy,
+            label=NAME,
+            cost_step=f"{NAME}.aggregate",
+            anchor_noise=params.anchor_noise,
+            noise=noise,
+        )
 
     def execute(self) -> CrabState:
         """Recovery rounds state.round + 1..R, checkpointing after each; an update still held

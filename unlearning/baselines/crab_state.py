@@ -60,7 +60,7 @@ class CrabState(ResumableState):
     log: StarfishLog = field(default_factory=StarfishLog)
     pending: PendingRelease = field(default_factory=PendingRelease)
     held: Secret | None = None
-    noise_key: Secret | None = None  #: this party's anchored-noise key (release_gate.py)
+    noise_key: Secret | None = None  #: this party's anchored-noise key (starfish/release_gate.py)
 
     @property
     def rollback_round(self) -> int:

@@ -26,7 +26,7 @@ round (no later round would use it); pairs are normalised by ‖s‖. A round wi
 Under 2PC (`abnormality_threshold`, `abnormal_clients`): each stored peak ‖g‖_∞ is a SecMax
 over [g, −g]; τ is the order statistic of the secret peaks sorted by SecSrt, and stays
 secret; the abnormality check is SecTC with δ^j = [τ] for every client. Each round's FedAvg
-update is formed in shares and revealed under the release rule (`release_gate`: with
+update is formed in shares and revealed under the release rule (`starfish.release_gate`: with
 `min_cohort` k = 1 every round, as Algorithm 1; a job runs with the party's k, which holds
 round 1's exact update at M_0 and merges it into round 2's). Revealed: the schedule
 (public), one curvature bit per offered pair, one abnormality flag per client and
@@ -57,11 +57,11 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.baselines.fedrecover_report import build_report
 from unlearning.baselines.fedrecover_state import FedRecoverState
-from unlearning.baselines.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
 from unlearning.starfish.correction import ask_exact, replace_rows
 from unlearning.starfish.release import classify
+from unlearning.starfish.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
@@ -92,7 +92,7 @@ class FedRecoverParams(StrategyParams):
     #: k of the release rule (unlearning.starfish.release); 1 reveals every round (Algorithm 1),
     #: the service raises it to the party's [privacy] min_cohort
     min_cohort: int = 1
-    #: reveals near a Stage I model carry Starfish's anchored noise (release_gate.py; off: such a
+    #: reveals near a Stage I model carry Starfish's anchored noise (starfish/release_gate.py; off: such a
     #: reveal is differenceable, tests that compare a job with a plaintext run turn it off)
     anchor_noise: bool = True
 
@@ -165,7 +165,6 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
 
     name = NAME
     params_type = FedRecoverParams
-    resumable = True
     state_type = FedRecoverState
 
     def validate(self, ctx: UnlearnContext, params: FedRecoverParams) -> None:
@@ -177,7 +176,7 @@ class FedRecoverStrategy(Strategy[FedRecoverParams]):
             check_resume(ctx, params, ctx.resume_from, FedRecoverState, lambda _: last, "FedRecover")
 
     def __init__(self, noise: NoiseDraw | None = None) -> None:
-        """`noise`: the anchored reveal's draw (release_gate.py); tests comparing backends fix it."""
+        """`noise`: the anchored reveal's draw (starfish/release_gate.py); tests comparing backends fix it."""
         self.noise = noise if noise is not None else secret_gaussian
 
     def unlearn(self, ctx: UnlearnContext, params: FedRecoverParams) -> UnlearnResult:
@@ -202,7 +201,15 @@ class _Run:
         self.total = ctx.history.num_rounds
         self.schedule = params.schedule(self.total)
         self.gate = Gate(
-            ctx.backend, ctx.history, params.min_cohort, params.min_step, ctx.privacy, NAME, params.anchor_noise, noise
+            ctx.backend,
+            ctx.history,
+            params.min_cohort,
+            params.min_step,
+            ctx.privacy,
+            label=NAME,
+            cost_step=f"{NAME}.aggregate",
+            anchor_noise=params.anchor_noise,
+            noise=noise,
         )
 
     def execute(self) -> FedRecoverState:

@@ -61,7 +61,7 @@ class FedRecoverState(ResumableState):
     log: StarfishLog = field(default_factory=StarfishLog)
     pending: PendingRelease = field(default_factory=PendingRelease)
     held: Secret | None = None  #: [U], the held update (None when nothing is held)
-    noise_key: Secret | None = None  #: this party's anchored-noise key (release_gate.py)
+    noise_key: Secret | None = None  #: this party's anchored-noise key (starfish/release_gate.py)
 
     def snapshot(self) -> FedRecoverState:
         """An independent copy (secrets are immutable handles and are shared)."""

@@ -6,6 +6,7 @@
 * `secue`      — update estimation SecUE (Algorithm 2) with compact L-BFGS (`unlearning.lbfgs`);
 * `correction` — threshold checking with SecTC (Algorithm 3) and correction;
 * `release`    — the Stage II release rule (minimum cohort, no differencing with Stage I);
+* `release_gate` — the release step under that rule (exclusion, hold, reveal), also the baselines';
 * `recovery`   — optional FedAvg recovery rounds with the remaining clients after the replay;
 * `state`      — the resumable state (public parts and secrets);
 * `run_log`    — the typed log of a run (rounds, flags, asks, curvature bits, release decisions);

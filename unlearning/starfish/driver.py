@@ -30,33 +30,20 @@ from functools import partial
 import torch
 
 from mpc.backend import Backend, Secret
-from unlearning.fedavg import capped_fedavg_weights, fedavg_weights, reveal_update, weighted_sum
-from unlearning.starfish.anchor_noise import (
-    NoiseDraw,
-    anchored_rounds,
-    new_noise_key,
-    noised,
-    note_anchor,
-    reveal_key,
-    secret_gaussian,
-)
+from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
+from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
 from unlearning.starfish.correction import ask_exact, check_sample, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
-from unlearning.starfish.release import (
-    PendingRelease,
-    anchor_round,
-    classify,
-    revealable,
-)
-from unlearning.starfish.run_log import FlagEntry, ReleaseEntry, RoundEntry, StarfishLog
+from unlearning.starfish.release import anchor_round, classify
+from unlearning.starfish.release_gate import Gate, Step, drop_pending, release, sum_update
+from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
 from unlearning.starfish.secue import add_pairs, estimate_gradients
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.thresholds import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
-from unlearning.weight_cap import principal_count
 
 
 @dataclass(frozen=True)
@@ -86,7 +73,6 @@ class StarfishStrategy(Strategy[StarfishParams]):
 
     name = "starfish"
     params_type = StarfishParams
-    resumable = True
     state_type = StarfishState
 
     def __init__(self, selector: RoundSelector | None = None, noise: NoiseDraw | None = None) -> None:
@@ -119,8 +105,6 @@ class StarfishStrategy(Strategy[StarfishParams]):
         if isinstance(ctx.resume_from, StarfishState):
             state = ctx.resume_from.snapshot()
             state.log.resumed_at.append(state.round)
-            if state.noise_key is None:
-                state.noise_key = new_noise_key(ctx.backend)
         else:
             state = self._start(ctx, params)
         selected = len(state.selected)
@@ -132,9 +116,8 @@ class StarfishStrategy(Strategy[StarfishParams]):
                 self._unlearning_round(ctx, params, state, t, interval)
             else:
                 recovery_round(ctx, params, state, t, recovery[t - selected - 1], self._ask)
-            if t == selected and not state.pending.empty:  # never revealable: dropped, not applied
-                state.log.releases.append(ReleaseEntry(t, "dropped", list(state.pending.steps), 0))
-                state.pending, state.held = PendingRelease(), None
+            if t == selected:  # an update still held is never revealable: dropped, not applied
+                drop_pending(state, t)
             state.round = t
             if ctx.on_checkpoint is not None:
                 ctx.on_checkpoint(state.snapshot())
@@ -197,86 +180,30 @@ class StarfishStrategy(Strategy[StarfishParams]):
         eta = params.unlearning_rate(info.lr)
         # capped so no principal holds more than 1/k; None: fewer than k principals (the step is excluded)
         weights = capped_fedavg_weights(info, participants, params.min_cohort) or fedavg_weights(info, participants)
-        coefficients = [eta * weights[c] for c in participants]
-        with ctx.backend.step("UE"):
-            if ctx.privacy is None:
-                update, sensitivity = weighted_sum(ctx.backend, gradients, coefficients), 0.0
-            else:  # clipped inside 2PC; the noise is added when the (merged) sum is revealed
-                update, sensitivity = ctx.privacy.clipped_sum(ctx.backend, gradients, coefficients)
+        gate = self._gate(ctx, params)
+        update, sensitivity = sum_update(gate, gradients, [eta * weights[c] for c in participants])
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
         contributions = classify(participants, weights, eta, answered, without_pairs)
-        self._release(ctx, params, state, step, (update, sensitivity), contributions)
+        coefficients = {c: eta * weights[c] for c in participants}
+        released = Step(t, r, participants, update, sensitivity, coefficients, step.keep_estimates)
+        release(gate, state, released, contributions)
 
-    @staticmethod
-    def _note_anchor(ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay) -> int | None:
-        """The stored round i whose model M_{i−1} the public model equals, if any; there the step's
-        scale and the clients of S_i it lacks join the pending anchors (anchor_noise.py). k = 1 is
-        Algorithm 4 without the release rule: no anchors (nor with `anchor_noise` off)."""
-        at = anchor_round(ctx.history, state.model, params.min_step)
-        if params.min_cohort > 1 and params.anchor_noise:
-            info = ctx.history.round_info(step.r)
-            weights = capped_fedavg_weights(info, step.participants, params.min_cohort) or fedavg_weights(
-                info, step.participants
-            )
-            eta = params.unlearning_rate(info.lr)
-            coefficients = {c: eta * w for c, w in weights.items()}
-            note_anchor(ctx.history, state.pending, state.model, coefficients, params.anchor_reach, params.min_step)
-        return at
-
-    def _release(
-        self,
-        ctx: UnlearnContext,
-        params: StarfishParams,
-        state: StarfishState,
-        step: _Replay,
-        update: tuple[Secret, float],
-        contributions: tuple[dict[str, float], dict[str, float], set[str]],
-    ) -> None:
-        """Add U_t (with its DP sensitivity) to the pending update; reveal the sum and move M̂
-        iff the release rule allows it (with DP: noised for the summed sensitivity).
-
-        A step with fewer than k remaining principals is excluded instead: merged into the
-        next update it would hide only behind that aggregate, which is small near convergence.
-        """
-        cohort = principal_count(dict.fromkeys(step.participants, 1), ctx.history.round_info(step.r).principals)
-        if cohort < params.min_cohort:
-            state.log.releases.append(ReleaseEntry(step.t, "excluded", [step.t], cohort))
-            return
-        exact, stored, opaque = contributions
-        pending = state.pending
-        at = self._note_anchor(ctx, params, state, step)
-        here = at if exact else None
-        if here is not None and (here == step.r or params.full_batch_gradients):
-            pending.add_exact(here, exact)
-        else:  # not a vector Stage I aggregated (another point, or round r's data order): opaque
-            opaque = opaque | set(exact)
-        if stored:
-            pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
-        pending.opaque |= opaque
-        pending.steps.append(step.t)
-        pending.sensitivity += update[1]
-        state.held = update[0] if state.held is None else ctx.backend.add(state.held, update[0])
-        ok, support = revealable(pending, ctx.history, params.min_cohort)
-        kept = sorted(step.keep_estimates)
-        if not ok:
-            state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
-            return
-        with ctx.backend.step("UE"):
-            state.model = state.model - self._open(ctx, pending, state.held, state.noise_key)
-        anchored = anchored_rounds(pending)
-        state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept, anchored))
-        state.pending, state.held = PendingRelease(), None
-
-    def _open(self, ctx: UnlearnContext, pending: PendingRelease, held: Secret, noise_key: Secret) -> torch.Tensor:
-        """Reveal the held sum plus the anchored noise (anchor_noise.py), drawn under the key of
-        this reveal (its last step): as is, or with distributed noise for its summed sensitivity."""
-        key = reveal_key(ctx.backend, noise_key, pending.steps[-1])
-        held = noised(ctx.backend, ctx.history, pending, held, key, self.noise)
-        if ctx.privacy is None:
-            return reveal_update(ctx.backend, held)
-        members = sorted(pending.clients())
-        label = "stage2 steps " + ",".join(str(t) for t in pending.steps)
-        return ctx.privacy.reveal_sum(ctx.backend, held, pending.sensitivity, members, label)
+    def _gate(self, ctx: UnlearnContext, params: StarfishParams) -> Gate:
+        """The release step's inputs for this run (release_gate.py): Starfish's parameters, reveals
+        labelled "stage2" and counted in the UE step."""
+        return Gate(
+            ctx.backend,
+            ctx.history,
+            params.min_cohort,
+            params.min_step,
+            ctx.privacy,
+            label="stage2",
+            cost_step="UE",
+            anchor_noise=params.anchor_noise,
+            noise=self.noise,
+            anchor_reach=params.anchor_reach,
+            full_batch=params.full_batch_gradients,
+        )
 
     def _warmup(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay

@@ -95,7 +95,7 @@ class StarfishState(ResumableState):
     held: Secret | None = None  #: [U], the held update (None when nothing is held)
     forms: dict[str, PairCache] = field(default_factory=dict)
     #: this party's key of the anchored noise (anchor_noise.new_noise_key; None in a checkpoint
-    #: that predates it: a resumed run then draws one)
+    #: that predates it: a resumed run then draws one at its first anchored reveal, release_gate.py)
     noise_key: Secret | None = None
 
     def snapshot(self) -> StarfishState:

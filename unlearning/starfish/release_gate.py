@@ -1,27 +1,32 @@
-"""The Stage II release rule (`unlearning.starfish.release`) for the baselines that run as jobs.
+"""The Stage II release step (docs/PRIVACY.md, "Stage II release rule"): one update U_t
+through the rule of `unlearning.starfish.release`, for Starfish and the baselines that run as
+jobs (FedRecover, Crab).
 
-FedRecover and Crab move the public model by one FedAvg update per replayed round. Each
-update U_t = Σ_j c_j·ĝ^j (public coefficients c_j = η·w_j) is formed in shares and handed
-here with the public description of its contributions (`release.classify`: exact vectors
-at the current model point, stored gradients at M_{r−1}, opaque rows). Then, as Starfish's
-driver does (docs/PRIVACY.md, "Stage II release rule"):
+Each step moves the public model by one update U_t = Σ_j c_j·ĝ^j (public coefficients
+c_j = η·w_j: Algorithm 4 line 20's η_u·Ĝ_t, or one FedAvg update of a baseline's replayed
+round), formed in shares (`sum_update`) and handed here with the public description of its
+contributions (`release.classify`: exact vectors at the current model point, stored
+gradients at M_{r−1}, opaque rows). Then:
 
 1. a step whose participants count fewer than k principals is excluded (never revealed,
-   merged nor applied);
-2. otherwise U_t joins the pending update; exact vectors count at stored round r's point
-   only when the public model equals M_{r−1} (`release.anchor_round`), else they are opaque;
+   merged nor applied): merged into the next update it would hide only behind that
+   aggregate, which is small near convergence;
+2. otherwise U_t joins the pending update; exact vectors count at the stored round i whose
+   M_{i−1} the public model equals (`release.anchor_round`) when i = r — or at any such i
+   with full-batch clients (`Gate.full_batch`: a client's exact vector at a point is the
+   same whichever round's data order it used) — else they are opaque;
 3. the pending sum is revealed — plainly, or with distributed DP noise for its summed
    sensitivity — and the model moves, iff its support (`release.revealable`) is ≥ k;
    otherwise it stays secret and the next step's update is added to it.
 
 A run ends with `drop_pending`: an update still held then is never revealed nor applied.
 
-Starfish's anchored noise (`unlearning.starfish.anchor_noise`, docs/PRIVACY.md "Anchored
-reveals") applies here as there: a step taken within `ANCHOR_REACH` Stage I steps of some
-M_{i−1} (with k > 1) notes the clients of S_i it lacks (`note_anchor`), and the reveal of a
-pending sum with anchors adds [z] = κ·s·u/√m, u drawn under HMAC(this party's noise key, t)
-of the reveal's last step t. FedRecover's and Crab's first replays sit at M_0 (or at Crab's
-rollback point M_{t_j*}), where the held-and-merged first replay differences otherwise.
+Anchored noise (`unlearning.starfish.anchor_noise`, docs/PRIVACY.md "Anchored reveals"): a
+step taken within `Gate.anchor_reach` Stage I steps of some M_{i−1} (with k > 1) notes the
+clients of S_i it lacks (`note_anchor`), and the reveal of a pending sum with anchors adds
+[z] = κ·s·u/√m, u drawn under HMAC(this party's noise key, t) of the reveal's last step t.
+Every run's first replay sits at M_0 (Crab's may sit at its rollback point M_{t_j*}), where
+the held-and-merged first replay differences otherwise.
 """
 
 from __future__ import annotations
@@ -60,14 +65,16 @@ class ReleasingState(Protocol):
     pending: PendingRelease
     held: Secret | None
     log: StarfishLog
-    noise_key: Secret | None  #: this party's key of the anchored noise (None until the first reveal)
+    noise_key: Secret | None  #: this party's key of the anchored noise (drawn when the run starts)
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The rule's inputs for one run: k, the model-equality tolerance, DP, a label for releases;
-    whether reveals near a Stage I model carry the anchored noise, and its draw (tests that
-    compare two backends pass one fixed draw)."""
+    """The rule's inputs for one run: k, the model-equality tolerance, DP; `label` names a
+    reveal's DP release ("<label> steps t,…") and `cost_step` the cost-ledger step of the sum
+    and its reveal; whether reveals near a Stage I model carry the anchored noise, its draw
+    (tests that compare two backends pass one fixed draw) and reach; whether clients compute
+    full-batch gradients (step 2 of the module docstring)."""
 
     backend: Backend
     history: SharedHistory
@@ -75,13 +82,17 @@ class Gate:
     min_step: float
     privacy: AggregatePrivacy | None
     label: str
+    cost_step: str
     anchor_noise: bool = True
     noise: NoiseDraw = secret_gaussian
+    anchor_reach: float = ANCHOR_REACH
+    full_batch: bool = False
 
 
 @dataclass(frozen=True)
 class Step:
-    """Step t replaying stored round r with `members`; its update [U_t] and its DP sensitivity."""
+    """Step t replaying stored round r with `members`; its update [U_t] and its DP sensitivity;
+    `kept`: members whose answer became a pair only, their estimate being published (logged)."""
 
     t: int
     r: int
@@ -89,6 +100,7 @@ class Step:
     update: Secret
     sensitivity: float = 0.0
     coefficients: Mapping[str, float] = field(default_factory=dict)  #: the public η·w_j of its members
+    kept: frozenset[str] = frozenset()
 
 
 def release(gate: Gate, state: ReleasingState, step: Step, contributions: Contributions) -> None:
@@ -99,32 +111,35 @@ def release(gate: Gate, state: ReleasingState, step: Step, contributions: Contri
         return
     exact, stored, opaque = contributions
     pending = state.pending
-    if gate.anchor_noise and gate.min_cohort > 1:
-        note_anchor(gate.history, pending, state.model, step.coefficients, ANCHOR_REACH, gate.min_step)
-    if exact and anchor_round(gate.history, state.model, gate.min_step) == step.r:
-        pending.add_exact(step.r, exact)  # vectors at M_{r−1}, where Stage I published G_r
+    at = anchor_round(gate.history, state.model, gate.min_step) if exact else None
+    if gate.anchor_noise and gate.min_cohort > 1:  # k = 1 is Algorithm 4 without the rule: no anchors
+        note_anchor(gate.history, pending, state.model, step.coefficients, gate.anchor_reach, gate.min_step)
+    if at is not None and (at == step.r or gate.full_batch):
+        pending.add_exact(at, exact)  # vectors at M_{at−1}, where Stage I published G_at
     else:  # at a point Stage I never aggregated with round r's data order: opaque
         opaque = opaque | set(exact)
     if stored:
-        pending.add_exact(step.r, stored)
+        pending.add_exact(step.r, stored)  # g_r^j lies at M_{r−1}, where Stage I published G_r
     pending.opaque |= opaque
     pending.steps.append(step.t)
     pending.sensitivity += step.sensitivity
     state.held = step.update if state.held is None else gate.backend.add(state.held, step.update)
     ok, support = revealable(pending, gate.history, gate.min_cohort)
+    kept = sorted(step.kept)
     if not ok:
-        state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support))
+        state.log.releases.append(ReleaseEntry(step.t, "held", list(pending.steps), support, kept))
         return
-    with gate.backend.step(f"{gate.label}.aggregate"):
+    with gate.backend.step(gate.cost_step):
         state.model = state.model - _open(gate, state, pending, state.held)
     anchored = anchored_rounds(pending)
-    state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, [], anchored))
+    state.log.releases.append(ReleaseEntry(step.t, "revealed", list(pending.steps), support, kept, anchored))
     state.pending, state.held = PendingRelease(), None
 
 
 def _open(gate: Gate, state: ReleasingState, pending: PendingRelease, held: Secret) -> torch.Tensor:
-    """Reveal the held sum plus its anchored noise (module docstring): as is, or with distributed
-    noise for its summed sensitivity. The party's noise key is drawn at the first reveal."""
+    """Reveal the held sum plus its anchored noise (module docstring), drawn under the key of
+    this reveal (its last step): as is, or with distributed noise for its summed sensitivity.
+    A state without a noise key (a checkpoint taken before keys existed) draws it here."""
     if pending.anchors:
         if state.noise_key is None:
             state.noise_key = new_noise_key(gate.backend)
@@ -146,7 +161,7 @@ def drop_pending(state: ReleasingState, t: int) -> None:
 def sum_update(gate: Gate, gradients: Secret, coefficients: Sequence[float]) -> tuple[Secret, float]:
     """[U] = Σ_j c_j·[ĝ^j] in shares and its DP sensitivity (0 without DP; with DP the rows are
     clipped inside 2PC and the noise is added when the (merged) sum is revealed)."""
-    with gate.backend.step(f"{gate.label}.aggregate"):
+    with gate.backend.step(gate.cost_step):
         if gate.privacy is None:
             return weighted_sum(gate.backend, gradients, coefficients), 0.0
         return gate.privacy.clipped_sum(gate.backend, gradients, coefficients)
