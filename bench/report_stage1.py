@@ -98,12 +98,13 @@ def _check_table(lines: list[str], f: dict[str, Any], params: int) -> None:
     dim = CheckBounds.make(params, 16, 1.0).dim  # d: the checked vector (the sketch of a large model)
     check_mb = clients * 2 * 8 * (3 * dim + 11) / MB
     lines.append(
-        f"| party-to-party traffic of the check (MB; from its message sizes, 2·8·(3d + 11) bytes per upload, "
+        f"| the check's party-to-party traffic as its message sizes predict (MB; 2·8·(3d + 11) bytes per upload, "
         f"d = {dim:,}) | 0 | {check_mb:.1f} | — |"
     )
     lines.append(
-        "\nThe payload rows count client uploads and downloads and the aggregate exchange; the check's own "
-        "party-to-party messages are the row above (not yet metered by the parties).\n"
+        "\nThe payload rows count client uploads and downloads and the party-to-party bytes party0 meters for "
+        "the round (`RoundSummary.peer_bytes`: the aggregate exchange and, when checked, the check's step "
+        "vectors).\n"
     )
     verdict = "met" if f["meets_validation_target"] else "**not met**"
     lines.append(

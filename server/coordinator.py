@@ -69,6 +69,7 @@ class RoundCoordinator:
         self._peer_has_m0 = False
         self._started = time.time()
         self._low_space_logged = False
+        self._check_bytes: dict[int, int] = {}  #: round → bytes its upload checks exchanged with party1
         self.thread = threading.Thread(target=self.run, name="round-coordinator", daemon=True)
 
     def start(self) -> None:
@@ -218,6 +219,7 @@ class RoundCoordinator:
         items = [Item(c) for c in sorted(members)]
         batch = LeaderBatch(self.cfg, self.store, self.peer, round_index, items, shares=self.state.open_shares)
         verdicts = batch.run(bounds)
+        self._check_bytes[round_index] = self._check_bytes.get(round_index, 0) + batch.peer_bytes
         metrics.check_batch("completed")
         refused = {item.client_id: v for item, v in verdicts.items() if not v.accepted}
         for verdict in refused.values():  # logged with the other exclusions (_record_exclusions)
@@ -336,6 +338,8 @@ class RoundCoordinator:
             new_hash = self.state.stage1_clip.lead(i, digest, self.peer)
         else:
             new_hash = self._exchange(rec, digest, members, weights)
+        if i in self._check_bytes:  # the round's peer_bytes: the aggregate's and its check's
+            self.store.add_peer_bytes(i, self._check_bytes.pop(i))
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)
         metrics.round_committed(i, len(members))

@@ -537,6 +537,10 @@ class Store:
         )
         return digest
 
+    def add_peer_bytes(self, round_index: int, peer_bytes: int) -> None:
+        """Count more party-to-party bytes for round i (its upload check's, beside the aggregate's)."""
+        self._tx([("UPDATE rounds SET peer_bytes = peer_bytes + ? WHERE round=?", (int(peer_bytes), round_index))])
+
     def commit_round(self, round_index: int) -> str:
         """Make the candidate M_i the committed global model of round i (idempotent).
 

@@ -246,6 +246,7 @@ class LeaderBatch:
         shares: OpenRoundShares | None = None,
     ):
         self.cfg, self.store, self.peer, self.shares = cfg, store, peer, shares
+        self.peer_bytes = 0  #: step-vector bytes exchanged with party1 (both directions)
         self.round_index, self.items = round_index, items
         self.batch_id = new_batch_id(label or f"r{round_index}")
         self.seed = secrets.token_bytes(SEED_BYTES)
@@ -260,6 +261,7 @@ class LeaderBatch:
             raise CheckFailed(f"party1's step {step} of batch {self.batch_id}: {exc}") from None
         if theirs_header.step != step:
             raise CheckFailed(f"party1 answered step {step} of batch {self.batch_id} with another step")
+        self.peer_bytes += 8 * (mine.size + theirs.size)
         return theirs
 
     def _start(self, bounds: CheckBounds) -> None:

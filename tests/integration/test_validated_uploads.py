@@ -100,6 +100,10 @@ def test_poisoned_upload_is_excluded_and_named_and_the_model_is_fedavg_of_the_re
         assert _metric(dep, 0, 'starfish_input_check_batches_total{outcome="completed"}') == 1.0
         assert _metric(dep, 0, 'starfish_input_check_batches_total{outcome="failed"}') == 0.0
         assert _metric(dep, 1, 'starfish_rpc_requests_total{method="CheckStep"}') == 6.0
+        # party0 meters the aggregate exchange and the check's step vectors, both directions:
+        # 3m + 5, 2 and 4 words per item and attempt (ten items, then the refused one again)
+        checked = (len(HONEST) + 1) + 1
+        assert status.rounds[0].peer_bytes == 2 * 8 * M + 2 * 8 * checked * (3 * M + 11)
     finally:
         dep.stop()
 
