@@ -6,7 +6,10 @@
    behind `starfish up`); each party starts a job worker process on standby;
 3. Stage I through the service: SDK clients over TLS, T rounds (`stage1.train`);
 4. file the unlearn request with the admin RPC and follow the job (`unlearn.via_admin`),
-   the remaining clients answering warm-up/correction tasks through the SDK;
+   the remaining clients answering warm-up/correction tasks through the SDK; then wait for
+   the job's federated evaluation (`unlearn.await_evaluation`: each remaining client scores
+   M̂ and M_T on its own shard of the test set and on its triggered probe images,
+   `fleet.HeldOut`; only the 2PC sums are revealed, in the job report and on the page);
 5. stop every process; wait for the retrain reference (plaintext, in a background thread since step 1);
 6. evaluate the three models; verify the job's erasure certificate offline with the deployment's
    CA certificate (kept as ca.pem beside it); print the tables; write report.json, the plots,
@@ -39,7 +42,7 @@ from harness.demo.fleet import Fleet
 from harness.demo.processes import DemoServices
 from harness.demo.reference import BackgroundRetrain, evaluator
 from harness.demo.stage1 import StageOne, train
-from harness.demo.unlearn import UnlearnOutcome, via_admin
+from harness.demo.unlearn import UnlearnOutcome, await_evaluation, via_admin
 from harness.report_page import render_page
 
 Say = Callable[[str], None]
@@ -49,6 +52,8 @@ COSTS_PLOT = "unlearning-costs.png"
 CERTIFICATE_FILE = "certificate.json"
 CA_FILE = "ca.pem"
 REPORT_PAGE = "report.html"
+#: the parties end the evaluation after `[evaluation] deadline_s` (30 s); this bounds the wait for it
+EVALUATION_TIMEOUT_S = 120.0
 
 
 class DemoError(RuntimeError):
@@ -172,6 +177,10 @@ class _Demo:
             outcome = steps.run(
                 f"Stage II: unlearn {', '.join(fed.targets)} with Starfish under 2PC (admin RPC → job)",
                 lambda: via_admin(services.deployment, fed.targets, cfg.unlearning_params, self.say, cfg.job_timeout_s),
+            )
+            steps.run(
+                "federated evaluation: the remaining clients score M̂ and M_T on their own test data (2PC sums)",
+                lambda: await_evaluation(services.deployment, outcome, self.say, EVALUATION_TIMEOUT_S),
             )
             shutil.copyfile(services.deployment.ca_cert, self.out_dir / CA_FILE)  # verifies the certificate later
             job_pids = services.job_pids()

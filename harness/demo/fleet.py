@@ -26,8 +26,11 @@ import torch
 
 from client_sdk import Client, errors
 from client_sdk.client import RoundView, TaskInfo
+from client_sdk.evaluation import EvalCounts
+from evaluation.attacks import backdoor_eval_set
 from evaluation.simulator import Federation
 from evaluation.training import ClientData, LocalTrainer, order_seed
+from evaluation.unlearning_metrics import per_sample_losses
 
 #: a failed round-state poll (e.g. a server error while a round commits) is retried this often
 POLL_RETRIES = 3
@@ -48,6 +51,39 @@ class ClientRun:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """A client's own held-out data for the federated evaluation (docs/JOBS.md §7): its shard
+    of the test set (every n-th image from its index on) and, as the probe, the shard's
+    images of other labels with the backdoor trigger stamped on (a hit: the model answers
+    the trigger's target label)."""
+
+    architecture: str
+    x: np.ndarray
+    y: np.ndarray
+    probe_x: np.ndarray
+    probe_label: int
+
+    @classmethod
+    def of(cls, federation: Federation, index: int) -> HeldOut:
+        ds, n = federation.dataset, len(federation.clients)
+        x, y = ds.test_x[index::n], ds.test_y[index::n]
+        trigger = federation.trigger
+        probe = backdoor_eval_set(x, y, trigger)
+        return cls(federation.config.architecture, x, y, probe, trigger.target_label)
+
+    def counts(self, new: np.ndarray, old: np.ndarray, task: object = None) -> EvalCounts:
+        """The evaluation answer: M̂ and M_T scored on this data (`Client.serve_tasks`' eval_fn)."""
+        right = [int((self._predict(p, self.x) == self.y).sum()) for p in (new, old)]
+        hits = [int((self._predict(p, self.probe_x) == self.probe_label).sum()) for p in (new, old)]
+        return EvalCounts(right[0], right[1], len(self.y), hits[0], hits[1], len(self.probe_x))
+
+    def _predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        model = torch.from_numpy(np.asarray(params, dtype=np.float32).copy())
+        labels = np.zeros(len(x), dtype=np.int64)  # the losses are not used, only the predictions
+        return per_sample_losses(self.architecture, model, x, labels)[1]
+
+
 class SimulatedClient:
     """One FL client: local data, its own trainer (modules are not shared between threads) and an SDK client."""
 
@@ -58,6 +94,7 @@ class SimulatedClient:
         self.trainer = LocalTrainer(cfg.architecture, cfg.lr, cfg.local_epochs, cfg.batch_size)
         self.sdk = sdk
         self.run_info = ClientRun(data.client_id)
+        self.held_out = HeldOut.of(federation, data.index)
 
     @property
     def client_id(self) -> str:
@@ -115,9 +152,10 @@ class SimulatedClient:
         return self.gradient(params, task.original_round)
 
     def serve(self, stop: threading.Event) -> None:
-        """Answer tasks until `stop` is set; an error is recorded, not raised (the job then skips us)."""
+        """Answer tasks (and evaluation tasks, on this client's held-out data) until `stop` is
+        set; an error is recorded, not raised (the job then skips us)."""
         try:
-            self.sdk.serve_tasks(self.answer_task, stop)
+            self.sdk.serve_tasks(self.answer_task, stop, eval_fn=self.held_out.counts)
         except Exception as exc:
             self.run_info.error = f"task handler: {type(exc).__name__}: {exc}"
 

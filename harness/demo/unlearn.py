@@ -26,6 +26,9 @@ Say = Callable[[str], None]
 #: a status line is printed when the step or round changes, or after this many seconds
 STATUS_REPEAT_S = 15.0
 FINAL_STATES = (admin_pb2.JOB_STATE_SUCCEEDED, admin_pb2.JOB_STATE_FAILED, admin_pb2.JOB_STATE_CANCELLED)
+#: the federated evaluation's states that end it (docs/JOBS.md §7)
+EVALUATION_ENDED = ("revealed", "not_enough_evaluators", "failed", "not_done", "off")
+EVALUATION_POLL_S = 0.5
 
 
 class UnlearnFailed(RuntimeError):
@@ -110,3 +113,17 @@ def via_admin(
         certificate.certificate_json,
         statuses,
     )
+
+
+def await_evaluation(dep: LocalDeployment, outcome: UnlearnOutcome, say: Say, timeout_s: float) -> None:
+    """Wait (clients still serving tasks) for the job's federated evaluation to end, then take
+    the job report again, which now carries it (`outcome.report["federated_evaluation"]`)."""
+    end = time.monotonic() + timeout_s
+    with dep.admin() as admin:
+        while True:
+            section = admin.job_status(outcome.job_id).federated_evaluation
+            if section.state in EVALUATION_ENDED or time.monotonic() > end:
+                break
+            time.sleep(EVALUATION_POLL_S)
+        outcome.report = json.loads(admin.job_report(outcome.job_id).report_json)
+    say(f"  federated evaluation ({section.state or 'not started'}): {section.summary}")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from client_sdk.evidence import verify_certificate
+from evaluation.datasets import load_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 #: 4 clients and 4 rounds: the anchored reveal's secret noise, scaled to the target's quarter of round 1,
@@ -86,6 +87,14 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
     answered = report["unlearning"]["tasks_answered"]
     assert answered.pop("client-00") == 0
     assert answered == job["answered_rounds"] and sum(answered.values()) > 0
+    # the remaining clients scored M̂ and M_T on their own test shards; only the 2PC sums are in the report
+    ev = job["federated_evaluation"]
+    assert ev["state"] == "revealed", ev
+    assert ev["evaluators"]["accepted"] == ["client-01", "client-02", "client-03"]
+    tests = len(load_dataset("digits").test_y)
+    assert ev["sums"]["total"] == tests - len(range(0, tests, 4))  # every shard but the target's
+    assert 0.0 <= ev["accuracy_new"] <= 1.0 and ev["sums"]["probe_total"] > 0  # the triggered probe
+    assert "federated evaluation (revealed)" in text
     states = [s["state"] for s in report["unlearning"]["statuses"]]
     assert states[-1] == "JOB_STATE_SUCCEEDED" and "JOB_STATE_RUNNING" in states
     assert len(report["stage1"]["rounds"]) == 4 and all(r["members"] == 4 for r in report["stage1"]["rounds"])
@@ -104,6 +113,7 @@ def test_demo_writes_its_files_and_stops_every_process(smoke):
     assert "VALID: erasure certificate of job" in proc.stdout
     page = (out / "report.html").read_text()
     assert 'data-verification="valid"' in page and 'data-chart="quality"' in page
+    assert "Evaluation by the remaining clients" in page and 'class="evaluation-sentence"' in page
     assert (out / "logs" / "party0.log").stat().st_size > 0
     report = json.loads((out / "report.json").read_text())
     procs = report["processes"]
