@@ -163,8 +163,14 @@ class _Demo:
         """Steps 2–5: the parties, Stage I, Stage II; the processes are stopped in every case."""
         cfg, steps = self.cfg, self.steps
         deploy_root = Path(tempfile.mkdtemp(prefix="deployment-", dir=self.out_dir))
+        probe = f"backdoor trigger on images of other labels, answered with label {fed.trigger.target_label}"
         services = DemoServices(
-            deploy_root, [c.client_id for c in fed.clients], cfg.rounds, cfg.round_deadline_s, cfg.task_deadline_s
+            deploy_root,
+            [c.client_id for c in fed.clients],
+            cfg.rounds,
+            cfg.round_deadline_s,
+            cfg.task_deadline_s,
+            probe,
         )
         fleet: Fleet | None = None
         try:

@@ -21,7 +21,13 @@ class DemoServices:
     """The dealer service, party0 and party1 (and, started by the parties, the job workers) for one demo run."""
 
     def __init__(
-        self, root: Path, client_ids: list[str], rounds: int, round_deadline_s: float, task_deadline_s: float
+        self,
+        root: Path,
+        client_ids: list[str],
+        rounds: int,
+        round_deadline_s: float,
+        task_deadline_s: float,
+        probe: str = "",
     ) -> None:
         self.deployment = LocalDeployment(
             root,
@@ -40,6 +46,7 @@ class DemoServices:
                 "session_timeout_s": task_deadline_s + SESSION_SLACK_S,
                 "standby": "always",
             },
+            evaluation={"probe": probe},  # named on the page beside the clients' probe hits
         )
 
     @property

@@ -94,6 +94,7 @@ def test_demo_runs_end_to_end_and_prints_the_table(smoke):
     tests = len(load_dataset("digits").test_y)
     assert ev["sums"]["total"] == tests - len(range(0, tests, 4))  # every shard but the target's
     assert 0.0 <= ev["accuracy_new"] <= 1.0 and ev["sums"]["probe_total"] > 0  # the triggered probe
+    assert ev["probe"].startswith("backdoor trigger") and 0.0 <= ev["probe_rate_new"] <= 1.0
     assert "federated evaluation (revealed)" in text
     states = [s["state"] for s in report["unlearning"]["statuses"]]
     assert states[-1] == "JOB_STATE_SUCCEEDED" and "JOB_STATE_RUNNING" in states
