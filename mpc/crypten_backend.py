@@ -170,6 +170,7 @@ class CrypTenBackend(Backend):
                 "CrypTenBackend requires the TTP provider (a separate dealer); TFP is for unit tests only"
             )
         self.f = precision_bits
+        self.resolution = 2.0**-precision_bits
         self.rank = comm.get().get_rank()
         self.step_check = step_check
         self.chunk_elements = chunk_elements

@@ -87,6 +87,9 @@ class Primitives(ABC):
     name: str = "abstract"
     #: True when values are really secret-shared between two parties
     is_secure: bool = False
+    #: ulp of the encoding: the absolute error of one rounding or truncation is below
+    #: 2·resolution (0.0: float64 arithmetic, treated as exact)
+    resolution: float = 0.0
 
     def __init__(self, ledger: CostLedger | None = None) -> None:
         self.ledger = ledger if ledger is not None else CostLedger()

@@ -92,20 +92,6 @@ def middle_matrix(backend: Backend, ss: torch.Tensor, a: Secret) -> tuple[Secret
     return backend.cat([top, bottom], dim=1), sigma
 
 
-def refined_inverse(backend: Backend, kmat: Secret, inverse: str, steps: int = 1) -> Secret:
-    """[K⁻¹] by `Backend.inverse`, then `steps` Newton–Schulz refinements X ← X·(2I − K·X).
-
-    SecMI's K⁻¹ = R·N⁻¹ inherits the conditioning of the random mask R: an ill-conditioned
-    N = K·R amplifies the fixed-point error of N. One refinement squares the residual
-    I − K·X (two 2B×2B secret products per client), removing that amplification.
-    """
-    x = backend.inverse(kmat, inverse)
-    two_eye = 2.0 * torch.eye(kmat.shape[-1], dtype=torch.float64)
-    for _ in range(steps):
-        x = backend.matmul(x, backend.neg(backend.sub(backend.matmul(kmat, x), two_eye)))
-    return x
-
-
 def gram(backend: Backend, y: Secret) -> Secret:
     """[YᵀY] (n, k, k) from scratch: k² secure dot products of length m per client."""
     n, k, m = y.shape
@@ -117,7 +103,7 @@ def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inver
     n, k, m = s.shape
     a = local_dots(backend, y, [s[c].reshape(k, 1, m) for c in range(n)])  # a[i, j] = ŝ_iᵀŷ_j
     kmat, sigma = middle_matrix(backend, torch.matmul(s, s.transpose(1, 2)), a)
-    kinv = refined_inverse(backend, kmat, inverse)
+    kinv = backend.inverse(kmat, inverse)  # SecMI refines to its fixed-point floor (protocols/secmi.py)
     # the rows of q₁ scaled by σ_k once per buffer state: −D·K⁻¹·p is then c's tail in one product
     scale = backend.cat([backend.reshape(sigma, (n, 1)), backend.add(backend.zeros((n, 1)), 1.0)], dim=1)
     scale = backend.reshape(backend.index(scale, (slice(None), [0] * k + [1] * k)), (n, 2 * k, 1))

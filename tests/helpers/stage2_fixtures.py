@@ -57,18 +57,23 @@ class LogReg:
     data: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def make(cls, clients: list[str], seed: int = 3) -> LogReg:
+    def make(cls, clients: list[str], seed: int = 3, dim: int = DIM) -> LogReg:
         rng = np.random.default_rng(seed)  # test data only, not a secret
-        w_true = rng.standard_normal(DIM)
+        w_true = rng.standard_normal(dim)
         data = {}
         for k, c in enumerate(clients):
-            x = rng.standard_normal((20 + 4 * k, DIM))
+            x = rng.standard_normal((20 + 4 * k, dim))
             y = ((x @ w_true + 0.3 * rng.standard_normal(x.shape[0])) > 0).astype(np.float64)
             data[c] = (x, 1.0 - y if c == "c0" else y)
         return cls(data)
 
     def n(self, client: str) -> int:
         return int(self.data[client][0].shape[0])
+
+    @property
+    def dim(self) -> int:
+        """The number of model parameters."""
+        return int(next(iter(self.data.values()))[0].shape[1])
 
     def gradient(self, client: str, params: np.ndarray) -> np.ndarray:
         x, y = self.data[client]
@@ -129,7 +134,7 @@ class TrainedService:
 
     def _train(self, clients: list[str]) -> None:
         admin = self.dep.admin()
-        admin.start_training("logreg", np.zeros(DIM, dtype=np.float32), LR)
+        admin.start_training("logreg", np.zeros(self.problem.dim, dtype=np.float32), LR)
         errors: list[BaseException] = []
 
         def client_loop(cid: str) -> None:

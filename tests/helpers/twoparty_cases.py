@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mpc.crypten_backend import CrypTenBackend, OutOfStepError, TruncationFaultError
+from mpc.crypten_backend import CrypTenBackend, CrypTenSecret, OutOfStepError, TruncationFaultError
 from mpc.protocols import sectc
 
 
@@ -127,13 +127,23 @@ def threshold(
         sectc.BLOCK_ELEMENTS = saved
 
 
-def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> dict[str, torch.Tensor]:
-    """The inverse, and the same after one Newton–Schulz refinement X ← X·(2I − K·X)."""
-    sk = backend.share(k, src=0)
-    x = backend.inverse(sk, method)
-    two_eye = 2.0 * torch.eye(k.shape[-1], dtype=torch.float64)
-    refined = backend.matmul(x, backend.neg(backend.sub(backend.matmul(sk, x), two_eye)))
-    return {"inverse": backend.reveal(x), "refined": backend.reveal(refined)}
+def inverse(backend: CrypTenBackend, rank: int, k: torch.Tensor, method: str) -> torch.Tensor:
+    """[K⁻¹] by `method`, revealed."""
+    return backend.reveal(backend.inverse(backend.share(k, src=0), method))
+
+
+def inverse_with_mask(backend: CrypTenBackend, rank: int, k: torch.Tensor, cond: float) -> torch.Tensor:
+    """SecMI's [K⁻¹] when its random mask R is a matrix of condition number `cond` (the rare
+    draw near a singular R, forced: R = Q₁·diag(1, …, 1, 1/cond)·Q₂ from a fixed seed, each
+    party holding R/2; known to both, which only a test may do)."""
+    gen = torch.Generator().manual_seed(5)
+    q1, _ = torch.linalg.qr(torch.randn(k.shape, generator=gen, dtype=torch.float64))
+    q2, _ = torch.linalg.qr(torch.randn(k.shape, generator=gen, dtype=torch.float64))
+    singular = torch.ones(k.shape[:-1], dtype=torch.float64)
+    singular[..., -1] = 1.0 / cond
+    mask = q1 @ torch.diag_embed(singular) @ q2
+    backend.random = lambda shape: CrypTenSecret(backend._encode(mask / 2, backend.f), backend.f)  # type: ignore[method-assign]
+    return backend.reveal(backend.inverse(backend.share(k, src=0), "secmi"))
 
 
 def divide(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:

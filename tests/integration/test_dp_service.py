@@ -1,8 +1,9 @@
 """Distributed DP end to end (docs/PRIVACY.md, "Differential privacy"): real parties, `[privacy] dp = true`.
 
-* Stage I: every committed model carries the two parties' noise — (M_(i−1) − M_i)/η minus
-  plaintext FedAvg of the clients' exact gradients, each clipped to C (the parties clip
-  inside 2PC), has the per-coordinate standard deviation √2·z·C·max_j w_j — and each party
+* Stage I: every committed model carries the two parties' noise — the residual
+  (M_(i−1) − M_i)/η − Σ_j w_j·clip(g_j, C), with w_j the cohort's capped weights (here
+  n_j/Σ n_k: k = 3 caps nobody), is N(0, 2σ²) per coordinate with σ = z·C·max_j w_j, one
+  independent draw per party, round and coordinate (ROUNDS·DIM_DP of them) — and each party
   logged every noised round, durably, with its members; the party noise key is private to
   its owner (mode 0600).
 * Stage II: a Starfish job succeeds; its report's "privacy" section gives (ε, δ) per
@@ -13,21 +14,26 @@
 from __future__ import annotations
 
 import json
-import math
 import stat
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 
 from privacy.accountant import privacy_report
 from privacy.release_log import Release
 from proto.starfish.v1 import admin_pb2
+from unlearning.weight_cap import capped_weights
 
-from helpers.stage2_fixtures import LR, TrainedService
+from helpers.stage2_fixtures import LR, LogReg, TrainedService
 
 CLIENTS = [f"c{i}" for i in range(5)]
 ROUNDS = 4
-Z, CLIP, DELTA = 0.5, 1.0, 1e-5
+#: parameters of the model: ROUNDS·DIM_DP = 512 noise draws, enough for a band at failure
+#: probability 10⁻⁶ that a missing party's noise (std ×1/√2) or doubled variance leaves
+DIM_DP = 128
+Z, CLIP, DELTA, MIN_COHORT = 0.5, 1.0, 1e-5, 3
+FAILURE = 1e-6  #: probability that the noise test fails with both parties' noise as specified
 
 
 def _clipped(g: np.ndarray) -> np.ndarray:
@@ -42,7 +48,8 @@ def dp_service(tmp_path_factory):
         rounds=ROUNDS,
         jobs={"task_timeout_s": 2.5},
         unlearning={"parameters": {"beta": 0.25}},
-        privacy={"dp": True, "clip": CLIP, "noise_multiplier": Z, "delta": DELTA},
+        privacy={"dp": True, "clip": CLIP, "noise_multiplier": Z, "delta": DELTA, "min_cohort": MIN_COHORT},
+        problem=LogReg.make(CLIENTS, dim=DIM_DP),
     )
     yield svc
     svc.stop()
@@ -53,15 +60,24 @@ def test_stage1_models_carry_both_parties_noise_and_rounds_are_logged(dp_service
     problem = dp_service.problem
     with dp_service.dep.client("c1") as client:
         models = [client.fetch_model(i).params.astype(np.float64) for i in range(ROUNDS + 1)]
-    n = {c: problem.n(c) for c in CLIENTS}
-    total = sum(n.values())
-    residuals = []
-    for i in range(1, ROUNDS + 1):
-        expected = sum(n[c] * _clipped(problem.gradient(c, models[i - 1])) for c in CLIENTS) / total
-        residuals.append((models[i - 1] - models[i]) / LR - expected)
-    std = float(np.std(np.concatenate(residuals)))
-    sigma = math.sqrt(2) * Z * CLIP * max(n.values()) / total
-    assert 0.55 * sigma < std < 1.45 * sigma, (std, sigma)  # 24 draws: ±45 % is over 3 standard errors
+    capped = capped_weights({c: problem.n(c) for c in CLIENTS}, {}, MIN_COHORT)
+    assert capped is not None
+    w = {c: capped[c] / sum(capped.values()) for c in CLIENTS}
+    residuals = np.concatenate(
+        [
+            (models[i - 1] - models[i]) / LR - sum(w[c] * _clipped(problem.gradient(c, models[i - 1])) for c in CLIENTS)
+            for i in range(1, ROUNDS + 1)
+        ]
+    )
+    # each party's N(0, σ²): the residuals are `draws` independent N(0, 2σ²), so with the
+    # mean known (0) draws·mean(r²)/(2σ²) is χ² with `draws` degrees of freedom
+    draws, sigma = residuals.size, Z * CLIP * max(w.values())
+    assert draws == ROUNDS * DIM_DP
+    ratio = float(np.mean(residuals**2)) / (2 * sigma**2)
+    low, high = chi2.ppf(FAILURE / 2, draws) / draws, chi2.isf(FAILURE / 2, draws) / draws
+    # the band's power: one party's noise alone (ratio χ²/(2·draws)) or doubled variance passes with p < FAILURE
+    assert chi2.sf(2 * low * draws, draws) < FAILURE and chi2.cdf(high * draws / 2, draws) < FAILURE
+    assert low < ratio < high, (ratio, low, high)
     for role in (0, 1):
         folder = dp_service.dep.data_dir(role) / "dp"
         lines = [json.loads(x) for x in (folder / "releases.jsonl").read_text().splitlines()]

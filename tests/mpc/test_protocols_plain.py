@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mpc.plain_backend import PlainBackend
 from mpc.protocols import sectc
+from mpc.protocols.secmi import MASK_RESIDUAL_MAX, refinements
 from mpc.protocols.secsrt import bitonic_stages
 
 B = PlainBackend()
@@ -169,6 +170,15 @@ def test_inverse_matches_torch(batch, d, method):
     k = torch.randn(batch, d, d, generator=gen, dtype=torch.float64) + 3 * torch.eye(d, dtype=torch.float64)
     got = B.reveal(B.inverse(sh(k), method))
     assert torch.allclose(got, torch.linalg.inv(k), atol=1e-8)
+
+
+@given(st.floats(0.0, MASK_RESIDUAL_MAX, exclude_max=True), st.integers(8, 24))
+def test_secmi_refines_the_fewest_times_that_reach_one_ulp(rho, f):
+    ulp = 2.0**-f
+    steps = refinements(rho, ulp)
+    assert rho ** (2**steps) <= ulp  # each Newton–Schulz step squares the residual
+    assert steps == 0 or rho ** (2 ** (steps - 1)) > ulp
+    assert steps <= math.ceil(math.log2(f))  # ρ < 1/2: (1/2)^(2^s) ≤ 2^-f once 2^s ≥ f
 
 
 @settings(deadline=None, max_examples=40)  # timing varies on a shared machine
