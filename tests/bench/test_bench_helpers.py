@@ -262,5 +262,6 @@ def test_stage1_section_shows_the_upload_check_against_the_same_deployment_witho
     assert "| payload bytes per round (MB) | 140.0 | 149.0 | 1.06× |" in text
     assert "checked round ≤ 1.25× an unchecked one (wall): **not met**" in text
     assert (
-        "| party-to-party traffic of the check" in text and "d = 8,192) | 0 | 7.9 | — |" in text
+        "| the check's party-to-party traffic as its message sizes predict" in text
+        and "d = 8,192) | 0 | 7.9 | — |" in text
     )  # 20·2·8·(3d + 11), the sketch of m = 582,026
