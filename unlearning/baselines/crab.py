@@ -394,10 +394,10 @@ class _Run:
         with self.backend.step(f"{NAME}.calibration"):
             rows = calibrated_rows(self.ctx, t, [answers[c] for c in clients], clients)
         weights = capped_fedavg_weights(info, clients, self.params.min_cohort) or fedavg_weights(info, clients)
-        update, sensitivity = sum_update(self.gate, rows, [info.lr * weights[c] for c in clients])
+        coefficients = {c: info.lr * weights[c] for c in clients}
+        update, sensitivity = sum_update(self.gate, rows, list(coefficients.values()))
         state.log.rounds.append(RoundEntry(r, t, len(clients), "recovery", info.lr))
         contributions = classify(clients, weights, info.lr, clients, ())
-        coefficients = {c: info.lr * weights[c] for c in clients}
         release(self.gate, state, Step(r, t, clients, update, sensitivity, coefficients), contributions)
 
 

@@ -266,10 +266,10 @@ class _Run:
         at_origin |= {c for c in members if not state.buffers.get(c)}  # their estimate is g_t^j, at M_{t−1}
         grads, answered = self._gradients(state, t, members, kind, v)
         weights = capped_fedavg_weights(info, members, self.params.min_cohort) or fedavg_weights(info, members)
-        update, sensitivity = sum_update(self.gate, grads, [info.lr * weights[c] for c in members])
+        coefficients = {c: info.lr * weights[c] for c in members}
+        update, sensitivity = sum_update(self.gate, grads, list(coefficients.values()))
         state.log.rounds.append(RoundEntry(t, t, len(members), kind or "estimate", info.lr))
         contributions = classify(members, weights, info.lr, answered, at_origin)
-        coefficients = {c: info.lr * weights[c] for c in members}
         release(self.gate, state, Step(t, t, members, update, sensitivity, coefficients), contributions)
 
     def _gradients(

@@ -181,10 +181,10 @@ class StarfishStrategy(Strategy[StarfishParams]):
         # capped so no principal holds more than 1/k; None: fewer than k principals (the step is excluded)
         weights = capped_fedavg_weights(info, participants, params.min_cohort) or fedavg_weights(info, participants)
         gate = self._gate(ctx, params)
-        update, sensitivity = sum_update(gate, gradients, [eta * weights[c] for c in participants])
+        coefficients = {c: eta * weights[c] for c in participants}
+        update, sensitivity = sum_update(gate, gradients, list(coefficients.values()))
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
         contributions = classify(participants, weights, eta, answered, without_pairs)
-        coefficients = {c: eta * weights[c] for c in participants}
         released = Step(t, r, participants, update, sensitivity, coefficients, step.keep_estimates)
         release(gate, state, released, contributions)
 
