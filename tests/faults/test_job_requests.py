@@ -175,6 +175,9 @@ def test_duplicates_answered_with_the_job_and_cancel_stops_it_cleanly(service):
         with pytest.raises(StarfishError, match=f"FAILED_PRECONDITION.*{job_id}"):
             admin.unlearn(["c0"], parameters={**PARAMS, "sigma": 0.5})
         pids = {role: _worker_pid(service, role, job_id) for role in (0, 1)}
+        dealer_log = service.dep.root / "logs" / "dealer.log"
+        for rank in (0, 1):  # cancel mid-session: both workers hold the dealer session
+            assert _await_log(dealer_log, f"joined session {job_id}.1 as party {rank}", 120), rank
         assert admin.unlearn(["c0"], parameters=PARAMS) == job_id  # running: still the same job
         queued = admin.unlearn(["c1"], parameters=PARAMS)
         assert admin.job_status(queued).state == admin_pb2.JOB_STATE_QUEUED
@@ -195,7 +198,6 @@ def test_duplicates_answered_with_the_job_and_cancel_stops_it_cleanly(service):
         assert listed == {job_id: admin_pb2.JOB_STATE_CANCELLED, queued: admin_pb2.JOB_STATE_CANCELLED}
 
     assert all(_gone(pid) for pid in pids.values()), pids  # both parties' workers stopped
-    dealer_log = service.dep.root / "logs" / "dealer.log"
     assert _await_log(dealer_log, f"session {job_id}.1 aborted")  # the dealer ended the session
     assert _party1_job_state(service, job_id) == "cancelled"
     for role in (0, 1):
