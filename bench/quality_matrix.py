@@ -59,6 +59,7 @@ STARFISH = {"sigma": 1.0, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery
 SIGMA06 = {**STARFISH, "sigma": 0.6}
 #: row name -> (strategy, parameters); baselines run with their defaults (docs/BASELINES.md)
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "starfish-defaults": ("starfish", {}),  # what a job gets with no parameters (unlearning.starfish.params)
     "starfish": ("starfish", STARFISH),
     "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
     "starfish-b0.3": ("starfish", {**STARFISH, "beta": 0.3}),
@@ -76,15 +77,25 @@ QUICK_METHODS = ("starfish", "random-s0.6")
 METRICS = ("ter", "ba_asr", "mia_asr")
 #: the Starfish goal: TER and BA-ASR at most this many points above retraining, ARP at least
 GOAL_POINTS, GOAL_ARP = 1.0, 70.0
+#: row-name suffix of a method run under 2PC (`--two-party`)
+SUFFIX_2PC = "-2pc"
 
 
-def case_config(dataset: str, partition: str, seed: int, quick: bool = False) -> Any:
+def case_config(dataset: str, partition: str, seed: int, quick: bool = False, architecture: str = "") -> Any:
     from evaluation.simulator import SimulationConfig
 
     setting = {**SETTING, **QUICK_SETTING} if quick else {**SETTING, "dataset": dataset}
     if quick:
         setting.pop("architecture")
+    elif architecture:
+        setting["architecture"] = architecture
     return SimulationConfig(partition=partition, seed=seed, **setting).resolved()
+
+
+def case_name(dataset: str, partition: str, architecture: str) -> str:
+    """ "mnist5k/iid" for the matrix's MLP, "mnist5k/iid/mnist_cnn" for another architecture."""
+    plain = f"{dataset}/{partition}"
+    return plain if architecture in ("", SETTING["architecture"]) else f"{plain}/{architecture}"
 
 
 def percent(metrics: dict[str, Any]) -> dict[str, float]:
@@ -96,9 +107,17 @@ def with_gaps(row: dict[str, float], retrain: dict[str, float]) -> dict[str, flo
     return {**row, **{f"{k}_gap": row[k] - retrain[k] for k in METRICS}}
 
 
-def run_case(config: Any, methods: list[str], save: Callable[[str, dict[str, Any]], None]) -> None:
-    """Train (or load) the history of `config`, then measure every method on it; `save(row name, row)`."""
-    from evaluation.experiment import Experiment
+def run_case(
+    config: Any, methods: list[str], save: Callable[[str, dict[str, Any]], None], two_party: bool = False
+) -> None:
+    """Train (or load) the history of `config`, then measure every method on it; `save(row name, row)`.
+
+    `two_party`: each method also runs under 2PC (dealer and two party processes,
+    `evaluation.mpc_run`) on the same history; its row is "<method>-2pc", with the relative
+    L2 distance of its model to the plaintext run's (the anchored noise is drawn under
+    each backend's own key, so the two models differ by it)."""
+    from evaluation.experiment import Experiment, execute
+    from evaluation.mpc_run import run_mpc
     from mpc.plain_backend import PlainBackend
 
     result = cached_simulation(config)
@@ -110,16 +129,31 @@ def run_case(config: Any, methods: list[str], save: Callable[[str, dict[str, Any
     for label in methods:
         strategy, params = METHODS[label]
         params = {**params, "seed": config.seed} if strategy == "random" else params
+        row_name = label
         try:
-            out = exp.run(strategy, backend, params, with_gap=False)
+            plain = execute(result, strategy, backend, exp.history_for(backend), params, probe=exp.probe)
+            save(label, measured(exp, plain, retrain))
+            if two_party:
+                row_name = label + SUFFIX_2PC
+                secure = run_mpc(result, strategy, params)
+                gap = relative_gap(secure.model, plain.model)
+                save(row_name, {**measured(exp, secure, retrain), "model_gap_to_plaintext": gap})
         except Exception as exc:  # noqa: BLE001 - one failing method must not hide the others
-            save(label, {"failed": f"{type(exc).__name__}: {exc}"})
-            continue
-        if out["metrics"].get("diverged"):
-            save(label, {"failed": "diverged (non-finite model)"})
-            continue
-        row = {**percent(out["metrics"]), "arp": float(out["arp_percent"]), "seconds": float(out["seconds"])}
-        save(label, with_gaps(row, retrain))
+            save(row_name, {"failed": f"{type(exc).__name__}: {exc}"})
+
+
+def measured(exp: Any, outcome: Any, retrain: dict[str, float]) -> dict[str, Any]:
+    """The row of one finished run: metrics (percent), ARP, seconds and the gaps to retraining."""
+    out = exp.measure(outcome, with_gap=False)
+    if out["metrics"].get("diverged"):
+        return {"failed": "diverged (non-finite model)"}
+    row = {**percent(out["metrics"]), "arp": float(out["arp_percent"]), "seconds": float(out["seconds"])}
+    return with_gaps(row, retrain)
+
+
+def relative_gap(model: Any, reference_model: Any) -> float:
+    """‖M − M_ref‖ / ‖M_ref‖ of two flat models."""
+    return float((model.double() - reference_model.double()).norm() / reference_model.double().norm())
 
 
 def mean_std(values: list[float]) -> dict[str, float]:
@@ -160,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", default=",".join(PARTITIONS))
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--architecture", default="", help="another model than the MLP (e.g. mnist_cnn, the paper's)")
+    p.add_argument("--two-party", action="store_true", help="also run each method under 2PC (rows <method>-2pc)")
     p.add_argument("--quick", action="store_true", help="digits federation, IID, seed 0, two methods")
     p.add_argument("--plot", action="store_true", help="only redraw the figure and print the tables (docs)")
     args = p.parse_args(argv)
@@ -179,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     for dataset in datasets:
         for partition in partitions:
             for seed in seeds:
-                run_one(
-                    name, meta, f"{dataset}/{partition}", case_config(dataset, partition, seed, args.quick), methods
-                )
+                config = case_config(dataset, partition, seed, args.quick, args.architecture)
+                case = case_name(dataset, partition, args.architecture)
+                run_one(name, meta, case, config, methods, args.two_party)
     return 0
 
 
-def run_one(name: str, meta: dict[str, Any], case: str, config: Any, methods: list[str]) -> None:
+def run_one(
+    name: str, meta: dict[str, Any], case: str, config: Any, methods: list[str], two_party: bool = False
+) -> None:
     """Measure one (case, seed) and add its rows to bench/results/<name>.json as they come."""
     seed = str(config.seed)
     start, load, date = time.perf_counter(), load_average(), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
@@ -196,7 +234,7 @@ def run_one(name: str, meta: dict[str, Any], case: str, config: Any, methods: li
         rows = runs.setdefault(case, {}).setdefault(seed, {})
         rows[label] = row
         runs_of = rows.setdefault("_runs", {})  # wall time and load of each invocation on this history
-        runs_of[",".join(methods)] = {
+        runs_of[",".join(methods) + SUFFIX_2PC * two_party] = {
             "date_utc": date,
             "load_average_start": load,
             "wall_s": time.perf_counter() - start,
@@ -209,7 +247,7 @@ def run_one(name: str, meta: dict[str, Any], case: str, config: Any, methods: li
         write_result(name, meta, {"runs": runs, "summary": summary(runs)})
 
     with single_thread():
-        run_case(config, methods, save)
+        run_case(config, methods, save, two_party)
 
 
 if __name__ == "__main__":
