@@ -120,6 +120,10 @@ def test_mpc_backend_matches_plaintext_run(tmp_path: Path) -> None:
         "--param",
         "sigma=1.0",
         "--param",
+        "beta=0.1",  # the paper's check interval, no recovery round: the schedule this test measured
+        "--param",
+        "recovery_rounds=0",
+        "--param",
         "anchor_noise=false",  # compared draw for draw: no secret noise on the anchored reveal
     ]
     runs = {}

@@ -158,7 +158,7 @@ def test_the_parameters_are_a_table_and_every_parameter_has_a_meaning():
     page = render_page(report(), None)
     params = re.search(r'<section id="parameters">(.*?)</section>', page, re.S)
     assert params and "<td>beta</td><td>0.25</td><td>the job</td>" in params.group(1)
-    assert "<td>sigma</td><td>0.6</td><td>default</td>" in params.group(1)
+    assert "<td>sigma</td><td>1.0</td><td>default</td>" in params.group(1)
     summary = re.search(r'<section id="summary">(.*?)</section>', page, re.S)
     assert summary and "{" not in summary.group(1)
     names = {f.name for f in dataclasses.fields(RandomSelectionParams)}

@@ -31,7 +31,7 @@ from helpers.synthetic_fl import fixed_noise
 
 M, CLIENTS, ROUNDS, LR = 20_000, 5, 12, 0.5
 ROUND_SHARES = CLIENTS * M * 8  #: one stored round's shares on one party (bytes)
-PARAMS = {"sigma": 1.0, "beta": 0.25, "buffer_size": 2}
+PARAMS = {"sigma": 1.0, "beta": 0.25, "buffer_size": 2, "recovery_rounds": 0}
 
 
 def curvatures() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

@@ -26,7 +26,7 @@ def test_different_seeds_draw_different_rounds():
 
 
 def test_random_selection_runs_starfish_on_the_drawn_rounds(logreg_fl):
-    result = RandomSelectionStrategy().run(logreg_fl.context(params={"seed": 11, "sigma": 0.5}))
+    result = RandomSelectionStrategy().run(logreg_fl.context(params={"seed": 11, "sigma": 0.5, "recovery_rounds": 0}))
     selection = result.report["selection"]
     assert selection["method"] == "random"
     assert selection["selected_rounds"] == sorted(random_rounds(8, 4, 11))

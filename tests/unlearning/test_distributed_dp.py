@@ -27,7 +27,7 @@ from helpers.synthetic_fl import LogRegFL, LogRegOracle, fixed_noise
 
 ROUNDS = 10
 LR = 0.5
-PARAMS = {"beta": 0.2, "method": "method1", "inverse": "secmi"}
+PARAMS = {"sigma": 0.6, "beta": 0.2, "recovery_rounds": 0, "method": "method1", "inverse": "secmi"}
 CLIP = 0.3  # the synthetic clients' gradient norms are 0.21–0.54: some rows are clipped, some not
 
 

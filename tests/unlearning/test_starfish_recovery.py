@@ -15,7 +15,7 @@ from unlearning.strategy import UnlearnContext
 from helpers.synthetic_fl import LogRegFL, LogRegOracle
 
 ROUNDS, LR = 10, 0.5
-BASE = {"sigma": 0.6, "beta": 0.2}
+BASE = {"sigma": 0.6, "beta": 0.2, "recovery_rounds": 0}
 
 
 def run(params: dict, silent: frozenset[str] = frozenset()):
@@ -37,7 +37,7 @@ def test_schedule_takes_the_skipped_rounds_first_then_the_replayed_ones_cyclical
 def test_negative_recovery_rounds_are_refused() -> None:
     with pytest.raises(UnlearningError, match="recovery_rounds"):
         StarfishStrategy.parse_params({"recovery_rounds": -1})
-    assert StarfishParams().recovery_rounds == 0
+    assert StarfishParams().recovery_rounds == 1  # the default: one recovery round after the replay
 
 
 def test_recovery_rounds_are_exact_fedavg_steps_counted_per_client() -> None:

@@ -164,7 +164,7 @@ def test_a_run_that_can_reveal_nothing_returns_m0_and_says_so() -> None:
     """min_cohort above the remaining clients: every step is excluded, the public model never
     moves, and the report says no update was revealed (the job's notice reads this)."""
     setup = make_logreg_setup(rounds=6, n_clients=5)
-    result = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "min_cohort": 5}))
+    result = StarfishStrategy().run(setup.context(params={"sigma": 1.0, "min_cohort": 5, "recovery_rounds": 0}))
     release = result.report["release"]
     assert release["revealed_updates"] == 0
     assert release["excluded_steps"] == list(range(1, 7))

@@ -19,6 +19,8 @@ from unlearning.strategy import UnlearningError
 from helpers.synthetic_fl import LogRegFL, LogRegOracle, LogRegSetup, make_logreg_setup
 
 LR = 0.5
+#: the paper's schedule (§VI-A): these tests check Algorithm 4's selection, checks and ARP on it
+PAPER = {"sigma": 0.6, "beta": 0.1, "recovery_rounds": 0}
 ETA_U = LR / 0.6  #: η_l/σ: T′ = σT replayed rounds cover the same "distance" as T rounds
 
 
@@ -37,7 +39,7 @@ def retrain(setup: LogRegSetup, rounds: int, targets: tuple[str, ...]) -> torch.
 )
 def test_unlearning_moves_model_toward_retrain(params: dict) -> None:
     setup = make_logreg_setup(rounds=20, lr=LR)
-    result = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U, **params}))
+    result = StarfishStrategy().run(setup.context(params={**PAPER, "eta_u": ETA_U, **params}))
     target = retrain(setup, 20, ("c0",))
     original_gap = float((setup.history.model(20) - target).norm())
     starfish_gap = float((result.model - target).norm())
@@ -52,7 +54,7 @@ def test_unlearning_moves_model_toward_retrain(params: dict) -> None:
 
 def test_several_targets_in_one_request() -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
-    result = StarfishStrategy().run(setup.context(targets=("c0", "c1"), params={"eta_u": ETA_U}))
+    result = StarfishStrategy().run(setup.context(targets=("c0", "c1"), params={**PAPER, "eta_u": ETA_U}))
     target = retrain(setup, 12, ("c0", "c1"))
     assert result.report["selection"]["method"].startswith("alt-")
     assert float((result.model - target).norm()) < 0.5 * float((setup.history.model(12) - target).norm())
@@ -76,7 +78,7 @@ def through_parts(state: StarfishState) -> StarfishState:
 
 @pytest.mark.parametrize("stop_after", [1, 4, 7])
 def test_resume_from_checkpoint_gives_same_model(stop_after: int) -> None:
-    params = {"eta_u": ETA_U, "beta": 0.2}
+    params = {**PAPER, "eta_u": ETA_U, "beta": 0.2}
     full, states = run_with_checkpoints(make_logreg_setup(rounds=12, lr=LR), params)
     assert [s.round for s in states] == list(range(1, 9))
 
@@ -106,7 +108,7 @@ def test_resume_from_checkpoint_gives_same_model(stop_after: int) -> None:
 
 def test_resume_without_cached_forms_rebuilds_them() -> None:
     """A checkpoint without YᵀY rows and compact forms (older layout): they are rebuilt, same run."""
-    params = {"eta_u": ETA_U, "beta": 0.2}
+    params = {**PAPER, "eta_u": ETA_U, "beta": 0.2}
     full, states = run_with_checkpoints(make_logreg_setup(rounds=12, lr=LR), params)
     state = states[4]
     assert state.forms
@@ -121,7 +123,7 @@ def test_resume_without_cached_forms_rebuilds_them() -> None:
 
 
 def test_state_lists_its_secrets_and_rejects_incomplete_parts() -> None:
-    _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {"eta_u": ETA_U})
+    _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {**PAPER, "eta_u": ETA_U})
     state = states[-1]
     secrets = state.secrets()
     assert "deltas" in secrets and all(isinstance(s, Secret) for s in secrets.values())
@@ -145,7 +147,7 @@ def test_state_lists_its_secrets_and_rejects_incomplete_parts() -> None:
 @pytest.mark.parametrize("buffer_size", [1, 2, 3])
 def test_degenerate_first_round_uses_the_stored_uploads_and_warmup_follows(buffer_size: int) -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
-    result = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U, "buffer_size": buffer_size}))
+    result = StarfishStrategy().run(setup.context(params={**PAPER, "eta_u": ETA_U, "buffer_size": buffer_size}))
     report = result.report
     assert report["selection"]["selected_rounds"][0] == 1  # M̂_1 = M_0: the first step s is 0
     assert report["rounds"][0]["kind"] == "stored"  # g_1^j is exact at M_0: nobody is asked
@@ -183,7 +185,7 @@ def test_curvature_safeguard_skips_negative_pairs_and_stays_finite() -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
     setup.oracle = AdversarialOracle(setup.problem, setup.history, liar="c2", scale=1e6)
     states: list[StarfishState] = []
-    ctx = setup.context(params={"eta_u": ETA_U})
+    ctx = setup.context(params={**PAPER, "eta_u": ETA_U})
     ctx.on_checkpoint = states.append
     result = StarfishStrategy().run(ctx)
     assert torch.isfinite(result.model).all()
@@ -199,7 +201,7 @@ def test_curvature_safeguard_skips_negative_pairs_and_stays_finite() -> None:
 def test_checks_flags_corrections_and_arp() -> None:
     setup = make_logreg_setup(rounds=12, lr=LR)
     setup.oracle.silent = frozenset({"c3"})
-    result = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U, "beta": 0.25, "alpha": 0.4}))
+    result = StarfishStrategy().run(setup.context(params={**PAPER, "eta_u": ETA_U, "beta": 0.25, "alpha": 0.4}))
     report = result.report
     interval = report["check_interval"]
     assert interval == 3
@@ -224,7 +226,7 @@ def test_checks_flags_corrections_and_arp() -> None:
 def test_progress_events_cover_every_step() -> None:
     setup = make_logreg_setup(rounds=10, lr=LR)
     events = []
-    ctx = setup.context(params={"eta_u": ETA_U, "beta": 0.2})
+    ctx = setup.context(params={**PAPER, "eta_u": ETA_U, "beta": 0.2})
     ctx.on_progress = events.append
     StarfishStrategy().run(ctx)
     steps = {e.step for e in events}
@@ -268,6 +270,13 @@ def test_bad_targets_and_resume_state_are_rejected() -> None:
         StarfishStrategy().run(ctx)
 
 
+def test_the_defaults_replay_every_round_with_a_check_every_three_tenths_and_one_recovery_round() -> None:
+    params = StarfishStrategy.parse_params({})
+    assert (params.sigma, params.alpha, params.beta, params.buffer_size) == (1.0, 0.4, 0.3, 2)
+    assert params.recovery_rounds == 1
+    assert params.selected_count(20) == 20 and params.check_interval(20) == 6  # checks at 6, 12, 18
+
+
 def test_parameter_derivations_follow_the_paper() -> None:
     params = StarfishStrategy.parse_params({"sigma": 0.6, "beta": 0.1, "T_delta": 16})
     assert params.selected_count(40) == 24 and params.check_interval(40) == 4
@@ -292,7 +301,7 @@ def test_report_helpers() -> None:
 
 
 def test_sample_first_check_gives_the_same_flags_and_model() -> None:
-    params = {"eta_u": ETA_U, "beta": 0.2}
+    params = {**PAPER, "eta_u": ETA_U, "beta": 0.2}
     plain = StarfishStrategy().run(make_logreg_setup(rounds=12, lr=LR).context(params=params))
     sampled = StarfishStrategy().run(make_logreg_setup(rounds=12, lr=LR).context(params={**params, "check_sample": 2}))
     assert sampled.report["flags"] == plain.report["flags"] and plain.report["flags"]
@@ -305,17 +314,17 @@ def test_sample_first_check_gives_the_same_flags_and_model() -> None:
 
 def test_report_costs_cover_one_call_and_accumulate_on_the_backend() -> None:
     setup = make_logreg_setup(rounds=8, lr=LR)
-    first = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U}))
-    second = StarfishStrategy().run(setup.context(params={"eta_u": ETA_U}))
+    first = StarfishStrategy().run(setup.context(params={**PAPER, "eta_u": ETA_U}))
+    second = StarfishStrategy().run(setup.context(params={**PAPER, "eta_u": ETA_U}))
     calls = {k: v["calls"] for k, v in first.report["costs"].items()}
     assert calls == {k: v["calls"] for k, v in second.report["costs"].items()}
     assert {k: v.calls for k, v in setup.backend.ledger.steps.items()} == {k: 2 * c for k, c in calls.items()}
 
 
 def test_resume_refuses_a_different_request() -> None:
-    _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {"eta_u": ETA_U})
+    _, states = run_with_checkpoints(make_logreg_setup(rounds=8, lr=LR), {**PAPER, "eta_u": ETA_U})
     setup = make_logreg_setup(rounds=8, lr=LR)
-    ctx = setup.context(params={"eta_u": ETA_U, "beta": 0.5})
+    ctx = setup.context(params={**PAPER, "eta_u": ETA_U, "beta": 0.5})
     ctx.resume_from = through_parts(states[2])
     with pytest.raises(UnlearningError, match="same request"):
         StarfishStrategy().run(ctx)
@@ -333,7 +342,7 @@ def test_malformed_answer_is_a_clear_error_after_the_last_checkpoint() -> None:
 
     setup.oracle = ShortAnswers(setup.problem)
     states: list[StarfishState] = []
-    ctx = setup.context(params={"eta_u": ETA_U})
+    ctx = setup.context(params={**PAPER, "eta_u": ETA_U})
     ctx.on_checkpoint = states.append
     with pytest.raises(UnlearningError, match="'c2'.*shape"):
         StarfishStrategy().run(ctx)

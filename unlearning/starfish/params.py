@@ -1,8 +1,17 @@
 """Starfish parameters (Algorithm 4 inputs) and their validation.
 
-Paper defaults (§VI-A): selection rate σ = 0.6, tolerance rate α = 0.4, interval rate
-β = 0.1, buffer size B = 2. T′ = ⌈σT⌉ unlearning rounds (Algorithm 4 input) and the
-correction interval T_c = ⌈βT⌉ (Algorithm 4 input; T is the number of stored rounds).
+T′ = ⌈σT⌉ unlearning rounds (Algorithm 4 input) and the correction interval T_c = ⌈βT⌉
+(Algorithm 4 input; T is the number of stored rounds).
+
+Defaults: σ = 1, α = 0.4, β = 0.3, B = 2 and one recovery round. The paper's (§VI-A) are
+σ = 0.6 and β = 0.1 with no recovery round; on histories of tens of rounds ⌈0.6T⌉ replayed
+steps leave the unlearned model under-trained (4.9–6.1 points of test error above
+retraining on 5k MNIST, docs/QUALITY.md). Replaying every stored round and spending the
+clients' exact rounds as B warm-up rounds, a check every ⌈0.3T⌉ rounds and one recovery
+round keeps TER and BA-ASR within 1 point of retraining in every case of the quality
+matrix, at ARP = 1 − (B + ⌊T/T_c⌋ + 1)/T (70 % at T = 20; docs/QUALITY.md "Defaults").
+Round selection then keeps every round: σ < 1 is a cost lever (fewer replayed rounds), not
+a quality one (docs/QUALITY.md "SecRS against random round selection").
 """
 
 from __future__ import annotations
@@ -33,9 +42,9 @@ MIN_COHORT_FLOOR = 2
 class StarfishParams(StrategyParams):
     """Parameters of one Starfish run (`unlearning.strategy_params.parse_params` builds and checks them)."""
 
-    sigma: float = 0.6  #: selection rate σ ∈ (0, 1]: T′ = ⌈σT⌉
+    sigma: float = 1.0  #: selection rate σ ∈ (0, 1]: T′ = ⌈σT⌉ (the paper's: 0.6)
     alpha: float = 0.4  #: tolerance rate α ∈ (0, 1] (used by clients for δ_i^j; recorded)
-    beta: float = 0.1  #: interval rate β ∈ (0, 1]: T_c = ⌈βT⌉
+    beta: float = 0.3  #: interval rate β ∈ (0, 1]: T_c = ⌈βT⌉ (the paper's: 0.1)
     buffer_size: int = field(default=2, metadata={ALIAS: "B"})  #: B ≥ 1, L-BFGS pairs kept per client
     #: unlearning rate η_u > 0; None = η_l of each replayed round
     eta_u: float | None = field(default=None, metadata={ALIAS: "eta"})
@@ -68,8 +77,9 @@ class StarfishParams(StrategyParams):
     #: public model is within anchor_reach Stage I steps of it: ‖M̂_t − M_{i−1}‖ ≤ anchor_reach·‖M_i − M_{i−1}‖
     #: (release.near_anchor; docs/PRIVACY.md "Anchored reveals")
     anchor_reach: float = ANCHOR_REACH
-    #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP)
-    recovery_rounds: int = 0
+    #: R ≥ 0 FedAvg rounds with the remaining clients after the replay (recovery.py; each counts in ARP;
+    #: not in the paper)
+    recovery_rounds: int = 1
 
     def unlearning_rate(self, stored_lr: float) -> float:
         """η_u, or by default the stored round's η_l (as FedRecover; see docs/ALGORITHM.md)."""
