@@ -12,7 +12,8 @@ kind TASK_KIND_EVALUATE per remaining client. The relay sends each asked client'
 EVALUATE message naming its task (the mod answers with the app's evaluate function at M̂
 and M_T, as secret-shared counts) and waits until party0's JobStatus shows the evaluation
 published (`federated_evaluation.state` leaves pending/running) or the tasks expired plus
-`reveal_s` for the check and reveal, then logs the published result in Flower's output.
+`reveal_s` for the check and reveal; `log_evaluation` puts the published result in Flower's
+output.
 """
 
 from __future__ import annotations
@@ -107,7 +108,6 @@ class TaskRelay:
             sent.update(t.task_id for t in tasks)
             until = min(end, max(t.deadline_unix for t in tasks) + self.reveal_s)
             self.evaluated += self._relay(grid, tasks, nodes, template, config, MessageType.EVALUATE, keys.EVALUATED)
-        _log_evaluation(job_id, status.federated_evaluation)
         return status
 
     def _relay(
@@ -149,7 +149,7 @@ class TaskRelay:
         return answered
 
 
-def _log_evaluation(job_id: str, evaluation: admin_pb2.FederatedEvaluation) -> None:
+def log_evaluation(job_id: str, evaluation: admin_pb2.FederatedEvaluation) -> None:
     """One line in Flower's output with what party0 published (only sums are ever revealed)."""
     if evaluation.state == "revealed":
         log.info(
