@@ -96,3 +96,15 @@ def eval_counts(new: Mapping, old: Mapping, accuracy_key: str = ACCURACY, weight
             f"{PROBE_TOTAL!r} {a.probe_total} vs {b.probe_total}"
         )
     return EvalCounts(a.correct, b.correct, a.total, a.probe_hits, b.probe_hits, a.probe_total)
+
+
+def within_bound(counts: EvalCounts, max_eval_samples: int) -> EvalCounts:
+    """`counts`, if its totals are at most the operator's N (`[evaluation] max_eval_samples`,
+    the task's bound on every count); else a ValueError before anything is sent."""
+    for what, total in (("'num-examples'", counts.total), ("'probe-total'", counts.probe_total)):
+        if total > max_eval_samples:
+            raise ValueError(
+                f"the app scored {total} examples ({what}), above the operator's bound N = {max_eval_samples}: "
+                "evaluate on at most N examples"
+            )
+    return counts

@@ -262,9 +262,10 @@ class StarfishMod:
 
         def eval_fn(new: np.ndarray, old: np.ndarray, task: TaskInfo) -> EvalCounts:
             try:
-                return eval_reply.eval_counts(
+                counts = eval_reply.eval_counts(
                     evaluate(new, task, "M̂"), evaluate(old, task, "M_T"), self.accuracy_key, self.weight_key
                 )
+                return eval_reply.within_bound(counts, task.max_eval_samples)
             except ValueError as exc:  # the SDK sends nothing for this task; stop waiting for others
                 refused.append(str(exc))
                 stop.set()

@@ -13,7 +13,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from client_sdk.evaluation import EvalCounts, answer_shares
-from starfish_flower.eval_reply import eval_counts, reply_metrics, scored
+from starfish_flower.eval_reply import eval_counts, reply_metrics, scored, within_bound
 
 
 def _reply(content: RecordDict | Error) -> Message:
@@ -82,3 +82,12 @@ def test_the_reply_must_be_one_metric_record_and_no_error():
         reply_metrics(_reply(two), "M_T")
     with pytest.raises(ValueError, match="evaluate function failed on M_T: boom"):
         reply_metrics(_reply(Error(0, "boom")), "M_T")
+
+
+def test_totals_above_the_operators_bound_are_refused_before_sending():
+    counts = EvalCounts(5, 6, 10, 1, 2, 4)
+    assert within_bound(counts, 10) is counts
+    with pytest.raises(ValueError, match=r"scored 10 examples \('num-examples'\), above the operator's bound N = 9"):
+        within_bound(counts, 9)
+    with pytest.raises(ValueError, match="'probe-total'"):
+        within_bound(EvalCounts(1, 1, 3, 0, 0, 12), 10)
