@@ -10,9 +10,11 @@ aggregation and server-side evaluation stay Flower's. What changes:
 * `aggregate_train` asks party0 to close the round once the clients that replied are on
   both parties, waits for the commit and returns the public aggregate M_i from the parties;
 * `unlearn` files an unlearning request (admin RPC), runs the clients the job asks for
-  (`TaskRelay`) and returns the unlearned model, which is the parties' newest global model:
-  the next round starts from it, and the forgotten clients' nodes are not sent training
-  rounds again (party0 refuses their uploads). A job filed by someone else (a client asking
+  (`TaskRelay`), then the remaining clients' federated evaluation of the result (EVALUATE
+  messages; the published accuracies are logged and in the report), and returns the
+  unlearned model, which is the parties' newest global model: the next round starts from
+  it, and the forgotten clients' nodes are not sent training rounds again (party0 refuses
+  their uploads). A job filed by someone else (a client asking
   for its own unlearning, an operator) is followed the same way before the next round opens.
 """
 
@@ -32,7 +34,7 @@ from client_sdk.admin import AdminClient
 from client_sdk.errors import StarfishError
 from proto.starfish.v1 import admin_pb2
 from starfish_flower import keys, logs, preflight
-from starfish_flower.jobs import TaskRelay
+from starfish_flower.jobs import TaskRelay, log_evaluation
 from starfish_flower.rounds import CommittedRound, GlobalModel, RoundDriver
 
 log = logs.get(__name__)
@@ -192,6 +194,7 @@ class StarfishFedAvg(FedAvg):
             model.hash[:12],
             model.round,
         )
+        log_evaluation(job_id, final.federated_evaluation)
         outcome = UnlearnOutcome(job_id, True, "", model.arrays, model.hash, report)
         self.outcomes.append(outcome)
         return outcome

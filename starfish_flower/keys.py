@@ -13,3 +13,5 @@ UPLOAD_BYTES = "starfish-upload-bytes"  #: payload bytes the client sent to the 
 SDK_SECONDS = "starfish-sdk-seconds"  #: wall time the client spent in the Starfish SDK (checks, sharing, upload)
 UNLEARN_ME = "starfish-unlearn-me"  #: a ClientApp's reply asks for the unlearning of this client's own data
 UNLEARN_JOB = "starfish-unlearn-job"  #: the job a client filed for itself ("" when none)
+PROBE = "starfish-probe"  #: evaluation tasks: the operator's probe ("" = none), in the app's evaluate config
+EVALUATED = "starfish-evaluations-answered"  #: evaluation tasks a client answered with shares

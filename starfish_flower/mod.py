@@ -19,7 +19,15 @@ model (fetched from the parties and hash-checked by the SDK), uploads that
 pseudo-gradient as shares, and replies with the number answered.
 
 A TRAIN message that is neither is refused: the app would otherwise send its update to
-the Flower server in the clear. Other message types (evaluate, query) pass through.
+the Flower server in the clear.
+
+On an EVALUATE message naming Starfish tasks (the federated evaluation of a job that
+succeeded, docs/JOBS.md §7) it answers each with the app's own evaluate function, run once
+at M̂ and once at M_T (both fetched from the parties and hash-checked by the SDK), turns the
+two replies into counts (`starfish_flower.eval_reply`: correct = round(accuracy·n), total =
+n) and sends them as secret shares to the two parties; the reply to the Flower server
+carries the number answered, never the app's metrics. Other EVALUATE messages and other
+message types (query) pass through unchanged.
 
 A train reply the app marked with `request_unlearning` makes the mod, after the upload,
 file the unlearning of the client's own data at party0 with the client credential (the
@@ -50,9 +58,10 @@ from client_sdk import Client, StarfishError, TaskInfo
 from client_sdk.admin import request_own_unlearning
 from client_sdk.channels import PartyChannels
 from client_sdk.client import RoundView
+from client_sdk.evaluation import EvalCounts, EvalFn
 from client_sdk.outbox import federation_id
 from proto.wire import model_hash
-from starfish_flower import app_config, keys, logs
+from starfish_flower import app_config, eval_reply, keys, logs
 from starfish_flower.arrays import flatten, pseudo_gradient, unflatten
 from starfish_flower.parties import Identity, Parties
 
@@ -89,30 +98,39 @@ class StarfishMod:
         parties: Parties | None = None,
         identity: Identity | None = None,
         alpha: float = 0.4,
-        weight_key: str = "num-examples",
+        weight_key: str = eval_reply.WEIGHT,
         compress_mask: bool = True,
+        accuracy_key: str = eval_reply.ACCURACY,
     ):
         self.parties = parties  #: None: read from the run/node config of each message (`app_config`)
         self.identity = identity or app_config.identity
         self.alpha = alpha
-        self.weight_key = weight_key
+        self.weight_key = weight_key  #: the sample count in the app's train and evaluate metrics
         self.compress_mask = compress_mask
+        self.accuracy_key = accuracy_key  #: the fraction scored correctly in the app's evaluate metrics
 
     def __call__(self, msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-        if msg.metadata.message_type != MessageType.TRAIN:
+        kind = msg.metadata.message_type
+        if kind == MessageType.EVALUATE and _names_tasks(msg):
+            handler = self._answer_evaluations
+        elif kind == MessageType.TRAIN:
+            handler = self._on_train
+        else:
             return call_next(msg, context)
         try:
-            config = _single(msg.content.config_records, "ConfigRecord")
-            if keys.TASKS in config:
-                return self._answer_tasks(msg, context, call_next, config)
-            if keys.ROUND in config:
-                return self._train_round(msg, context, call_next, config)
-            raise ValueError(
-                "a train message without a Starfish round: refusing to send the model update to the server in the clear"
-            )
+            return handler(msg, context, call_next, _single(msg.content.config_records, "ConfigRecord"))
         except (StarfishError, ValueError, TypeError, KeyError, OSError) as exc:
             log.warning("starfish mod: %s", exc)
             return Message(Error(MOD_FAILED_PRECONDITION, f"StarfishMod: {exc}"), reply_to=msg)
+
+    def _on_train(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
+        if keys.TASKS in config:
+            return self._answer_tasks(msg, context, call_next, config)
+        if keys.ROUND in config:
+            return self._train_round(msg, context, call_next, config)
+        raise ValueError(
+            "a train message without a Starfish round: refusing to send the model update to the server in the clear"
+        )
 
     # -- connection ------------------------------------------------------------------------
     def _parties(self, context: Context) -> Parties:
@@ -212,13 +230,9 @@ class StarfishMod:
     # -- unlearning tasks --------------------------------------------------------------------
     def _answer_tasks(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
         """Answer the listed warm-up/correction tasks with the app's train function."""
-        wanted = [str(t) for t in config[keys.TASKS]]
         lr = float(config[keys.LR])
         template = _single(msg.content.array_records, "ArrayRecord")
         record_keys = _record_keys(msg)
-        stop = threading.Event()
-        timer = threading.Timer(max(0.0, float(config[keys.TASKS_UNTIL]) - time.time()), stop.set)
-        timer.start()
 
         def grad_fn(params: np.ndarray, task: TaskInfo) -> tuple[np.ndarray, int]:
             content = RecordDict({record_keys[0]: unflatten(params, template), record_keys[1]: config})
@@ -227,16 +241,58 @@ class StarfishMod:
                 raise StarfishError(f"the app failed on task {task.task_id}: {reply.error.reason}")
             return self._update(reply, np.asarray(params, dtype=np.float32), lr)
 
+        client_id, answered = self._serve(context, config, grad_fn)
+        return _task_reply(msg, client_id, config, keys.ANSWERED, answered)
+
+    # -- evaluation tasks --------------------------------------------------------------------
+    def _answer_evaluations(self, msg: Message, context: Context, call_next: ClientAppCallable, config) -> Message:
+        """Answer the listed evaluation tasks (docs/JOBS.md §7, step 2): the app's evaluate
+        function at M̂ and at M_T, the two replies as counts (`eval_reply`), sent as shares by
+        the SDK. A reply that breaks the metric convention stops the answering: nothing is
+        sent and the Flower server gets an error naming what is missing."""
+        template = _single(msg.content.array_records, "ArrayRecord")
+        record_keys = _record_keys(msg)
+        stop, refused = threading.Event(), []
+
+        def evaluate(params: np.ndarray, task: TaskInfo, model: str):
+            cfg = ConfigRecord({**dict(config), keys.PROBE: task.probe})
+            content = RecordDict({record_keys[0]: unflatten(params, template), record_keys[1]: cfg})
+            reply = call_next(Message(content=content, metadata=copy.copy(msg.metadata)), context)
+            return eval_reply.reply_metrics(reply, model)
+
+        def eval_fn(new: np.ndarray, old: np.ndarray, task: TaskInfo) -> EvalCounts:
+            try:
+                counts = eval_reply.eval_counts(
+                    evaluate(new, task, "M̂"), evaluate(old, task, "M_T"), self.accuracy_key, self.weight_key
+                )
+                return eval_reply.within_bound(counts, task.max_eval_samples)
+            except ValueError as exc:  # the SDK sends nothing for this task; stop waiting for others
+                refused.append(str(exc))
+                stop.set()
+                raise
+
+        def no_training(params: np.ndarray, task: TaskInfo) -> tuple[np.ndarray, int]:
+            raise StarfishError(f"task {task.task_id} asks for training; an evaluate message answers evaluations only")
+
+        client_id, answered = self._serve(context, config, no_training, eval_fn, stop)
+        if refused:
+            raise ValueError(refused[0])
+        return _task_reply(msg, client_id, config, keys.EVALUATED, answered)
+
+    def _serve(
+        self, context: Context, config, grad_fn, eval_fn: EvalFn | None = None, stop: threading.Event | None = None
+    ) -> tuple[str, int]:
+        """(client id, tasks answered): the SDK's task loop until the listed tasks are
+        answered or their time (``starfish-tasks-until``) is up."""
+        stop = stop or threading.Event()
+        timer = threading.Timer(max(0.0, float(config[keys.TASKS_UNTIL]) - time.time()), stop.set)
+        timer.start()
         try:
             with self._registered(self._client(context)) as client:
-                answered = client.serve_tasks(grad_fn, stop=stop, max_tasks=len(wanted))
-                client_id = client.client_id
+                wanted = len(config[keys.TASKS])
+                return client.client_id, client.serve_tasks(grad_fn, stop=stop, max_tasks=wanted, eval_fn=eval_fn)
         finally:
             timer.cancel()
-        stamp = ConfigRecord({keys.CLIENT_ID: client_id, keys.TASKS: wanted})
-        return Message(
-            RecordDict({"metrics": MetricRecord({keys.ANSWERED: answered}), keys.REPLY: stamp}), reply_to=msg
-        )
 
 
 def request_unlearning(reply: Message) -> Message:
@@ -246,6 +302,17 @@ def request_unlearning(reply: Message) -> Message:
     in the receipt; the strategy runs the job before the next round."""
     reply.content[keys.UNLEARN_ME] = ConfigRecord({keys.UNLEARN_ME: True})
     return reply
+
+
+def _task_reply(msg: Message, client_id: str, config, counter: str, answered: int) -> Message:
+    """The reply to a message naming tasks: how many were answered, no model, no metric of the app."""
+    stamp = ConfigRecord({keys.CLIENT_ID: client_id, keys.TASKS: [str(t) for t in config[keys.TASKS]]})
+    return Message(RecordDict({"metrics": MetricRecord({counter: answered}), keys.REPLY: stamp}), reply_to=msg)
+
+
+def _names_tasks(msg: Message) -> bool:
+    """Whether the message's config names Starfish tasks (``starfish-tasks``)."""
+    return any(keys.TASKS in record for record in msg.content.config_records.values())
 
 
 def _single(records: dict, what: str):

@@ -1,16 +1,18 @@
-"""The ClientApp: plain Flower training on an MNIST shard, with `StarfishMod` (the one
-Starfish line). The mod reads the parties and this node's credential from the run and node
-config when a message arrives (`starfish_flower.app_config`)."""
+"""The ClientApp: plain Flower training and evaluation on an MNIST shard, with `StarfishMod`
+(the one Starfish line); its evaluate function also answers the federated evaluation of
+every unlearning job. The mod reads the parties and this node's credential from the run and
+node config when a message arrives (`starfish_flower.app_config`)."""
 
 from __future__ import annotations
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
-from mnist_app import train
+from mnist_app import evaluate, train
 
 from starfish_flower import StarfishMod, keys, request_unlearning
 
 app = ClientApp(mods=[StarfishMod()])  # Starfish
+app.evaluate()(evaluate)
 
 
 @app.train()

@@ -3,7 +3,9 @@ Starfish: a plain Flower ClientApp and ServerApp plus the Starfish lines marked 
 
 Clients train `mnist_mlp` (784→64→10, 50,890 parameters) for one local epoch of SGD on an
 IID shard of MNIST's 60,000 training images; the server evaluates the global model on
-the 10,000 test images.
+the 10,000 test images. Each client's evaluate function scores a model on its own shard of
+the test images (its held-out data) and replies with Flower's metrics "accuracy" and
+"num-examples": `StarfishMod` answers a job's federated evaluation with it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ def client_shard(partition_id: int, num_partitions: int) -> TensorDataset:
     return TensorDataset(torch.from_numpy(data.train_x[idx]), torch.from_numpy(data.train_y[idx]))
 
 
+def client_test_shard(partition_id: int, num_partitions: int) -> TensorDataset:
+    """The node's held-out data: its IID shard of the 10,000 test images."""
+    data = _mnist()
+    idx = iid_partition(len(data.test_y), num_partitions, SHARD_SEED)[partition_id]
+    return TensorDataset(torch.from_numpy(data.test_x[idx]), torch.from_numpy(data.test_y[idx]))
+
+
 def local_train(net: nn.Module, shard: TensorDataset, epochs: int, lr: float) -> float:
     """Plain local SGD; returns the mean training loss of the last epoch."""
     opt = torch.optim.SGD(net.parameters(), lr=lr)
@@ -83,11 +92,29 @@ def train(msg: Message, context: Context) -> Message:
     return Message(RecordDict({"arrays": ArrayRecord(net.state_dict()), "metrics": metrics}), reply_to=msg)
 
 
+def evaluate(msg: Message, context: Context) -> Message:
+    """The app's evaluate function: loss and accuracy of the model on this node's held-out
+    shard, with "num-examples" (Flower's convention, which Starfish's federated evaluation reads)."""
+    net = new_model()
+    net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    node = context.node_config
+    x, y = client_test_shard(int(node["partition-id"]), int(node["num-partitions"])).tensors
+    with torch.no_grad():
+        logits = net(x)
+    metrics = {
+        "num-examples": len(y),
+        "loss": nn.functional.cross_entropy(logits, y).item(),
+        "accuracy": (logits.argmax(1) == y).float().mean().item(),
+    }
+    return Message(RecordDict({"metrics": MetricRecord(metrics)}), reply_to=msg)
+
+
 def make_client_app(parties: Parties | None, credentials: Path | None) -> ClientApp:
     """The ClientApp; with `parties`, every update goes to the Starfish parties as shares."""
     mods = [] if parties is None else [StarfishMod(parties, identity_from_credentials(credentials))]  # Starfish
     app = ClientApp(mods=mods)
     app.train()(train)
+    app.evaluate()(evaluate)
     return app
 
 

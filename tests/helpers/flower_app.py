@@ -41,6 +41,11 @@ def fit(w: np.ndarray, b: np.ndarray, partition: int) -> tuple[np.ndarray, np.nd
     return w.astype(np.float32), b.astype(np.float32), loss
 
 
+def accuracy(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """The fraction of (x, y) the model (w, b) classifies correctly (the app's evaluate metric)."""
+    return float(np.mean(((x @ w + b[0]) > 0) == y))
+
+
 def make_client_app(mods: list) -> ClientApp:
     app = ClientApp(mods=mods)
 
@@ -58,8 +63,8 @@ def make_client_app(mods: list) -> ClientApp:
     def evaluate(msg: Message, context: Context) -> Message:
         arrays = msg.content["arrays"]
         x, y = node_data(int(context.node_config["partition-id"]))
-        accuracy = float(np.mean(((x @ arrays["w"].numpy() + arrays["b"].numpy()[0]) > 0) == y))
-        metrics = MetricRecord({"num-examples": len(y), "accuracy": accuracy})
+        score = accuracy(arrays["w"].numpy(), arrays["b"].numpy(), x, y)
+        metrics = MetricRecord({"num-examples": len(y), "accuracy": score})
         return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
     return app

@@ -1,7 +1,8 @@
 """The Flower simulation of test_flower_simulation, run as its own process (inside a
 loopback-only network namespace): four virtual clients on Flower's Simulation Engine (Ray)
 through StarfishMod and StarfishFedAvg against party0 and party1 as real processes; three
-rounds, an unlearning job relayed through Flower, two more rounds. Writes what the Flower
+rounds, an unlearning job relayed through Flower (then its federated evaluation by the
+remaining nodes' evaluate function), two more rounds. Writes what the Flower
 side saw to a JSON file for the test to check against the parties' stores.
 
     python flower_run.py DEPLOYMENT_DIR RESULT_JSON
@@ -62,6 +63,7 @@ def server_app(dep: LocalDeployment, record: dict) -> ServerApp:
                 strategy.start(grid, initial_arrays(), ROUNDS_BEFORE, evaluate_fn=evaluate_fn)
                 outcome = strategy.unlearn(grid, ["client0"], parameters={"beta": 0.25})
                 record["outcome"] = {
+                    "job_id": outcome.job_id,
                     "succeeded": outcome.succeeded,
                     "error": outcome.error,
                     "model_hash": outcome.model_hash,
@@ -73,6 +75,7 @@ def server_app(dep: LocalDeployment, record: dict) -> ServerApp:
                 record["replies_with_arrays"] = strategy.replies_with_arrays
                 record["error_replies"] = strategy.error_replies
                 record["tasks_answered"] = strategy.relay.answered
+                record["evaluations_answered"] = strategy.relay.evaluated
         except BaseException:  # noqa: BLE001  (reported by the test)
             record["error"] = traceback.format_exc()
 

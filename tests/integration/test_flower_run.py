@@ -8,7 +8,9 @@ loopback only (its processes die with it).
 Simulation: a ClientApp asks for its own unlearning in its train reply (client1, from
 Starfish round 2). Deployment: the ServerApp files the unlearning of client2 as admin.
 Both must end with an erasure certificate that verifies offline against the deployment's
-CA and names the model the parties installed, and Starfish's lines in Flower's output.
+CA and names the model the parties installed, and Starfish's lines in Flower's output
+(the job's federated evaluation, answered by the three remaining nodes' evaluate function,
+revealed among them).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def check_flower_log(output: str, job_id: str) -> None:
         "Starfish round 1 committed: 4 members",
         f"Starfish job {job_id}: ",
         f"Starfish: unlearning job {job_id} succeeded",
+        f"Starfish job {job_id}: federated evaluation by 3 clients: M̂ accuracy ",  # the app's evaluate, via Flower
         f"Starfish: erasure certificate of job {job_id} verified",
         "Starfish round 4 committed: 3 members",
     ):

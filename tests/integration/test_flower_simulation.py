@@ -13,7 +13,11 @@ strategy relays to the Flower nodes) and trains two more rounds. Checks:
   parties' M_{i−1} and membership (pseudo-gradient convention, fixed-point tolerance);
 * no train reply carries a model to the Flower server;
 * the unlearning job succeeds, its tasks were answered through Flower, and the next round
-  starts from the unlearned model.
+  starts from the unlearned model;
+* the job's federated evaluation was answered by the remaining nodes' own evaluate function
+  through Flower EVALUATE messages: revealed in the job report with at least k evaluators,
+  its accuracies the ones the app's evaluate function gives at M̂ and M_T (recomputed here
+  from the parties' models), and logged in Flower's output.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import numpy as np
 import pytest
 
 from harness.local import LocalDeployment
+from server.config import PrivacyConfig
 from server.store import Store
 from starfish_flower import offline, sandbox
 
-from helpers.flower_app import fit, node_data
+from helpers.flower_app import accuracy, fit, node_data
 from helpers.flower_run import CLIENTS, ROUNDS_AFTER, ROUNDS_BEFORE
 from helpers.ray_dir import private_ray_dir
 
@@ -59,6 +64,7 @@ def run(tmp_path_factory):
     record = json.loads(out.read_text())
     assert "error" not in record, record["error"]
     assert done.returncode == 0, done.stderr[-3000:]
+    record["output"] = done.stdout + done.stderr
     return LocalDeployment(root), record
 
 
@@ -100,3 +106,29 @@ def test_unlearning_through_flower_and_training_continues_from_the_unlearned_mod
     unlearned_round = ROUNDS_BEFORE + 1
     assert store.global_model_hash(unlearned_round) == outcome["model_hash"] == outcome["arrays_hash"]
     assert store.round_record(unlearned_round + 1).model_in_hash == outcome["model_hash"]
+
+
+def test_federated_evaluation_through_flower_is_published_and_logged(run):
+    dep, record = run
+    report = record["outcome"]["report"]
+    evaluation = report["federated_evaluation"]
+    assert evaluation["state"] == "revealed", evaluation
+    remaining = [c for c in CLIENTS if c != "client0"]
+    accepted = evaluation["evaluators"]["accepted"]
+    assert sorted(accepted) == remaining and len(accepted) >= PrivacyConfig().min_cohort  # the run keeps k
+    assert record["evaluations_answered"] == len(remaining)
+    store = Store(dep.data_dir(0), 0, readonly=True)
+    unlearned, replaced = (store.global_model(ROUNDS_BEFORE + d).params for d in (1, 0))
+    data = [node_data(CLIENTS.index(c)) for c in remaining]
+    total = sum(len(y) for _, y in data)
+    for key, params in (("accuracy_new", unlearned), ("accuracy_old", replaced)):
+        # the mod's counts: round(accuracy·n) per client, summed
+        correct = sum(round(accuracy(params[:-1], params[-1:], x, y) * len(y)) for x, y in data)
+        assert 0.0 <= evaluation[key] <= 1.0
+        assert evaluation[key] == pytest.approx(correct / total)
+    assert evaluation["sums"]["total"] == total
+    line = (
+        f"Starfish job {record['outcome']['job_id']}: federated evaluation by {len(remaining)} clients: "
+        f"M̂ accuracy {100 * evaluation['accuracy_new']:.1f} %, M_T {100 * evaluation['accuracy_old']:.1f} %"
+    )
+    assert line in record["output"]
