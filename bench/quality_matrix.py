@@ -11,12 +11,16 @@ target, same data orders).
 
 Setting (`SETTING`): the 784-64-10 MLP (50,890 parameters), 20 clients, T = 20 FedAvg
 rounds, η_l = 0.1, 1 local epoch, batch 64, one target with two triggered copies of its
-data. Not the paper's CNN: ten methods × twelve histories of the CNN do not fit two shared
-CPU cores; the quality question (does the unlearned model match retraining) is asked of
-the same algorithm on a smaller model.
+data. The paper's CNN (`--architecture mnist_cnn`) runs the shipped Starfish defaults on 5k
+MNIST IID only: every method on twelve CNN histories does not fit two shared CPU cores.
 
     .venv/bin/python -m bench.quality_matrix                      # every case, seeds 0-2
     .venv/bin/python -m bench.quality_matrix --datasets mnist5k --seeds 0
+    .venv/bin/python -m bench.quality_matrix --datasets mnist5k --partitions iid --architecture mnist_cnn \
+        --methods starfish-defaults                               # the paper's CNN (rows "mnist5k/iid/mnist_cnn")
+    .venv/bin/python -m bench.quality_matrix --datasets mnist5k --rounds 40 --methods starfish-defaults  # T = 40
+    .venv/bin/python -m bench.quality_matrix --datasets mnist5k --partitions iid --seeds 0 --two-party \
+        --methods starfish-defaults,fedrecover,crab                # the 2PC column (rows "<method>-2pc")
     .venv/bin/python -m bench.quality_matrix --plot               # redraw the figure, print the tables
     python -m bench quality_matrix [--quick]
 
@@ -81,7 +85,9 @@ GOAL_POINTS, GOAL_ARP = 1.0, 70.0
 SUFFIX_2PC = "-2pc"
 
 
-def case_config(dataset: str, partition: str, seed: int, quick: bool = False, architecture: str = "") -> Any:
+def case_config(
+    dataset: str, partition: str, seed: int, quick: bool = False, architecture: str = "", rounds: int = 0
+) -> Any:
     from evaluation.simulator import SimulationConfig
 
     setting = {**SETTING, **QUICK_SETTING} if quick else {**SETTING, "dataset": dataset}
@@ -89,13 +95,18 @@ def case_config(dataset: str, partition: str, seed: int, quick: bool = False, ar
         setting.pop("architecture")
     elif architecture:
         setting["architecture"] = architecture
+    if rounds:
+        setting["rounds"] = rounds
     return SimulationConfig(partition=partition, seed=seed, **setting).resolved()
 
 
-def case_name(dataset: str, partition: str, architecture: str) -> str:
-    """ "mnist5k/iid" for the matrix's MLP, "mnist5k/iid/mnist_cnn" for another architecture."""
-    plain = f"{dataset}/{partition}"
-    return plain if architecture in ("", SETTING["architecture"]) else f"{plain}/{architecture}"
+def case_name(dataset: str, partition: str, architecture: str = "", rounds: int = 0) -> str:
+    """The case's name: "mnist5k/iid" in the matrix's setting; "/mnist_cnn" or "/T40" appended
+    for another architecture or another number of stored rounds."""
+    name = f"{dataset}/{partition}"
+    if architecture not in ("", SETTING["architecture"]):
+        name += f"/{architecture}"
+    return name + (f"/T{rounds}" if rounds and rounds != SETTING["rounds"] else "")
 
 
 def percent(metrics: dict[str, Any]) -> dict[str, float]:
@@ -195,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--architecture", default="", help="another model than the MLP (e.g. mnist_cnn, the paper's)")
+    p.add_argument("--rounds", type=int, default=0, help="another T than the matrix's 20 stored rounds")
     p.add_argument("--two-party", action="store_true", help="also run each method under 2PC (rows <method>-2pc)")
     p.add_argument("--quick", action="store_true", help="digits federation, IID, seed 0, two methods")
     p.add_argument("--plot", action="store_true", help="only redraw the figure and print the tables (docs)")
@@ -215,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     for dataset in datasets:
         for partition in partitions:
             for seed in seeds:
-                config = case_config(dataset, partition, seed, args.quick, args.architecture)
-                case = case_name(dataset, partition, args.architecture)
+                config = case_config(dataset, partition, seed, args.quick, args.architecture, args.rounds)
+                case = case_name(dataset, partition, args.architecture, args.rounds)
                 run_one(name, meta, case, config, methods, args.two_party)
     return 0
 
