@@ -2,7 +2,7 @@
 
 Eight clients on sklearn digits (the 2,410-parameter MLP), twenty FedAvg rounds,
 client-00 backdoored with two triggered copies of its data. With the setting `make demo`
-uses (σ 1, β 0.4, one recovery round) and with the paper's σ 0.6 plus recovery rounds, Starfish must cut the
+used at T = 15 (σ 1, β 0.4, one recovery round) and with the paper's σ 0.6 plus recovery rounds, Starfish must cut the
 backdoor's success rate (BA-ASR) from the trained model's level to retraining's, keep the
 test error (TER) within 2 points of retraining, and spare each remaining client at least
 70 % of the rounds retraining would ask of it (ARP). docs/QUALITY.md measures the same on MNIST.
