@@ -57,13 +57,14 @@ QUICK_SETTING: dict[str, Any] = {"dataset": "digits", "num_clients": 8, "rounds"
 DATASETS = ("mnist5k", "mnist")
 PARTITIONS = ("iid", "dirichlet")
 SEEDS = (0, 1, 2)
-#: the `make demo` setting (harness/demo/demo_config.py): σ 1, β 0.4, one recovery round
+#: σ 1, β 0.4, one recovery round (the `make demo` setting at T = 15 before the defaults changed)
 STARFISH = {"sigma": 1.0, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery_rounds": 1}
 #: σ 1 selects every round, so SecRS and random selection are compared at σ 0.6
 SIGMA06 = {**STARFISH, "sigma": 0.6}
 #: row name -> (strategy, parameters); baselines run with their defaults (docs/BASELINES.md)
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "starfish-defaults": ("starfish", {}),  # what a job gets with no parameters (unlearning.starfish.params)
+    "starfish-paper": ("starfish", {"sigma": 0.6, "beta": 0.1, "recovery_rounds": 0}),  # the paper's §VI-A
     "starfish": ("starfish", STARFISH),
     "starfish-R2": ("starfish", {**STARFISH, "recovery_rounds": 2}),
     "starfish-b0.3": ("starfish", {**STARFISH, "beta": 0.3}),
@@ -212,11 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", action="store_true", help="only redraw the figure and print the tables (docs)")
     args = p.parse_args(argv)
     if args.plot:
-        from bench.quality_matrix_report import plot, secrs_table, table
+        from bench.quality_matrix_report import defaults_table, plot, secrs_table, table
 
         result, secrs = read_result(NAME), read_result("secrs_random")
         plot(result, FIGURE, list(METHODS))
-        print(table(result) if result else "", secrs_table(secrs) if secrs else "", sep="\n\n")
+        tables = (table(result), defaults_table(result)) if result else ()
+        print(*tables, secrs_table(secrs) if secrs else "", sep="\n\n")
         return 0
     name = NAME + ("_quick" if args.quick else "")
     datasets = ["digits"] if args.quick else args.datasets.split(",")

@@ -93,3 +93,37 @@ def secrs_table(result: dict[str, Any]) -> str:
                 f"{ba['secrs_better']} / {ba['secrs_worse']} |"
             )
     return "\n".join(lines)
+
+
+#: the rows of the defaults table: the shipped defaults, the paper's, the earlier demo setting
+DEFAULTS_ROWS = ("starfish-defaults", "starfish-paper", "starfish")
+
+
+def defaults_table(result: dict[str, Any]) -> str:
+    """Markdown rows: the Starfish goal per case (every case of the JSON, the CNN and other T
+    included) for the shipped defaults, the paper's setting and the earlier demo setting, and
+    each method's 2PC row beside its plaintext row (model distance to the plaintext run)."""
+    lines = [
+        "| case | setting | seeds | TER − retrain | BA-ASR − retrain | ARP % | goal | 2PC: model distance |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for case, methods in sorted(result["figures"]["summary"].items()):
+        names = [m for m in methods if m in DEFAULTS_ROWS or m.endswith("-2pc")]
+        for method in names:
+            s = methods[method]
+            gap = _model_gaps(result, case, method)
+            lines.append(
+                f"| {case} | {method} | {s['seeds']} | {_pm(s['ter_gap'], True)} | {_pm(s['ba_asr_gap'], True)} | "
+                f"{s['arp']['mean']:.1f} | {'met' if s['goal_met'] else 'not met'} | {gap} |"
+            )
+    return "\n".join(lines)
+
+
+def _model_gaps(result: dict[str, Any], case: str, method: str) -> str:
+    """The relative L2 distances of a 2PC row's models to the plaintext runs ("—" otherwise)."""
+    values = [
+        rows[method]["model_gap_to_plaintext"]
+        for rows in result["figures"]["runs"][case].values()
+        if "model_gap_to_plaintext" in rows.get(method, {})
+    ]
+    return ", ".join(f"{v:.3g}" for v in values) if values else "—"

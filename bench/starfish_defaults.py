@@ -3,7 +3,7 @@
 Cases (plaintext backend, IID, one backdoored target with two triggered copies of its data;
 the MNIST cases use the paper's 582,026-parameter CNN on the 5k subset):
 
-* `demo` — the `make demo` federation: 10 clients, T = 15 rounds, η_l = 0.1, 1 local epoch;
+* `demo` — the `make demo` federation as it was until T became 20: 10 clients, T = 15 rounds, η_l = 0.1, 1 local epoch;
 * `iid`  — 20 clients, T = 20 rounds, η_l = 0.1, 1 local epoch;
 * `digits` — sklearn digits, the 2,410-parameter MLP, 8 clients, T = 20, η_l = 0.5, batch 32
   (the federation of tests/evaluation/test_starfish_forgetting.py).
