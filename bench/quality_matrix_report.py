@@ -27,7 +27,7 @@ def plot(result: dict[str, Any] | None, path: Path, order: Sequence[str]) -> Non
     import matplotlib.pyplot as plt
 
     summary = result["figures"]["summary"]
-    cases = sorted(summary)
+    cases = [c for c in sorted(summary) if c.count("/") == 1]  # the four matrix cases (the CNN, other T: tables)
     methods = [m for m in order if any(m in rows for rows in summary.values())]
     fig, axes = plt.subplots(2, len(cases), figsize=(3.6 * len(cases), 6.4), squeeze=False, sharey="row")
     for col, case in enumerate(cases):
