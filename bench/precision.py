@@ -33,7 +33,7 @@ BITS_FULL = (12, 13, 14, 16, 18, 20)
 BITS_QUICK = (13, 16)
 MAGNITUDES = (4, 8, 12, 14)  #: operand magnitude exponents k (|x|, |y| ≤ 2^k)
 PRODUCTS = 1 << 20  #: products per magnitude
-JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2}
+JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "recovery_rounds": 0}
 
 
 def history_config(quick: bool) -> Any:

@@ -28,7 +28,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 NAME = "quality_compare"
 SEEDS_FULL = (0, 1, 2)
 SEEDS_QUICK = (0,)
-STARFISH_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2}
+STARFISH_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "recovery_rounds": 0}
 METRICS = ("ter", "ba_asr", "mia_asr")
 
 

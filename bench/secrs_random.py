@@ -33,7 +33,7 @@ PARTITIONS = ("iid", "dirichlet")
 DRAWS = 5
 #: name -> Starfish parameters shared by SecRS and random selection
 SETTINGS: dict[str, dict[str, Any]] = {
-    "paper: σ 0.6, β 0.1": {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2},
+    "paper: σ 0.6, β 0.1": {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "recovery_rounds": 0},
     "σ 0.6, β 0.4, R 1": {"sigma": 0.6, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery_rounds": 1},
     "σ 0.8, β 0.4, R 1": {"sigma": 0.8, "alpha": 0.4, "beta": 0.4, "buffer_size": 2, "recovery_rounds": 1},
 }

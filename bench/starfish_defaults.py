@@ -35,16 +35,16 @@ from bench.histories import _cache_paths, cached_simulation
 NAME = "starfish_defaults"
 #: name -> Starfish parameters (B = 2 and α = 0.4 throughout; α is the clients' Stage I setting)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "paper": {"sigma": 0.6, "beta": 0.1},
-    "sigma1-beta0.4": {"sigma": 1.0, "beta": 0.4},
+    "paper": {"sigma": 0.6, "beta": 0.1, "recovery_rounds": 0},
+    "sigma1-beta0.4": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 0},
     "sigma0.6-beta1-R2": {"sigma": 0.6, "beta": 1.0, "recovery_rounds": 2},
     "sigma1-beta0.5-R1": {"sigma": 1.0, "beta": 0.5, "recovery_rounds": 1},
     "sigma0.8-beta0.5-R1": {"sigma": 0.8, "beta": 0.5, "recovery_rounds": 1},
     "sigma1-beta0.4-R2": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 2},
-    "sigma0.6-beta0.4": {"sigma": 0.6, "beta": 0.4},
+    "sigma0.6-beta0.4": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 0},
     "sigma0.6-beta0.4-R3": {"sigma": 0.6, "beta": 0.4, "recovery_rounds": 3},
     "sigma1-beta0.4-R1": {"sigma": 1.0, "beta": 0.4, "recovery_rounds": 1},
-    "sigma1-beta0.3": {"sigma": 1.0, "beta": 0.3},
+    "sigma1-beta0.3": {"sigma": 1.0, "beta": 0.3, "recovery_rounds": 0},
     "sigma1-beta0.3-R1": {"sigma": 1.0, "beta": 0.3, "recovery_rounds": 1},
 }
 CASES: dict[str, dict[str, Any]] = {

@@ -28,7 +28,7 @@ from bench.unlearning_cost import measure, model_size
 from mpc.cluster import TwoPartyError
 
 NAME = "sweeps"
-DEFAULTS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2}
+DEFAULTS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "recovery_rounds": 0}
 GRID_FULL = {
     "sigma": (0.2, 0.4, 0.6, 0.8, 1.0),
     "alpha": (0.05, 0.1, 0.2, 0.4, 0.6, 0.8),

@@ -38,7 +38,7 @@ NAME = "whole_job"
 SESSION_TIMEOUT_S = 900.0
 #: Starfish parameters of the job (paper §VI-A) and the SecTC sample-first pass (docs/ALGORITHM.md §4)
 PROFILE_TOP = 20
-JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "check_sample": 4096}
+JOB_PARAMS = {"sigma": 0.6, "alpha": 0.4, "beta": 0.1, "buffer_size": 2, "check_sample": 4096, "recovery_rounds": 0}
 
 
 def simulation_config(quick: bool) -> Any:
