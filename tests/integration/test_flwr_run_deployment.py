@@ -15,11 +15,14 @@ import pytest
 from helpers.flwr_example import SHORT, check_certificate, check_flower_log, run_script
 
 pytestmark = pytest.mark.timeout(900)
+#: the admin's job without a recovery round: one relay of tasks to the SuperNodes fewer (the
+#: simulation test runs the defaults); the run config's JSON without spaces (one token)
+NO_RECOVERY = """starfish-unlearn-parameters='{"recovery_rounds":0}'"""
 
 
 def test_flwr_run_on_the_deployment_engine_with_real_supernodes(tmp_path):
     out = tmp_path / "dep"
-    output = run_script("deployment.sh", out, f"{SHORT} min-available-nodes=4 starfish-forget='client2'")
+    output = run_script("deployment.sh", out, f"{SHORT} min-available-nodes=4 starfish-forget='client2' {NO_RECOVERY}")
     job_id = check_certificate(out, "client2")
     check_flower_log(output, job_id)
     assert "Starfish: relaying" in output  # the job's tasks went to the SuperNodes through Flower
