@@ -67,12 +67,15 @@ def test_idle_rounds_are_quiet_an_empty_round_does_not_hold_a_job_and_health_tel
         _train_one_round(dep)
         log = dep.root / "logs" / "party0.log"
         offset = log.stat().st_size
+        # round 1 may have waited below k while its uploads came in one by one: only round 2's
+        # idle deadlines are this test's, so the count is compared with its value before them
+        waited = value(scrape(dep.metrics_url(0)), "starfish_rounds_below_cohort_total", action="waiting")
         time.sleep(3.0)  # six deadlines of the empty round 2 pass
         idle = _round(dep, 2)
         assert idle.state == "open" and "waits for uploads (none yet)" in idle.error
         assert " WARNING " not in log.read_text()[offset:]
         samples = scrape(dep.metrics_url(0))
-        assert value(samples, "starfish_rounds_below_cohort_total", action="waiting") == 0
+        assert value(samples, "starfish_rounds_below_cohort_total", action="waiting") == waited
         with dep.admin() as admin:
             job_id = admin.unlearn(["a"])
         _until(lambda: _round(dep, 2).state == "abandoned", 15, "the empty round ends at once")
