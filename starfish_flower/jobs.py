@@ -73,11 +73,10 @@ class TaskRelay:
                 log.info(
                     "Starfish job %s: %s (%.0f %%, %.0f s)", job_id, status.step, 100 * status.progress, status.seconds
                 )
-            tasks = [t for t in self.admin.list_tasks(job_id) if t.task_id not in sent]
+            tasks = self._new_tasks(job_id, sent)
             if not tasks:
                 time.sleep(self.poll_s)
                 continue
-            sent.update(t.task_id for t in tasks)
             self.answered += self._relay(grid, tasks, nodes, template, config, MessageType.TRAIN, keys.ANSWERED)
         raise TimeoutError(
             f"waited {timeout_s:.0f} s for unlearning job {job_id} to end; last step: {shown[0] or 'none reported'}"
@@ -101,14 +100,19 @@ class TaskRelay:
             status = self.admin.job_status(job_id)
             if status.federated_evaluation.state not in EVALUATING or time.time() >= until:
                 break
-            tasks = [t for t in self.admin.list_tasks(job_id) if t.kind == EVALUATE_TASK and t.task_id not in sent]
+            tasks = self._new_tasks(job_id, sent, EVALUATE_TASK)
             if not tasks:
                 time.sleep(self.poll_s)
                 continue
-            sent.update(t.task_id for t in tasks)
             until = min(end, max(t.deadline_unix for t in tasks) + self.reveal_s)
             self.evaluated += self._relay(grid, tasks, nodes, template, config, MessageType.EVALUATE, keys.EVALUATED)
         return status
+
+    def _new_tasks(self, job_id: str, sent: set[str], kind: int | None = None) -> list:
+        """The job's open tasks (of `kind`, or any) not relayed yet; marks them relayed in `sent`."""
+        tasks = [t for t in self.admin.list_tasks(job_id) if t.task_id not in sent and (kind is None or t.kind == kind)]
+        sent.update(t.task_id for t in tasks)
+        return tasks
 
     def _relay(
         self,

@@ -22,6 +22,7 @@ from server.config import PrivacyConfig
 
 if TYPE_CHECKING:  # pragma: no cover - the simulator imports torch; `starfish --help` must not
     from evaluation.simulator import SimulationConfig
+    from unlearning.starfish.params import StarfishParams
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,14 @@ class DemoConfig:
         for name in ("round_deadline_s", "job_timeout_s", "task_deadline_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
+        # checks the Starfish parameters too: UnlearningError (a ValueError) names the parameter
         self.simulation().resolved()
-        from unlearning.starfish.driver import StarfishStrategy
-
-        StarfishStrategy.parse_params(self.unlearning_params)  # UnlearningError (a ValueError) names the parameter
 
     def simulation(self) -> SimulationConfig:
         """The same federation as `evaluation.simulator` would build (partition, backdoor, data orders)."""
         from evaluation.simulator import SimulationConfig
 
-        alpha = float(self.starfish.get("alpha", 0.4))
+        alpha = self.starfish_params.alpha
         return SimulationConfig(
             dataset=self.dataset,
             architecture=self.architecture,
@@ -93,15 +92,20 @@ class DemoConfig:
         )
 
     @property
+    def starfish_params(self) -> StarfishParams:
+        """The request's Starfish parameters with the defaults filled in (checked)."""
+        from unlearning.starfish.driver import StarfishStrategy
+
+        return StarfishStrategy.parse_params(self.unlearning_params)
+
+    @property
     def unlearning_params(self) -> dict[str, Any]:
         """Parameters of the unlearn request; η_u defaults to η_l."""
         return {"eta_u": self.lr, **self.starfish}
 
     def _unlearning_row(self) -> str:
         """The Starfish parameters the request resolves to (its own and the defaults')."""
-        from unlearning.starfish.driver import StarfishStrategy
-
-        p = StarfishStrategy.parse_params(self.unlearning_params)
+        p = self.starfish_params
         return (
             f"σ {p.sigma}, α {p.alpha}, β {p.beta} (T_c {p.check_interval(self.rounds)}), B {p.buffer_size}, "
             f"{p.recovery_rounds} recovery round(s), check_sample {p.check_sample}"
