@@ -31,7 +31,9 @@ class DemoConfig:
 
     dataset: str = "mnist5k"  #: evaluation.datasets name
     architecture: str = "mnist_cnn"  #: the paper's MNIST CNN
-    num_clients: int = 10  #: the paper's 20 double the 2PC cost of every unlearning round
+    #: the paper's 20: the quality matrix's CNN case (docs/QUALITY.md); with 10 the target holds a
+    #: quarter of the data and the demo's seed missed the TER goal by 0.7 points
+    num_clients: int = 20
     rounds: int = 20  #: T, stored Stage I rounds (at T = 20 the defaults' exact rounds are 30 % of T)
     lr: float = 0.1  #: η_l (the paper's 0.005 does not learn in this few rounds; evaluation.simulator)
     local_epochs: int = 1

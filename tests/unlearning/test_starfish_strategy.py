@@ -273,7 +273,7 @@ def test_bad_targets_and_resume_state_are_rejected() -> None:
 def test_the_defaults_replay_every_round_with_a_check_every_three_tenths_and_one_recovery_round() -> None:
     params = StarfishStrategy.parse_params({})
     assert (params.sigma, params.alpha, params.beta, params.buffer_size) == (1.0, 0.4, 0.3, 2)
-    assert params.recovery_rounds == 1
+    assert params.recovery_rounds == 1 and params.hv_bound == 2.0
     assert params.selected_count(20) == 20 and params.check_interval(20) == 6  # checks at 6, 12, 18
 
 
