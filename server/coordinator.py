@@ -285,12 +285,19 @@ class RoundCoordinator:
         reason = cohort.abandon_reason(round_index, consistent, k, paused)
         self.peer.unary("AbandonRound", peer_pb2.AbandonRequest(round=round_index, reason=reason))
         self.store.set_round_state(round_index, "abandoned", reason)
+        self._record_check_bytes(round_index)
         self.state.mark_ended(round_index)
         if consistent == 0:  # nobody uploaded: ended, not a round below its cohort
             log.info(reason)
             return
         metrics.round_below_cohort(cohort.ABANDON)
         log.warning(reason)
+
+    def _record_check_bytes(self, round_index: int) -> None:
+        """Add the round's upload-check traffic to its stored peer_bytes (beside the aggregate's),
+        whether it commits or is abandoned, and forget it here."""
+        if round_index in self._check_bytes:
+            self.store.add_peer_bytes(round_index, self._check_bytes.pop(round_index))
 
     def _finish(self, rec: RoundRecord) -> None:
         i = rec.round
@@ -338,8 +345,7 @@ class RoundCoordinator:
             new_hash = self.state.stage1_clip.lead(i, digest, self.peer)
         else:
             new_hash = self._exchange(rec, digest, members, weights)
-        if i in self._check_bytes:  # the round's peer_bytes: the aggregate's and its check's
-            self.store.add_peer_bytes(i, self._check_bytes.pop(i))
+        self._record_check_bytes(i)
         self.peer.unary("CommitRound", peer_pb2.CommitRequest(round=i, model_hash=new_hash))
         self.store.commit_round(i)
         metrics.round_committed(i, len(members))
