@@ -2,13 +2,13 @@
 
 The paper (Starfish §VI-A) trains 20 clients on MNIST with FedAvg, SGD (lr 0.005, batch 64)
 and the 2 conv + 2 FC CNN, then unlearns one backdoored client with σ 0.6, α 0.4, β 0.1,
-B 2. The demo keeps the model (582,026 parameters), the batch size, α and B, and shrinks what
-makes a run long on 2 CPU cores: the data (the 5,000-image MNIST subset instead of 70,000
-images), the number of rounds and the number of clients (each unlearning round costs 2PC
-work per remaining client). A larger learning rate makes up for the few rounds. With only
+B 2. The demo keeps the 20 clients (the quality matrix's CNN case, docs/QUALITY.md), the
+model (582,026 parameters), the batch size, α and B, and shrinks what makes a run long on
+2 CPU cores: the data (the 5,000-image MNIST subset instead of 70,000 images) and the number
+of rounds. A larger learning rate makes up for the few rounds. With only
 T = 20 rounds, the paper's σ 0.6 would replay 12 of them and leave the unlearned model
 under-trained (docs/QUALITY.md), so the demo sends Starfish's defaults
-(unlearning.starfish.params: σ 1, β 0.3 so T_c = 6, one recovery round): every round is
+(unlearning.starfish.params: σ 1, β 0.3 so T_c = 6, one recovery round, ‖Hv‖ bound 2): every round is
 replayed, each remaining client computes 6 of the 20 rounds (ARP 70 %).
 `DemoConfig.scaling_rows()` lists every difference with the values used.
 """
@@ -46,7 +46,7 @@ class DemoConfig:
     #: the defaults). check_sample: SecTC tests this many public pseudo-random coordinates first
     #: (docs/ALGORITHM.md §4; same flags, one extra revealed bit per client and check). With α 0.4
     #: about a quarter of the estimated coordinates exceed δ, so the sample fires and the full
-    #: 582,026-coordinate comparison (≈ 6 GB of traffic per check with 9 clients) is skipped.
+    #: 582,026-coordinate comparison (6.3 GB of traffic per check with 19 remaining clients) is skipped.
     starfish: dict[str, Any] = field(default_factory=lambda: {"check_sample": 1024})
     round_deadline_s: float = 600.0  #: a Stage I round waits this long for slow clients
     job_timeout_s: float = 3600.0  #: give up on the unlearning job after this long
