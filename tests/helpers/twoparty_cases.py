@@ -146,6 +146,17 @@ def inverse_with_mask(backend: CrypTenBackend, rank: int, k: torch.Tensor, cond:
     return backend.reveal(backend.inverse(backend.share(k, src=0), "secmi"))
 
 
+def inverse_with_singular_mask(
+    backend: CrypTenBackend, rank: int, k: torch.Tensor, seed: int, at: tuple[int, int]
+) -> torch.Tensor:
+    """SecMI's [K⁻¹] when its mask R (Gaussian from `seed`, each party holding R/2) has a zero
+    column `at` = (matrix, column): the opened N = K·R is then exactly singular there."""
+    mask = torch.randn(k.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    mask[at[0], :, at[1]] = 0.0
+    backend.random = lambda shape: CrypTenSecret(backend._encode(mask / 2, backend.f), backend.f)  # type: ignore[method-assign]
+    return backend.reveal(backend.inverse(backend.share(k, src=0), "secmi"))
+
+
 def divide(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
     sa, sb = backend.share(a, src=0), backend.share(b, src=1)
     return {"secret": backend.reveal(backend.div(sa, sb)), "public": backend.reveal(backend.div(sa, b))}

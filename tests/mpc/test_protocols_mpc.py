@@ -290,6 +290,23 @@ def test_secmi_stays_accurate_with_an_ill_conditioned_mask(cluster, cond):
     assert float((got - exact).abs().max()) <= 1e-3 * float(exact.abs().max())
 
 
+@MPC_SETTINGS
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 2**16), st.data())
+def test_secmi_inverts_when_its_mask_makes_n_singular(cluster, batch, d, seed, data):
+    """A mask with a zero column opens an N = K·R that is exactly singular in one matrix of
+    the batch; SecMI computes K⁻¹ by Newton–Schulz (nothing more revealed) instead of failing."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    diag = torch.ones(d, dtype=torch.float64)
+    diag[d // 2 :] = -1.0
+    k = torch.round(((a + a.transpose(1, 2)) / 4 + 3 * torch.diag(diag)) / ULP) * ULP
+    at = (data.draw(st.integers(0, batch - 1)), data.draw(st.integers(0, d - 1)))
+    got, other = cluster.run(cases.inverse_with_singular_mask, k, seed, at)
+    assert torch.equal(got, other)
+    exact = torch.linalg.inv(k)
+    assert float((got - exact).abs().max()) <= 1e-3 * float(exact.abs().max())
+
+
 def test_division_within_tolerance(cluster):
     b = torch.tensor([0.01, 0.05, 0.1, 0.5, 1.0, 4.0, 20.0, 50.0, 100.0], dtype=torch.float64)
     a = torch.tensor([1.0, -2.5, 0.125, 3.0, -0.01, 7.0, -9.5, 7.0, 13.0], dtype=torch.float64)
