@@ -90,8 +90,8 @@ class Backend(Primitives):
         """Inverse of a batch of small square matrices (..., d, d) (`protocols/secmi.py`).
 
         "secmi": Algorithm 7 (reveal N = K·R for random invertible R, K⁻¹ = R·N⁻¹), refined
-        until a bound on its error from the public N reaches one ulp (Newton–Schulz when a
-        mask is too ill-conditioned to refine from);
+        until a bound on its error from the public N reaches one ulp (Newton–Schulz on K
+        scaled to unit norm when N is singular or too ill-conditioned to refine from);
         "newton": Newton–Schulz iteration, nothing revealed (`iterations` steps, default
         `NEWTON_ITERATIONS_DEFAULT`).
         """

@@ -26,8 +26,9 @@ each row ŷ is opened under a mask once (Starfish: when its pair enters), a roun
 with long inner dimensions.
 
 The curvature safeguards (docs/ALGORITHM.md §3, "safeguards") are here too so both backends apply the
-same rule: a pair is kept only if yᵀs ≥ ε·sᵀs and ‖y‖² ≤ κ·yᵀs (one revealed bit per client
-and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously (nothing revealed).
+same rule: a pair is kept only if yᵀs ≥ max(ε, CURVATURE_FLOOR)·sᵀs and ‖y‖² ≤ κ·yᵀs (one
+revealed bit per client and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously
+(nothing revealed).
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ from dataclasses import dataclass
 import torch
 
 from mpc.backend import Backend, Fixed, Public, Secret
+from mpc.fixedpoint import DEFAULT_PRECISION_BITS
+
+CURVATURE_FLOOR = 16.0 * 2.0**-DEFAULT_PRECISION_BITS
+"""The least curvature ŝᵀŷ = yᵀs/sᵀs of a kept pair (2^-12 at f = 16), whatever ε. The newest
+pair's ŝ_kᵀŷ_k is both σ_k and K's last diagonal entry −D_kk; K's first row is σ_k·ŝ_1ᵀŝ_j then
+zeros (L is strictly lower) and its last row zeros then −D_kk. Below the fixed-point grid both
+encode to 0, so K — and every N = K·R that SecMI opens — is singular (a curvature of 5·10⁻⁶
+passes ε = 10⁻⁶ and failed 19 inversions in 20 under 2PC). Sixteen ulps keep every σ_k and
+D_ii nonzero, each encoded within 2^-5 of itself."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +222,8 @@ def curvature_accepted(
 ) -> tuple[torch.Tensor, Secret]:
     """Safeguard 1: reveal, per client, whether the new pair (s, y) may enter its buffer.
 
-    Accepted iff yᵀs ≥ ε·sᵀs (positive curvature) AND ‖y‖² ≤ κ·yᵀs (the "cautious" bound
+    Accepted iff yᵀs ≥ ε'·sᵀs, ε' = max(ε, CURVATURE_FLOOR) (positive curvature that K's
+    fixed-point entries resolve) AND ‖y‖² ≤ κ·yᵀs (the "cautious" bound
     of Li and Fukushima: every rank-one term y yᵀ/(yᵀs) of the BFGS update has norm ≤ κ, so
     σ_k ≤ κ, ‖B_k‖ ≤ (k+1)·κ and ‖ŷ‖ = ‖y‖/‖s‖ ≤ κ — bounded fixed-point magnitudes).
     s: (m,) public (the same model difference for every client), y: (n, m) secret, raw
@@ -223,7 +234,7 @@ def curvature_accepted(
     s = s.to(torch.float64)
     curvature = backend.dot(y, s)  # (n,) yᵀs, local
     y2 = squared_norms(backend, y)
-    positive = backend.ge(curvature, float(eps) * float(torch.dot(s, s)))
+    positive = backend.ge(curvature, max(float(eps), CURVATURE_FLOOR) * float(torch.dot(s, s)))
     cautious = backend.ge(backend.mul(curvature, float(kappa)), y2)
     return backend.reveal(backend.mul(positive, cautious)) > 0.5, y2
 

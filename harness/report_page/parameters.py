@@ -23,7 +23,7 @@ MEANINGS = {
     "switch_threshold": "T_δ: the round-selection comparison switches method above this many stored rounds",
     "method": "round-selection comparison: auto (by T_δ), method1, method2 or alt",
     "inverse": "how the small curvature matrix is inverted: secmi (SecMI) or newton (iterative)",
-    "curvature_eps": "curvature safety test: a pair is kept only if it is curved at least this much",
+    "curvature_eps": "curvature safety test: a pair is kept only if curved at least this much (and at least 2^-12)",
     "curvature_max": "curvature safety test: a pair is kept only if it is curved at most this much",
     "hv_bound": "the curvature correction is dropped when it is larger than this many times the update",
     "min_step": "model steps shorter than this are too small to give a curvature pair",

@@ -21,7 +21,20 @@
   both parties compute ρ from Ñ and apply s Newton–Schulz refinements
   X ← X·(2I − K·X), the fewest with ρ^(2^s) ≤ u (each squares the residual); if
   ρ ≥ 1/2 (no guaranteed convergence) they run "newton" below instead, which reveals
-  nothing more. Both decisions depend only on the opened Ñ, so the parties stay in step.
+  nothing more. An Ñ that is singular in float64 (its LU has a zero pivot, or Ñ⁻¹ is not
+  finite) has no ρ: it takes the same fallback (ρ = ∞), not an error. In fixed point that
+  happens when K̄ has a zero row — K·R then has the same zero row exactly, since the two
+  shares ±a of a zero truncate to ∓⌊|a|/2^f⌋ — e.g. an L-BFGS K whose newest curvature
+  ŝᵀŷ lies below the grid (unlearning/lbfgs.py keeps it above CURVATURE_FLOOR so that
+  this does not arise); a rank-deficient mask would do it too, with probability 0 over
+  the reals. Newton–Schulz needs no mask: for an invertible K it converges whatever R
+  was. The fallback first scales K by c = 2^j (`unit_scale`: ‖c·K‖_F ≈ 1, read from ‖Ñ‖_F)
+  and returns c·(c·K)⁻¹; an integer c multiplies shares exactly. Without it a small K
+  (entries of 10⁻³, from pairs of small curvature) defeats Newton–Schulz in fixed point:
+  its squares ‖K‖_F² vanish below the grid and X_0 = Kᵀ/‖K‖_F² is garbage. A small K is
+  also where ρ ≥ 1/2 is common (ρ grows with ‖Ñ⁻¹‖ ∝ 1/‖K‖): 18 % of masks for the
+  entries of 10⁻² of a small Starfish job, 90 % at the curvature floor. Both decisions
+  and c depend only on the opened Ñ, so the parties stay in step and nothing more is revealed.
 
 "newton" — Newton–Schulz iteration, nothing revealed:
     X_0 = Kᵀ / ‖K‖_F²   (converges since ‖K‖₂² ≤ ‖K‖_F²)
@@ -34,19 +47,20 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from mpc.primitives import Primitives, Secret
 
 NEWTON_ITERATIONS_DEFAULT = 30
 """Newton–Schulz steps: enough for d ≤ 8 and κ ≤ 10³ (log₂(8·10⁶) + 5 ≈ 28)."""
+UNIT_SCALE_EXPONENT_MAX = 16
+"""Largest j of the public factor 2^j that brings K to unit norm before the Newton–Schulz
+fallback (2^16: a K of one ulp at f = 16)."""
 MASK_RESIDUAL_MAX = 0.5
 """Largest bound ρ that SecMI refines from (ρ^16 ≤ 2^-16 = u at f = 16: at most 4 steps);
 at or above it the mask is too ill-conditioned and "newton" runs instead."""
-
-
-class SingularMaskedMatrix(ArithmeticError):
-    """N = K·R was singular in the clear (K singular, or a degenerate random R)."""
 
 
 def sec_inverse(
@@ -63,18 +77,34 @@ def sec_inverse(
 
 
 def _secmi(backend: Primitives, k: Secret) -> Secret:
+    """Algorithm 7 lines 1–3, then s refinements; Newton–Schulz for an Ñ it cannot refine from."""
     r = backend.random(tuple(k.shape))
     n_open = backend.reveal(backend.matmul(k, r))
-    try:
-        n_inv = torch.linalg.inv(n_open)
-    except RuntimeError as exc:  # torch raises on exactly singular input
-        raise SingularMaskedMatrix("masked matrix N = K·R is singular; K is not invertible") from exc
-    if not torch.isfinite(n_inv).all():
-        raise SingularMaskedMatrix("masked matrix N = K·R is numerically singular")
-    rho = mask_residual_bound(n_open, n_inv, backend.resolution)
-    if rho >= MASK_RESIDUAL_MAX:
-        return _newton_schulz(backend, k, NEWTON_ITERATIONS_DEFAULT)
+    n_inv = invertible_inverse(n_open)
+    rho = math.inf if n_inv is None else mask_residual_bound(n_open, n_inv, backend.resolution)
+    if n_inv is None or rho >= MASK_RESIDUAL_MAX:
+        scale = unit_scale(n_open)  # K⁻¹ = c·(c·K)⁻¹, both products exact (c an integer)
+        return backend.mul(_newton_schulz(backend, backend.mul(k, scale), NEWTON_ITERATIONS_DEFAULT), scale)
     return refine(backend, k, backend.matmul(r, n_inv), refinements(rho, backend.resolution))
+
+
+def unit_scale(n_open: torch.Tensor) -> torch.Tensor:
+    """c = 2^j (..., 1, 1) per matrix with ‖c·K‖_F ≈ 1, from the opened Ñ alone: E‖K·R‖_F² =
+    d·‖K‖_F² for R of N(0, 1) entries, so j = round(log₂(√d/‖Ñ‖_F)), clamped to
+    [0, UNIT_SCALE_EXPONENT_MAX] (only scaled up: an integer c multiplies shares exactly)."""
+    d = n_open.shape[-1]
+    norm = torch.linalg.matrix_norm(n_open).clamp(min=math.sqrt(d) * 2.0**-UNIT_SCALE_EXPONENT_MAX)
+    exponent = torch.round(torch.log2(math.sqrt(d) / norm)).clamp(0, UNIT_SCALE_EXPONENT_MAX)
+    return torch.pow(2.0, exponent)[..., None, None]
+
+
+def invertible_inverse(n_open: torch.Tensor) -> torch.Tensor | None:
+    """Ñ⁻¹ of every matrix of the opened batch in float64, or None if one of them is singular
+    (a zero pivot) or its inverse is not finite: a public fact of Ñ, the same on both parties."""
+    n_inv, info = torch.linalg.inv_ex(n_open)
+    if bool((info != 0).any()) or not bool(torch.isfinite(n_inv).all()):
+        return None
+    return n_inv
 
 
 def mask_residual_bound(n_open: torch.Tensor, n_inv: torch.Tensor, ulp: float) -> float:

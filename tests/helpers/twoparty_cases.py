@@ -141,9 +141,27 @@ def inverse_with_mask(backend: CrypTenBackend, rank: int, k: torch.Tensor, cond:
     q2, _ = torch.linalg.qr(torch.randn(k.shape, generator=gen, dtype=torch.float64))
     singular = torch.ones(k.shape[:-1], dtype=torch.float64)
     singular[..., -1] = 1.0 / cond
-    mask = q1 @ torch.diag_embed(singular) @ q2
+    return secmi_with_mask(backend, k, q1 @ torch.diag_embed(singular) @ q2)
+
+
+def inverse_with_singular_mask(
+    backend: CrypTenBackend, rank: int, k: torch.Tensor, seed: int, at: tuple[int, int]
+) -> torch.Tensor:
+    """SecMI's [K⁻¹] when its mask R (Gaussian from `seed`, each party holding R/2) has a zero
+    column `at` = (matrix, column): the opened N = K·R is then exactly singular there."""
+    mask = torch.randn(k.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    mask[at[0], :, at[1]] = 0.0
+    return secmi_with_mask(backend, k, mask)
+
+
+def secmi_with_mask(backend: CrypTenBackend, k: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """SecMI's [K⁻¹], revealed, with the mask R = `mask` (each party holding R/2) for this call
+    only: the party's backend lives for the whole session, so its own draw comes back after."""
     backend.random = lambda shape: CrypTenSecret(backend._encode(mask / 2, backend.f), backend.f)  # type: ignore[method-assign]
-    return backend.reveal(backend.inverse(backend.share(k, src=0), "secmi"))
+    try:
+        return backend.reveal(backend.inverse(backend.share(k, src=0), "secmi"))
+    finally:
+        del backend.random
 
 
 def divide(backend: CrypTenBackend, rank: int, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:

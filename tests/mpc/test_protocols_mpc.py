@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from mpc.dp_noise import keyed_gaussian
@@ -285,6 +285,40 @@ def test_secmi_stays_accurate_with_an_ill_conditioned_mask(cluster, cond):
     a = torch.randn(3, 4, 4, generator=gen, dtype=torch.float64)
     k = torch.round(((a + a.transpose(1, 2)) / 4 + 3 * torch.diag(torch.tensor([1.0, 1.0, -1.0, -1.0]))) / ULP) * ULP
     got, other = cluster.run(cases.inverse_with_mask, k, cond)
+    assert torch.equal(got, other)
+    exact = torch.linalg.inv(k)
+    assert float((got - exact).abs().max()) <= 1e-3 * float(exact.abs().max())
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 2**16), st.data())
+def test_secmi_inverts_when_its_mask_makes_n_singular(cluster, batch, d, seed, data):
+    """A mask with a zero column opens an N = K·R that is exactly singular in one matrix of
+    the batch; SecMI computes K⁻¹ by Newton–Schulz (nothing more revealed) instead of failing."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    diag = torch.ones(d, dtype=torch.float64)
+    diag[d // 2 :] = -1.0
+    k = torch.round(((a + a.transpose(1, 2)) / 4 + 3 * torch.diag(diag)) / ULP) * ULP
+    at = (data.draw(st.integers(0, batch - 1)), data.draw(st.integers(0, d - 1)))
+    got, other = cluster.run(cases.inverse_with_singular_mask, k, seed, at)
+    assert torch.equal(got, other)
+    exact = torch.linalg.inv(k)
+    assert float((got - exact).abs().max()) <= 1e-3 * float(exact.abs().max())
+
+
+@MPC_SETTINGS
+@given(st.integers(1, 3), st.integers(2, 4), st.integers(0, 10), st.integers(0, 2**16))
+@example(3, 4, 10, 0)  # entries of 10⁻³
+def test_secmi_inverts_small_matrices(cluster, batch, d, exponent, seed):
+    """K = 2^-e·K₀ (entries down to 10⁻³): the opened N is coarse (ρ ≥ 1/2 for most masks
+    at e = 10) and SecMI's Newton–Schulz runs on K scaled back to unit norm."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    diag = torch.ones(d, dtype=torch.float64)
+    diag[d // 2 :] = -1.0
+    k = torch.round(2.0**-exponent * ((a + a.transpose(1, 2)) / 4 + 3 * torch.diag(diag)) / ULP) * ULP
+    got, other = cluster.run(cases.inverse, k, "secmi")
     assert torch.equal(got, other)
     exact = torch.linalg.inv(k)
     assert float((got - exact).abs().max()) <= 1e-3 * float(exact.abs().max())

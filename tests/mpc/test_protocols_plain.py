@@ -172,6 +172,23 @@ def test_inverse_matches_torch(batch, d, method):
     assert torch.allclose(got, torch.linalg.inv(k), atol=1e-8)
 
 
+@given(st.integers(1, 4), st.integers(2, 5), st.data())
+@settings(deadline=None, max_examples=30)
+def test_secmi_inverts_through_a_mask_that_makes_n_singular(batch, d, data):
+    """A degenerate mask (a zero column in one matrix of the batch) opens a singular N = K·R:
+    SecMI computes K⁻¹ by Newton–Schulz instead of failing."""
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    a = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    k = (a + a.transpose(1, 2)) / 4 + 3 * torch.diag_embed(torch.tensor([1.0, -1.0]).repeat(d)[:d].expand(batch, d))
+    mask = torch.randn(batch, d, d, generator=gen, dtype=torch.float64)
+    mask[data.draw(st.integers(0, batch - 1)), :, data.draw(st.integers(0, d - 1))] = 0.0
+    backend = PlainBackend()
+    backend.random = lambda shape: sh(mask)  # type: ignore[method-assign]
+    assert int(torch.linalg.inv_ex(k @ mask).info.count_nonzero()) == 1  # N is singular
+    got = backend.reveal(backend.inverse(sh(k), "secmi"))
+    assert torch.allclose(got, torch.linalg.inv(k), atol=1e-8)
+
+
 @given(st.floats(0.0, MASK_RESIDUAL_MAX, exclude_max=True), st.integers(8, 24))
 def test_secmi_refines_the_fewest_times_that_reach_one_ulp(rho, f):
     ulp = 2.0**-f

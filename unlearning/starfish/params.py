@@ -52,8 +52,9 @@ class StarfishParams(StrategyParams):
     switch_threshold: int = field(default=DEFAULT_SWITCH_THRESHOLD, metadata={ALIAS: "T_delta"})  #: T_δ ≥ 1
     method: str = "auto"  #: one of METHODS
     inverse: str = "secmi"  #: one of INVERSES
-    #: curvature safeguard: a pair is kept iff yᵀs ≥ curvature_eps·sᵀs and
-    #: ‖y‖² ≤ curvature_max·yᵀs (one revealed bit per client and pair)
+    #: curvature safeguard: a pair is kept iff yᵀs ≥ max(curvature_eps, 2^-12)·sᵀs and
+    #: ‖y‖² ≤ curvature_max·yᵀs (one revealed bit per client and pair; the floor is
+    #: `unlearning.lbfgs.CURVATURE_FLOOR`)
     curvature_eps: float = 1e-6
     curvature_max: float = 1e3
     #: ‖Hv‖ bound: the L-BFGS correction is dropped (obliviously) if ‖Hv‖ > hv_bound·‖g‖. At 10 an
