@@ -57,8 +57,8 @@ from mpc.crypten_loader import load_crypten
 from mpc.dp_noise import keyed_gaussian, party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
-from mpc.plane.dealer_ops import fixed_mask
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
+from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
 from mpc.primitives import Fixed, Prepared
 

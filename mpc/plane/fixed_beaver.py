@@ -7,7 +7,7 @@ the whole online cost. Here Y is *fixed* once and each product opens only X − 
 
 * fix (once per operand and session): the mask B_Y = B_0 + B_1 is drawn by the parties
   themselves — party p's B_p from its derived PRG stream for fixed operand i
-  (`mpc.plane.dealer_ops.fixed_mask`, no dealer traffic). Each party sends
+  (`mpc.plane.fixed_masks.fixed_mask`, no dealer traffic). Each party sends
   D_p = [Y]_p − B_p; both learn E = D_0 + D_1 = Y − B_Y (one opening of Y, both ways) and
   keep E and Z_p = E·[p = 0] + B_p (so Z_0 + Z_1 = E + B_Y = Y);
 * product (per round, fresh secret X): the dealer serves A_t (the parties' a_p from
