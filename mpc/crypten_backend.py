@@ -60,7 +60,7 @@ from mpc.plane.dealer_client import DealerLink
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
-from mpc.primitives import Fixed, Prepared
+from mpc.primitives import Fixed, Prepared, fixed_layout
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -513,24 +513,23 @@ class CrypTenBackend(Backend):
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
         """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size.
 
-        A batched product (shape (b, k, m)) is formed one batch entry at a time once F is
-        open (`fixed_beaver.fixed_product` on each slice, written into [C]'s buffer): the
-        operands are never stacked whole, so its temporaries are k·m, not b·k·m (ring
-        arithmetic: the same shares as one batched product)."""
+        `shape` is (K, m) or, batched, (b, K/b, m): each row of the stacked view is one fixed
+        operand flattened (`fixed_layout`). Once F is open the product is accumulated
+        into [C]'s buffer one batch entry and one operand row at a time
+        (`fixed_beaver.fixed_product`): the operands are never stacked, so the temporaries are
+        m-sized (ring arithmetic: the same shares as one batched product)."""
         x = self._check(x)
         operand, numbers = self._fixed_group(fixed, "fixed_matmul")
+        batch, per = fixed_layout(len(x.shape), len(fixed), math.prod(operand), shape)
         self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
         a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
         f = comm.get().all_reduce(x.share - a)
-        batch = shape[0] if len(shape) == 3 and len(x.shape) == 3 else 1
-        per = len(fixed) // batch
         for b in range(batch):
             rows = fixed[b * per : (b + 1) * per]
-            view = tuple(shape[1:]) if batch > 1 else tuple(shape)
-            opened = torch.stack([r.opened for r in rows]).reshape(view)  # type: ignore[attr-defined]
-            own = torch.stack([r.own for r in rows]).reshape(view)  # type: ignore[attr-defined]
+            opened = [r.opened.reshape(-1) for r in rows]  # type: ignore[attr-defined]
+            own = [r.own.reshape(-1) for r in rows]  # type: ignore[attr-defined]
             part = (slice(b, b + 1),) if batch > 1 else (slice(None),)
-            c[part] = fixed_product(f[part], a[part], c[part], opened, own)
+            fixed_product(f[part], a[part], c[part], opened, own)
         return self._to_precision(CrypTenSecret(c, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ comparisons

@@ -61,10 +61,16 @@ def fix_operands(
 
 
 def fixed_product(
-    f: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: torch.Tensor, own: torch.Tensor
+    f: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: Sequence[torch.Tensor], own: Sequence[torch.Tensor]
 ) -> torch.Tensor:
-    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p given the opened F = X − A (untruncated, ring arithmetic)."""
-    return torch.matmul(f, own) + torch.matmul(a, opened) + c
+    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p given the opened F = X − A (untruncated, ring arithmetic).
+
+    Y is given row by row (row j: E_j and Z_{j,p}, each of Y's last dimension) and the product
+    is accumulated into `c` in place, Σ_j F[..., j]·Z_{j,p} + [A]_p[..., j]·E_j: no stacked
+    copy of Y and no int64 matrix product (the same ring elements as F·Z_p + [A]_p·E)."""
+    for j, (e, z) in enumerate(zip(opened, own, strict=True)):
+        c.addcmul_(f[..., j : j + 1], z).addcmul_(a[..., j : j + 1], e)
+    return c
 
 
 def fixed_dot(rank: int, a: FixedShares, b: FixedShares, c: torch.Tensor) -> torch.Tensor:
