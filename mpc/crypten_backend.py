@@ -127,6 +127,23 @@ class CrypTenFixed(Fixed):
         return f"CrypTenFixed(number={self.number}, shape={tuple(self.opened.shape)}, bits={self.bits})"
 
 
+SHORT_INNER = 8
+"""Ring matrix products with at most this inner dimension are formed as multiply-adds."""
+
+
+def ring_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """left @ right in Z_2^64 (int64, wrapping). With a 2-D right operand (k, m) and k ≤
+    `SHORT_INNER` it is Σ_j left[..., j]·right[j], one multiply-add of the result's size per j
+    (torch's int64 matmul has no fast kernel; the same ring elements)."""
+    k = left.shape[-1] if left.dim() else 0
+    if right.dim() != 2 or left.dim() == 0 or not 0 < k <= SHORT_INNER or right.shape[0] != k:
+        return torch.matmul(left, right)
+    out = left[..., 0:1] * right[0]
+    for j in range(1, k):
+        out.addcmul_(left[..., j : j + 1], right[j])
+    return out
+
+
 def _to_tensor(x: Public | Prepared) -> torch.Tensor:
     if isinstance(x, Prepared):
         return x.value
@@ -425,9 +442,9 @@ class CrypTenBackend(Backend):
         if op == "mul":
             raw = a.share * enc
         elif left_public:
-            raw = torch.matmul(enc, a.share)
+            raw = ring_matmul(enc, a.share)
         else:
-            raw = torch.matmul(a.share, enc)
+            raw = ring_matmul(a.share, enc)
         return CrypTenSecret(raw, a.bits + bits)
 
     def prepare(self, x: torch.Tensor) -> Prepared:
