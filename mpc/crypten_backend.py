@@ -57,10 +57,10 @@ from mpc.crypten_loader import load_crypten
 from mpc.dp_noise import keyed_gaussian, party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
-from mpc.plane.dealer_ops import fixed_mask
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
+from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
-from mpc.primitives import Fixed, Prepared
+from mpc.primitives import Fixed, Prepared, fixed_layout
 
 load_crypten()
 import crypten.communicator as comm  # noqa: E402
@@ -125,6 +125,23 @@ class CrypTenFixed(Fixed):
 
     def __repr__(self) -> str:  # never print the share
         return f"CrypTenFixed(number={self.number}, shape={tuple(self.opened.shape)}, bits={self.bits})"
+
+
+SHORT_INNER = 8
+"""Ring matrix products with at most this inner dimension are formed as multiply-adds."""
+
+
+def ring_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """left @ right in Z_2^64 (int64, wrapping). With a 2-D right operand (k, m) and k ≤
+    `SHORT_INNER` it is Σ_j left[..., j]·right[j], one multiply-add of the result's size per j
+    (torch's int64 matmul has no fast kernel; the same ring elements)."""
+    k = left.shape[-1] if left.dim() else 0
+    if right.dim() != 2 or left.dim() == 0 or not 0 < k <= SHORT_INNER or right.shape[0] != k:
+        return torch.matmul(left, right)
+    out = left[..., 0:1] * right[0]
+    for j in range(1, k):
+        out.addcmul_(left[..., j : j + 1], right[j])
+    return out
 
 
 def _to_tensor(x: Public | Prepared) -> torch.Tensor:
@@ -425,9 +442,9 @@ class CrypTenBackend(Backend):
         if op == "mul":
             raw = a.share * enc
         elif left_public:
-            raw = torch.matmul(enc, a.share)
+            raw = ring_matmul(enc, a.share)
         else:
-            raw = torch.matmul(a.share, enc)
+            raw = ring_matmul(a.share, enc)
         return CrypTenSecret(raw, a.bits + bits)
 
     def prepare(self, x: torch.Tensor) -> Prepared:
@@ -513,24 +530,23 @@ class CrypTenBackend(Backend):
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
         """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size.
 
-        A batched product (shape (b, k, m)) is formed one batch entry at a time once F is
-        open (`fixed_beaver.fixed_product` on each slice, written into [C]'s buffer): the
-        operands are never stacked whole, so its temporaries are k·m, not b·k·m (ring
-        arithmetic: the same shares as one batched product)."""
+        `shape` is (K, m) or, batched, (b, K/b, m): each row of the stacked view is one fixed
+        operand flattened (`fixed_layout`). Once F is open the product is accumulated
+        into [C]'s buffer one batch entry and one operand row at a time
+        (`fixed_beaver.fixed_product`): the operands are never stacked, so the temporaries are
+        m-sized (ring arithmetic: the same shares as one batched product)."""
         x = self._check(x)
         operand, numbers = self._fixed_group(fixed, "fixed_matmul")
+        batch, per = fixed_layout(len(x.shape), len(fixed), math.prod(operand), shape)
         self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
         a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
         f = comm.get().all_reduce(x.share - a)
-        batch = shape[0] if len(shape) == 3 and len(x.shape) == 3 else 1
-        per = len(fixed) // batch
         for b in range(batch):
             rows = fixed[b * per : (b + 1) * per]
-            view = tuple(shape[1:]) if batch > 1 else tuple(shape)
-            opened = torch.stack([r.opened for r in rows]).reshape(view)  # type: ignore[attr-defined]
-            own = torch.stack([r.own for r in rows]).reshape(view)  # type: ignore[attr-defined]
+            opened = [r.opened.reshape(-1) for r in rows]  # type: ignore[attr-defined]
+            own = [r.own.reshape(-1) for r in rows]  # type: ignore[attr-defined]
             part = (slice(b, b + 1),) if batch > 1 else (slice(None),)
-            c[part] = fixed_product(f[part], a[part], c[part], opened, own)
+            fixed_product(f[part], a[part], c[part], opened, own)
         return self._to_precision(CrypTenSecret(c, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ comparisons

@@ -22,7 +22,7 @@ import torch
 from mpc.backend import Backend, Public, Secret
 from mpc.dp_noise import keyed_gaussian, party_gaussian
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
-from mpc.primitives import Fixed, Prepared
+from mpc.primitives import Fixed, Prepared, fixed_layout
 
 
 class _Held:
@@ -136,6 +136,7 @@ class PlainBackend(Backend):
         """A plain matmul with the stacked operands."""
         if not all(isinstance(f, PlainFixed) for f in fixed):
             raise TypeError("PlainBackend multiplies only its own fixed operands")
+        fixed_layout(len(x.shape), len(fixed), fixed[0].value.numel(), shape)  # type: ignore[attr-defined]
         y = torch.stack([f.value for f in fixed]).reshape(tuple(shape))  # type: ignore[attr-defined]
         return PlainSecret(torch.matmul(_val(x), y))  # type: ignore[arg-type]
 

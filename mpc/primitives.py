@@ -213,8 +213,9 @@ class Primitives(ABC):
 
     @abstractmethod
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> Secret:
-        """x @ Y with Y = stack(fixed operands) reshaped to `shape` (all operands of one shape);
-        opens only x's size per call."""
+        """x @ Y with Y = stack(fixed operands) reshaped to `shape` (all operands of one shape):
+        (K, m), or (b, K/b, m) for a batched x of three dimensions — one operand of m elements
+        per row (`fixed_layout`); opens only x's size per call."""
 
     @abstractmethod
     def fixed_dot(self, a: Sequence[Fixed], b: Sequence[Fixed]) -> Secret:
@@ -274,3 +275,14 @@ class Primitives(ABC):
     @abstractmethod
     def dot(self, x: Secret, y: Secret | torch.Tensor) -> Secret:
         """SecSP: scalar product over the last dimension."""
+
+
+def fixed_layout(x_dims: int, count: int, elements: int, shape: Sequence[int]) -> tuple[int, int]:
+    """(batch entries, operands per entry) of a `fixed_matmul` of `count` operands of `elements`
+    each: `shape` is (K, m), or (b, K/b, m) when x has three dimensions; ValueError otherwise."""
+    batched = len(shape) == 3 and x_dims == 3
+    batch = shape[0] if batched else 1
+    per = count // batch if batch else 0
+    if len(shape) != (3 if batched else 2) or tuple(shape[-2:]) != (per, elements) or per * batch != count:
+        raise ValueError(f"fixed_matmul: shape {list(shape)} must hold one of the {count} fixed operands per row")
+    return batch, per

@@ -4,10 +4,14 @@
 certificate names the configured dealer identity, joins the session as rank r and
 receives this party's 32-byte PRG key (`mpc.plane.prg`). party 1 then closes the
 connection (it expands its key locally); party 0 keeps it and `fetch`es its share of
-each correlated value (`mpc.plane.dealer_ops`). The link counts what it received and how
-long party 0 waited: the "offline" bytes and seconds of the cost ledger. It also numbers
-the session's fixed operands (`number_fixed`, `mpc.plane.fixed_beaver`): a counter
-both parties advance in protocol order, starting at 0 in every session.
+each correlated value (`mpc.plane.dealer_ops`), or `submit`s a request now and `collect`s
+the answer later: one thread exchanges the requests in submission order
+(`mpc.plane.dealer_worker`). The link counts what it received and how long party 0
+waited: the "offline" bytes and seconds of the cost ledger (a request's bytes when its
+answer is collected or discarded). It also numbers the session's fixed operands
+(`number_fixed`, `mpc.plane.fixed_beaver`): a counter both parties advance in protocol
+order, starting at 0 in every session; and it holds the session's prefetched
+`matmul_fixed` pairs (`prefetched`, `mpc.plane.fixed_prefetch`), which end with it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from mpc.plane.channel import Channel, ChannelClosed, ChannelTimeout, RemoteError
 from mpc.plane.dealer_ops import Request
+from mpc.plane.dealer_worker import Pending, RequestWorker
 from mpc.plane.prg import KEY_BYTES, Prg
 from mpc.plane.rendezvous import connect, say_hello
 from mpc.plane.tls import peer_fingerprint, peer_identity
@@ -39,6 +44,15 @@ class DealerInfo:
     certificate_sha256: str
 
 
+@dataclass(frozen=True)
+class Prefetched:
+    """A `matmul_fixed` pair drawn ahead of its use: the request, a_p and [C]_p (party 0: pending)."""
+
+    request: Request
+    local: torch.Tensor
+    share: Pending | torch.Tensor
+
+
 class DealerLink:
     def __init__(self, rank: int, key: bytes, channel: Channel | None, info: DealerInfo) -> None:
         self.rank = rank
@@ -49,6 +63,8 @@ class DealerLink:
         self.seconds = 0.0  #: time spent waiting for them
         self.requests = 0
         self.fixed_operands = 0  #: fixed operands numbered so far in this session
+        self.prefetched: list[Prefetched] = []  #: the next round's fixed products, in call order
+        self._worker = None if channel is None else RequestWorker(self._exchange, f"dealer-link-{info.address}")
 
     def number_fixed(self, count: int) -> list[int]:
         """The next `count` fixed-operand numbers of this session (both parties, protocol order)."""
@@ -58,28 +74,51 @@ class DealerLink:
 
     def fetch(self, request: Request, shape: tuple[int, ...]) -> torch.Tensor:
         """party 0: the dealer's share V_0 for `request` (an int64 tensor of `shape`)."""
-        if self.channel is None:
-            raise DealerError("only party 0 requests correlated randomness from the dealer")
-        import torch
+        return self.collect(self.submit(request, shape))
 
+    def submit(self, request: Request, shape: tuple[int, ...]) -> Pending:
+        """party 0: send `request` in its place in the session's order; the answer comes later."""
+        if self._worker is None:
+            raise DealerError("only party 0 requests correlated randomness from the dealer")
+        self.requests += 1
+        return self._worker.submit(request, shape)
+
+    def collect(self, pending: Pending) -> torch.Tensor:
+        """party 0: wait for a submitted request's answer (counted as offline time and bytes)."""
         start = time.perf_counter()
         try:
+            share = pending.result()
+        finally:
+            self.seconds += time.perf_counter() - start
+        self.bytes += share.numel() * share.element_size()
+        return share
+
+    def discard(self, pending: Pending) -> None:
+        """party 0: an answer that will not be used; its bytes were sent all the same."""
+        self.bytes += 8 * _elements(pending.shape)
+
+    def _exchange(self, request: Request, shape: tuple[int, ...]) -> torch.Tensor:
+        """The worker thread: send one request, receive its answer."""
+        import torch
+
+        assert self.channel is not None
+        try:
             self.channel.send_json(request.to_json())
-            share = self.channel.recv_into(torch.empty(shape, dtype=torch.long))
+            return self.channel.recv_into(torch.empty(shape, dtype=torch.long))
         except (ChannelClosed, ChannelTimeout, ConnectionError) as exc:
             raise DealerError(f"dealer {self.info.identity or self.info.address}: {exc}") from None
         except RemoteError as exc:  # the dealer refused the request
             raise DealerError(str(exc)) from None
-        self.seconds += time.perf_counter() - start
-        self.bytes += share.numel() * share.element_size()
-        self.requests += 1
-        return share
 
     def close(self, graceful: bool = True) -> None:
-        """party 0: say goodbye (the dealer then drops the session) and close."""
-        if self.channel is None:
+        """party 0: finish the submitted requests, say goodbye (the dealer then drops the session) and close."""
+        self.prefetched = []
+        if self.channel is None or self._worker is None:
             return
         try:
+            if not graceful:
+                self.channel.close()  # a worker blocked on the dealer returns at once
+            self._worker.stop(self.channel.timeout_s)
             if graceful:
                 self.channel.send_json({"bye": True})
                 self.channel.recv_json()
@@ -88,6 +127,14 @@ class DealerLink:
         finally:
             self.channel.close()
             self.channel = None
+            self._worker = None
+
+
+def _elements(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def open_dealer_link(

@@ -23,10 +23,11 @@ draws the same V_1 and sends party 0 only V_0 = V − V_1 — one tensor per req
 `matmul_fixed` serves the fixed-operand Beaver products (`mpc.plane.fixed_beaver`).
 Fixed operand i of a session has the mask B_i = B_{0,i} + B_{1,i}, where party p draws
 B_{p,i} (shape `operand`) from its derived stream `prg.derive(FIXED_LABEL, i)`
-(`mpc.plane.prg`) — never from the main stream, so fixing an operand needs no request.
-The dealer rebuilds B_i from both keys for every request (it keeps no state per
-operand), stacks the masks of the listed ids, reshapes the stack to `view` and returns
-party 0's share of a @ B; the parties draw only a_p from their main streams. `dot_fixed`
+(`mpc.plane.fixed_masks`) — never from the main stream, so fixing an operand needs no
+request. The dealer stacks the masks of the listed ids (rebuilt from both keys, or the
+session's kept stack when the ids and shape are those of its last request:
+`fixed_masks.MaskStackCache`), reshapes the stack to `view` and returns party 0's share
+of a @ B; the parties draw only a_p from their main streams. `dot_fixed`
 serves the scalar products of fixed operands with each other (`count` pairs of ids): no
 local shares, V_c = Σ B_{i_c} ⊙ B_{j_c}. `private_dot` serves the product of two vectors that
 each belong to one party (party 0's X, party 1's Y, e.g. the upload check's
@@ -51,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mpc.plane.fixed_masks import MaskStackCache, fixed_mask, rebuild_stack
 from mpc.plane.prg import Prg
 
 if TYPE_CHECKING:
@@ -60,8 +62,6 @@ Shape = tuple[int, ...]
 MAX_DIMS = 8
 MAX_FIXED = 1 << 16
 """Fixed-operand numbers one request may name."""
-FIXED_LABEL = b"fixed-operand"
-"""The label of the derived PRG streams that hold the fixed operands' masks."""
 
 
 class RequestError(ValueError):
@@ -100,8 +100,12 @@ class DealerOp:
         """Party 1's share of V, drawn from its stream."""
         return prg.ring(shape) if self.tail_bits == 64 else prg.bits(shape, self.tail_bits)
 
-    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
-        """Dealer side: V_0 = V − V_1 (or V ⊕ V_1), advancing both streams like the parties."""
+    def dealer_share0(
+        self, prg0: Prg, prg1: Prg, request: Request, masks: MaskStackCache | None = None
+    ) -> torch.Tensor:
+        """Dealer side: V_0 = V − V_1 (or V ⊕ V_1), advancing both streams like the parties.
+
+        `masks`: the session's kept stack of fixed masks (used by `matmul_fixed` only)."""
         value = self.combine(self.local(prg0, request.shapes), self.local(prg1, request.shapes))
         share1 = self.tail(prg1, tuple(value.shape))
         return value ^ share1 if self.xor else value - share1
@@ -149,27 +153,24 @@ def count_wraps(r0: torch.Tensor, r1: torch.Tensor) -> torch.Tensor:
     return ((r0 > 0) & (r1 > 0) & (total < 0)).long() - ((r0 < 0) & (r1 < 0) & (total >= 0)).long()
 
 
-def fixed_mask(prg: Prg, index: int, shape: Shape) -> torch.Tensor:
-    """B_{p,i}: party p's share of fixed operand i's mask, from its derived stream (module doc)."""
-    return prg.derive(FIXED_LABEL, index).ring(shape)
-
-
 class FixedMatmulOp(DealerOp):
     """`matmul_fixed`: shapes (a, operand, view); V = a @ reshape(stack_i B_i, view).
 
-    The parties' local shares are a_p only; the dealer rebuilds B = B_0 + B_1 from the
-    derived streams and hands it to `combine` as party 0's second local tensor.
+    The parties' local shares are a_p only; the dealer takes B = B_0 + B_1 from the session's
+    kept stack (`masks`) or rebuilds it from the derived streams, and hands it to `combine`
+    as party 0's second local tensor (read only: a kept stack is served again).
     """
 
-    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+    def dealer_share0(
+        self, prg0: Prg, prg1: Prg, request: Request, masks: MaskStackCache | None = None
+    ) -> torch.Tensor:
         operand, view = request.shapes[1], request.shapes[2]
-        import torch
-
-        masks = torch.empty((len(request.fixed), *operand), dtype=torch.long)
-        for row, i in enumerate(request.fixed):  # written in place: one m-sized stack, no copies
-            torch.add(fixed_mask(prg0, i, operand), fixed_mask(prg1, i, operand), out=masks[row])
+        if masks is None:
+            stack = rebuild_stack(prg0, prg1, request.fixed, operand)
+        else:
+            stack = masks.stack(prg0, prg1, request.fixed, operand)
         l0, l1 = self.local(prg0, request.shapes), self.local(prg1, request.shapes)
-        value = self.combine([l0[0], masks.reshape(view)], l1)
+        value = self.combine([l0[0], stack.reshape(view)], l1)
         return value - self.tail(prg1, tuple(value.shape))
 
 
@@ -180,7 +181,9 @@ class FixedDotOp(DealerOp):
     stacked first and second operands of the pairs, flattened to (count, elements).
     """
 
-    def dealer_share0(self, prg0: Prg, prg1: Prg, request: Request) -> torch.Tensor:
+    def dealer_share0(
+        self, prg0: Prg, prg1: Prg, request: Request, masks: MaskStackCache | None = None
+    ) -> torch.Tensor:
         import torch
 
         operand = request.shapes[0]

@@ -40,6 +40,7 @@ from typing import Any
 
 from mpc.plane.channel import Channel, RemoteError
 from mpc.plane.dealer_ops import RequestError, parse
+from mpc.plane.fixed_masks import MaskStackCache
 from mpc.plane.pending import PendingConnections
 from mpc.plane.prg import Prg, new_key
 from mpc.plane.rendezvous import bind, check_session_id, read_hello
@@ -87,12 +88,14 @@ class DealerConfig:
 
 
 class DealerSession:
-    """One session's state: the two parties' keys and the dealer's copies of their streams."""
+    """One session's state: the two parties' keys, the dealer's copies of their streams and
+    the last stack of fixed masks it rebuilt (`fixed_masks.MaskStackCache`, dropped at the end)."""
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.keys = (new_key(), new_key())
         self.prgs = (Prg(self.keys[0]), Prg(self.keys[1]))
+        self.fixed_masks = MaskStackCache()
         self.joined: dict[int, str] = {}
         self.ready = threading.Condition()
         self.requests = 0
@@ -132,6 +135,7 @@ class SessionTable:
                 self.finished[session.session_id] = outcome
                 while len(self.finished) > self.limits.remember_sessions:
                     self.finished.popitem(last=False)
+        session.fixed_masks.clear()
         with session.ready:
             session.ready.notify_all()
 
@@ -317,7 +321,7 @@ class DealerService:
             except RequestError as exc:
                 link.send_error(str(exc))
                 return "refused a request"
-            share0 = op.dealer_share0(prg0, prg1, request)
+            share0 = op.dealer_share0(prg0, prg1, request, session.fixed_masks)
             session.requests += 1
             session.elements += share0.numel()
             link.send_tensor(share0)

@@ -7,7 +7,7 @@ the whole online cost. Here Y is *fixed* once and each product opens only X − 
 
 * fix (once per operand and session): the mask B_Y = B_0 + B_1 is drawn by the parties
   themselves — party p's B_p from its derived PRG stream for fixed operand i
-  (`mpc.plane.dealer_ops.fixed_mask`, no dealer traffic). Each party sends
+  (`mpc.plane.fixed_masks.fixed_mask`, no dealer traffic). Each party sends
   D_p = [Y]_p − B_p; both learn E = D_0 + D_1 = Y − B_Y (one opening of Y, both ways) and
   keep E and Z_p = E·[p = 0] + B_p (so Z_0 + Z_1 = E + B_Y = Y);
 * product (per round, fresh secret X): the dealer serves A_t (the parties' a_p from
@@ -61,10 +61,16 @@ def fix_operands(
 
 
 def fixed_product(
-    f: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: torch.Tensor, own: torch.Tensor
+    f: torch.Tensor, a: torch.Tensor, c: torch.Tensor, opened: Sequence[torch.Tensor], own: Sequence[torch.Tensor]
 ) -> torch.Tensor:
-    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p given the opened F = X − A (untruncated, ring arithmetic)."""
-    return torch.matmul(f, own) + torch.matmul(a, opened) + c
+    """[X·Y]_p = F·Z_p + [A]_p·E + [C]_p given the opened F = X − A (untruncated, ring arithmetic).
+
+    Y is given row by row (row j: E_j and Z_{j,p}, each of Y's last dimension) and the product
+    is accumulated into `c` in place, Σ_j F[..., j]·Z_{j,p} + [A]_p[..., j]·E_j: no stacked
+    copy of Y and no int64 matrix product (the same ring elements as F·Z_p + [A]_p·E)."""
+    for j, (e, z) in enumerate(zip(opened, own, strict=True)):
+        c.addcmul_(f[..., j : j + 1], z).addcmul_(a[..., j : j + 1], e)
+    return c
 
 
 def fixed_dot(rank: int, a: FixedShares, b: FixedShares, c: torch.Tensor) -> torch.Tensor:

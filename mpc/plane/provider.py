@@ -8,7 +8,7 @@ fetches its share of the correlated value from the dealer. It is installed under
 CrypTen's "TTP" name (`install`), so `cfg.mpc.provider == "TTP"` means "our dealer";
 CrypTen's own TTP client (torch.distributed, Mersenne Twister seeds) is never used.
 `fixed_matmul_pair` and `fixed_dot_share` serve the backend's fixed-operand products,
-which CrypTen has not.
+which CrypTen has not (the former prefetches the next round's pair, `mpc.plane.fixed_prefetch`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 from mpc.crypten_loader import load_crypten
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.dealer_ops import request
+from mpc.plane.fixed_prefetch import fixed_matmul_pair as prefetched_pair
 
 load_crypten()
 import crypten.mpc  # noqa: E402
@@ -79,9 +80,11 @@ def fixed_matmul_pair(
     size: tuple[int, ...], operand: tuple[int, ...], view: tuple[int, ...], fixed: list[int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(a_p, [a @ B]_p) for the fixed operands `fixed` stacked and reshaped to `view`
-    (`matmul_fixed`, `mpc.plane.fixed_beaver`): this party's raw int64 shares."""
-    (a,), c = _INSTANCE._draw("matmul_fixed", None, size, operand, view, fixed=fixed)
-    return a, c
+    (`matmul_fixed`, `mpc.plane.fixed_beaver`): this party's raw int64 shares, from the pair
+    prefetched by the previous product when it was for the same request
+    (`mpc.plane.fixed_prefetch`)."""
+    op, req = request("matmul_fixed", [size, operand, view], fixed)
+    return prefetched_pair(session_link(), op, req)
 
 
 def fixed_dot_share(operand: tuple[int, ...], fixed: list[int]) -> torch.Tensor:

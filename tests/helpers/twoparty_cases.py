@@ -50,15 +50,15 @@ def fixed_products(
     backend: CrypTenBackend, rank: int, rows: torch.Tensor, xs: list[torch.Tensor], shape: tuple[int, ...]
 ) -> dict[str, Any]:
     """Fix the rows of `rows` (party 1's) in one call, then multiply the stack (reshaped to
-    `shape`) by each x (party 0's, fresh every product); fix the first row again; scalar
-    products of fixed rows with each other (`fixed_dot`)."""
+    `shape`) by each x (party 0's, fresh every product) and once more in a measured step;
+    fix the first row again; scalar products of fixed rows with each other (`fixed_dot`)."""
     fixed = backend.fix([backend.share(row, src=1) for row in rows])
     products = [backend.reveal(backend.fixed_matmul(backend.share(x, src=0), fixed, shape)) for x in xs]
+    x = backend.share(xs[0], src=0)
+    with backend.step("product"):  # the same request as the last product: its pair was prefetched
+        backend.fixed_matmul(x, fixed, shape)
     again = backend.fix([backend.share(rows[0], src=1)])
     single = backend.reveal(backend.fixed_matmul(backend.share(xs[0][..., :1, :1], src=0), again, (1, *rows[0].shape)))
-    x = backend.share(xs[0], src=0)
-    with backend.step("product"):
-        backend.fixed_matmul(x, fixed, shape)
     # scalar products of fixed operands: each with itself and with the next, and one across fixings
     firsts, seconds = fixed + fixed + again, fixed + fixed[1:] + fixed[:1] + fixed[:1]
     with backend.step("dots"):

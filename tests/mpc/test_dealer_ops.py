@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mpc.plane.dealer_ops import MAX_FIXED, OPS, RequestError, count_wraps, fixed_mask, parse, request
+from mpc.plane.fixed_masks import MaskStackCache
 from mpc.plane.prg import Prg, new_key
 
 dims = st.integers(0, 5)
@@ -82,6 +83,39 @@ def test_dot_fixed_reconstructs_the_masks_scalar_products(count, m, data):
     mask = {i: fixed_mask(Prg(keys[0]), i, (m,)) + fixed_mask(Prg(keys[1]), i, (m,)) for i in ids}
     expected = torch.stack([(mask[i] * mask[j]).sum() for i, j in zip(ids[::2], ids[1::2], strict=True)])
     assert torch.equal(c0 + c1, expected)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(1, 3),
+    k=st.integers(1, 2),
+    m=st.integers(1, 5),
+    order=st.lists(st.integers(0, 2), min_size=1, max_size=5),
+)
+def test_a_kept_mask_stack_gives_the_shares_a_rebuilt_one_gives(n, k, m, order):
+    """A dealer keeping its last stack of fixed masks answers every `matmul_fixed` request of a
+    sequence (the same ids again, other ids, back) with the very share a dealer rebuilding the
+    stack every time answers, and the parties' shares reconstruct a @ B each time."""
+    keys = (new_key(), new_key())
+    party, kept, rebuilt = ([Prg(key) for key in keys] for _ in range(3))
+    cache = MaskStackCache()
+    id_sets = [list(range(n * k)), list(range(n * k, 2 * n * k)), list(range(n * k))[::-1]]
+    previous: list[int] = []
+    for which in order:
+        ids = id_sets[which]
+        op, req = request("matmul_fixed", [(n, 1, k), (m,), (n, k, m)], ids)
+        before = cache.rebuilds
+        (a0,), c0 = op.party_shares(party[0], 0, req, lambda r, op=op: op.dealer_share0(kept[0], kept[1], r, cache))
+        (a1,), c1 = op.party_shares(party[1], 1, req, lambda r: pytest.fail("party 1 never asks the dealer"))
+        assert torch.equal(c0, op.dealer_share0(rebuilt[0], rebuilt[1], req))
+        b = torch.stack([fixed_mask(Prg(keys[0]), i, (m,)) + fixed_mask(Prg(keys[1]), i, (m,)) for i in ids])
+        assert torch.equal(c0 + c1, torch.matmul(a0 + a1, b.reshape(n, k, m)))
+        assert cache.elements == n * k * m  # one stack kept, whatever came before
+        assert [p.words for p in party] == [d.words for d in kept] == [d.words for d in rebuilt]
+        assert cache.rebuilds - before == (ids != previous)  # the same ids again rebuild nothing
+        previous = ids
+    cache.clear()
+    assert cache.elements == 0
 
 
 def test_fixed_masks_are_independent_of_the_main_stream():

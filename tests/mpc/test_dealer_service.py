@@ -15,6 +15,7 @@ from mpc.plane.certificate_authority import issue_cert
 from mpc.plane.dealer_client import DealerError, open_dealer_link
 from mpc.plane.dealer_ops import request
 from mpc.plane.dealer_service import DealerConfig, DealerLimits, DealerService
+from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.tls import PeerRefused, client_context
 
 from helpers.plane_helpers import HOST, Pki, both
@@ -119,6 +120,27 @@ def test_session_ids_are_single_use_and_state_is_bounded(pki):
         _join_both(service, pki, "s.4")[0].close()
         _wait_until(lambda: service.sessions.snapshot()["running"] == [])
         assert list(service.sessions.snapshot()["finished"]) == ["s.3", "s.4"]  # only the last two are kept
+    finally:
+        service.stop()
+
+
+def test_a_session_keeps_one_mask_stack_and_drops_it_when_it_ends(pki):
+    """Two `matmul_fixed` requests for the same fixed operands: the dealer rebuilds their
+    masks once and keeps one stack (right shares both times); the stack goes with the session."""
+    service = _service(pki)
+    try:
+        links = _join_both(service, pki, "cache.1")
+        session = service.sessions.running["cache.1"]
+        for _ in range(2):
+            op, req = request("matmul_fixed", [(3, 1, 2), (5,), (3, 2, 5)], list(range(6)))
+            (a0,), c0 = op.party_shares(links[0].prg, 0, req, lambda r: links[0].fetch(r, (3, 1, 5)))
+            (a1,), c1 = op.party_shares(links[1].prg, 1, req, lambda r: None)
+            masks = [torch.stack([fixed_mask(link.prg, i, (5,)) for i in range(6)]) for link in links]
+            assert torch.equal(c0 + c1, torch.matmul(a0 + a1, (masks[0] + masks[1]).reshape(3, 2, 5)))
+        assert (session.fixed_masks.rebuilds, session.fixed_masks.elements) == (1, 30)
+        links[0].close()
+        _wait_until(lambda: service.sessions.snapshot()["finished"].get("cache.1") == "finished")
+        assert session.fixed_masks.elements == 0
     finally:
         service.stop()
 

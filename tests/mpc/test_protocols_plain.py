@@ -230,3 +230,16 @@ def test_threshold_flags_do_not_depend_on_the_column_blocks(n, m, block, data):
 def test_threshold_equal_to_delta_does_not_fire():
     g = sh([[0.5, -0.5], [0.5, -0.75]])
     assert B.threshold_flags(g, sh([0.5, 0.5])).tolist() == [False, True]
+
+
+def test_fixed_matmul_takes_one_fixed_operand_per_row():
+    """`shape` stacks one operand per row, (K, m) or batched (b, K/b, m); a view that cuts
+    across operands is refused with a clear error (the 2PC backend forms the product row by row)."""
+    rows = B.fix([B.share(torch.arange(4.0) + i) for i in range(6)])
+    x = B.share(torch.ones(3, 1, 2))
+    expected = torch.stack([torch.arange(4.0) + i for i in range(6)]).reshape(3, 2, 4).sum(1, keepdim=True)
+    assert torch.equal(B.reveal(B.fixed_matmul(x, rows, (3, 2, 4))), expected)
+    assert B.reveal(B.fixed_matmul(B.share(torch.ones(1, 6)), rows, (6, 4))).shape == (1, 4)
+    for bad, shape in ((x, (3, 4, 2)), (x, (3, 8, 1)), (B.share(torch.ones(1, 6)), (1, 6, 4)), (x, (24,))):
+        with pytest.raises(ValueError, match="one of the 6 fixed operands per row"):
+            B.fixed_matmul(bad, rows, shape)
