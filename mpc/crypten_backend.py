@@ -527,6 +527,16 @@ class CrypTenBackend(Backend):
         raw = torch.stack([fixed_dot(self.rank, view[i], view[len(a) + i], c[i]) for i in range(len(a))])
         return self._to_precision(CrypTenSecret(raw, 2 * a[0].bits))  # type: ignore[attr-defined]
 
+    @contextmanager
+    def fixed_repeats(self, again: bool) -> Iterator[None]:
+        """`Primitives.fixed_repeats`: the session's dealer link prefetches only while `again`."""
+        link = session_link()
+        outer, link.prefetch = link.prefetch, again
+        try:
+            yield
+        finally:
+            link.prefetch = outer
+
     def fixed_matmul(self, x: Secret, fixed: Sequence[Fixed], shape: Sequence[int]) -> CrypTenSecret:
         """x @ reshape(stack(fixed), shape): one `matmul_fixed` pair, one opening of x's size.
 

@@ -102,6 +102,14 @@ class Primitives(ABC):
             yield
 
     @contextmanager
+    def fixed_repeats(self, again: bool) -> Iterator[None]:
+        """Whether the fixed-operand products made inside come again, with the same operands, in
+        the caller's next round: when they do not, the CrypTen backend draws no correlated
+        randomness ahead for them (`mpc.plane.fixed_prefetch`). Both parties must pass the same
+        value at the same protocol step (a public schedule); the plaintext backend ignores it."""
+        yield
+
+    @contextmanager
     def own_ledger(self) -> Iterator[CostLedger]:
         """Count the enclosed calls in a fresh ledger (yielded: the costs of this block alone),
         then add its totals to the backend's ledger, which a long-lived backend keeps cumulative."""

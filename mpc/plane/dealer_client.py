@@ -64,6 +64,8 @@ class DealerLink:
         self.requests = 0
         self.fixed_operands = 0  #: fixed operands numbered so far in this session
         self.prefetched: list[Prefetched] = []  #: the next round's fixed products, in call order
+        #: draw the next round's pair after each fixed product (`Primitives.fixed_repeats`)
+        self.prefetch = True
         self._worker = None if channel is None else RequestWorker(self._exchange, f"dealer-link-{info.address}")
 
     def number_fixed(self, count: int) -> list[int]:

@@ -1,7 +1,7 @@
 """Prefetched `matmul_fixed` pairs against a real dealer service: the order invariant.
 
 Both parties run the same sequence of products (the same fixed rows again, other rows, a
-changed shape) interleaved with ordinary Beaver triples; party 0's requests go to the
+changed shape; each said to come again or not) interleaved with ordinary Beaver triples; party 0's requests go to the
 dealer (`DealerService` on loopback, TLS), party 1 draws locally. Every share must
 reconstruct its value, and at the end the dealer and both parties must have drawn the
 same number of words from each stream: a prefetch out of place would break both.
@@ -54,10 +54,13 @@ def _links(service: DealerService, sid: str) -> tuple[DealerLink, DealerLink]:
     return both(lambda: join(0), lambda: join(1))
 
 
-def _product(links: tuple[DealerLink, DealerLink], name: str) -> int:
-    """Both parties' pair for one product; checks C = A·B; returns party 0's answer bytes."""
+def _product(links: tuple[DealerLink, DealerLink], name: str, again: bool = True) -> int:
+    """Both parties' pair for one product (`again`: whether it prefetches the next round's);
+    checks C = A·B; returns party 0's answer bytes."""
     shapes, ids = PRODUCTS[name]
     op, req = request("matmul_fixed", shapes, ids)
+    for link in links:
+        link.prefetch = again
     (a0, c0), (a1, c1) = (fixed_matmul_pair(link, op, req) for link in links)
     masks = [torch.stack([fixed_mask(link.prg, i, shapes[1]) for i in ids]) for link in links]
     assert torch.equal(c0 + c1, torch.matmul(a0 + a1, (masks[0] + masks[1]).reshape(shapes[2])))
@@ -79,27 +82,34 @@ def _size(name: str) -> int:
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.sampled_from([*PRODUCTS, "triple"]), min_size=1, max_size=8))
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from([*PRODUCTS, "triple"]), st.booleans()),  # (step, the product comes again)
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_prefetched_pairs_keep_both_parties_in_step_with_the_dealer(service, steps):
     sid = f"prefetch.{next(_sessions)}"
     links = _links(service, sid)
     session = service.sessions.running[sid]
     held: list[str] = []  # the pairs the parties should hold: the previous products, in call order
     expected_bytes = expected_requests = 0
-    for step in steps:
+    for step, again in steps:
         if step == "triple":
             expected_bytes += _triple(links)
             expected_requests += 1
             continue
-        expected_bytes += _product(links, step)
+        expected_bytes += _product(links, step, again)
         if held and held[0] == step:
             held.pop(0)  # served by the pair drawn a product earlier: no request now
         else:
             expected_bytes += sum(_size(name) for name in held)  # dropped, their bytes were sent
             expected_requests += 1
             held = []
-        held.append(step)
-        expected_requests += 1  # the next round's pair, submitted at once
+        if again:  # the next round's pair, submitted at once; none when the caller says it will not come
+            held.append(step)
+            expected_requests += 1
     assert [len(link.prefetched) for link in links] == [len(held)] * 2
     assert (links[0].bytes, links[0].requests) == (expected_bytes, expected_requests)
     links[0].close()

@@ -218,7 +218,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         ctx.progress("warmup", step.t, len(state.selected), f"round {step.r}")
         with backend.step("warmup"):
             answers = self._ask(ctx, state, step.t, step.r, step.participants, "warmup")
-        with backend.step("UE"):
+        with backend.step("UE"), backend.fixed_repeats(False):  # the answers add pairs: new products next
             if len(answers) < len(step.participants) or step.keep_estimates:  # a silent client keeps its estimate
                 gradients = estimate_gradients(
                     backend, state, step.participants, step.stored, step.v, params, step.norms
@@ -240,7 +240,10 @@ class StarfishStrategy(Strategy[StarfishParams]):
         backend = ctx.backend
         total = len(state.selected)
         ctx.progress("estimate", step.t, total, f"round {step.r}")
-        with backend.step("UE"):
+        # a check round's corrections add pairs and the last round has no successor: the products
+        # of this estimate do not come again (no randomness drawn ahead for them)
+        again = not check and step.t < len(state.selected)
+        with backend.step("UE"), backend.fixed_repeats(again):
             gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
         if not check:
             return gradients, set()
