@@ -40,6 +40,7 @@ def _body(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     _points_table(lines, res["figures"])
     _steps_table(lines, res["figures"]["points"])
     _fits_table(lines, res["figures"]["fits"])
+    _memory_lines(lines, res["figures"])
     path = _figure(res, quick)
     lines.append(f"\n![scaling]({path})\n")
 
@@ -94,6 +95,18 @@ def _fits_table(lines: list[str], fits: dict[str, Any]) -> None:
         lines.append(row(cells))
 
 
+def _memory_lines(lines: list[str], figures: dict[str, Any]) -> None:
+    """The fitted peak RSS per party process and the points skipped for memory."""
+    fit = figures.get("rss_fit")
+    if fit is not None:
+        lines.append(
+            f"\nPeak RSS per party process ≈ {fit['slope']:.3g} B × (n−1)·m + {fit['intercept'] / GB:.2f} GB "
+            f"(R² {fit['r2']:.3f}, {fit['points']} points).\n"
+        )
+    for p in figures.get("skipped", []):
+        lines.append(f"\nNot measured: m = {p['m']:,}, n = {p['n']}, T = {p['T']} — {p['reason']}.\n")
+
+
 def _figure(res: dict[str, Any], quick: bool) -> str:
     """Log-log time (2PC solid, plaintext dashed) and bytes of every step against each axis."""
     import matplotlib.pyplot as plt
@@ -110,12 +123,16 @@ def _figure(res: dict[str, Any], quick: bool) -> str:
             axes[0][col].plot(xs, [p["steps"][step]["wall_s"] for p in pts], "o-", color=color, label=f"{step} 2PC")
             axes[0][col].plot(xs, [p["plain_wall_s"][step] for p in pts], "x--", color=color, label=f"{step} plain")
             axes[1][col].plot(xs, [total_bytes(p["steps"][step]) / GB for p in pts], "o-", color=color, label=step)
+        values = sorted({p[axis] for p in on_axis})
         for r, ylabel in enumerate(("seconds", "GB (offline + online)")):
             axes[r][col].set_xscale("log")
             axes[r][col].set_yscale("log")
+            axes[r][col].set_xticks(values, [f"{v:,}" for v in values], fontsize=7)
+            axes[r][col].minorticks_off()
             axes[r][col].set_xlabel(axis)
             axes[r][col].set_ylabel(ylabel)
     axes[0][0].legend(fontsize=6, ncol=2)
     axes[1][0].legend(fontsize=6)
     fig.suptitle("Per-step cost against m, n and T: 2PC (solid) and plaintext (dashed)")
+    fig.subplots_adjust(wspace=0.35, hspace=0.3)
     return save_figure(fig, "scaling", res, quick, bottom=0.14)

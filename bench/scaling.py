@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import resource
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.env import stamp, write_result
 from bench.histories import SyntheticHistory
-from bench.scaling_model import composite, fits
+from bench.scaling_model import composite, fits, predicted_rss, rss_fit
 from bench.unlearning_cost import SAMPLE_SIZE, SESSION_TIMEOUT_S, fill_buffers, summarize
 from mpc.backend import Backend
 from mpc.cluster import ClusterConfig, TwoPartyCluster
@@ -148,6 +149,31 @@ def measure_point(point: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def available_memory_bytes() -> int:
+    """MemAvailable of this machine (Linux /proc/meminfo), 0 when unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def memory_refusal(point: dict[str, Any], measured: list[dict[str, Any]], available: int) -> str:
+    """Why a point is skipped: its two party processes, as the peak RSS fitted on the points
+    measured so far predicts, would take more than 90 % of the available memory ("" to run it)."""
+    if not point["ue"]:
+        return ""
+    per_party = predicted_rss(measured, point)
+    if per_party is None or available <= 0 or 2 * per_party <= 0.9 * available:
+        return ""
+    return (
+        f"two parties would need about {2 * per_party / 2**30:.1f} GiB (peak RSS fitted to (n−1)·m), "
+        f"{available / 2**30:.1f} GiB available"
+    )
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     grid = QUICK_GRID if quick else GRID
     meta = stamp(
@@ -159,12 +185,24 @@ def run(quick: bool = False) -> dict[str, Any]:
             "history": "synthetic Gaussian uploads, seeded benchmark shares; Starfish's default parameters",
         }
     )
-    measured = []
+    measured: list[dict[str, Any]] = []
+    skipped = []
     for point in points(grid):
+        reason = memory_refusal(point, measured, available_memory_bytes())
+        if reason:
+            print(f"   m {point['m']:,} n {point['n']} T {point['T']}: skipped, {reason}", flush=True)
+            skipped.append({**point, "reason": reason})
+            continue
         result = measure_point(point)
         line = "  ".join(f"{s} {c['wall_s']:.2f} s" for s, c in result["steps"].items())
         print(f"   m {point['m']:,} n {point['n']} T {point['T']}: {line}", flush=True)
         measured.append(result)
-    figures = {"points": measured, "fits": fits(measured), "composite": composite(measured)}
+    figures = {
+        "points": measured,
+        "skipped": skipped,
+        "fits": fits(measured),
+        "rss_fit": rss_fit(measured),
+        "composite": composite(measured),
+    }
     write_result(NAME + ("_quick" if quick else ""), meta, figures)
     return figures

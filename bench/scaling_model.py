@@ -9,7 +9,9 @@ Natural terms (one target, n − 1 remaining clients, model size m, T stored rou
 * UE-first, UE, TC ∝ (n − 1)·m — every coordinate of every remaining client's estimate;
 * TC-sample ∝ (n − 1)·min(m, 4,096) — the sample-first pass.
 
-Each fit is y = a·x + b by least squares, with R² = 1 − SS_res/SS_tot.
+Each fit is y = a·x + b by least squares, with R² = 1 − SS_res/SS_tot. The peak RSS of a party
+process is fitted to (n − 1)·m too (`rss_fit`): the benchmark uses it to skip a point whose two
+parties would not fit in this machine's available memory, and a deployment to size its hosts.
 
 Whole-job composite (`schedule`; Algorithm 4 as `unlearning.starfish.driver` runs it under
 `StarfishParams()`: σ 1, B 2, β 0.3, one recovery round): T′ = ⌈σT⌉ = T replayed rounds;
@@ -72,6 +74,22 @@ def fits(points: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "plain_wall_s": linear_fit(xs, [p["plain_wall_s"][step] for p in have]),
         }
     return out
+
+
+def rss_fit(points: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """Peak RSS of the larger party process against (n − 1)·m over the points that ran UE and TC."""
+    have = [p for p in points if "UE" in p["steps"]]
+    return linear_fit(
+        [float((p["n"] - 1) * p["m"]) for p in have], [float(max(p["peak_rss_bytes"].values())) for p in have]
+    )
+
+
+def predicted_rss(points: Sequence[dict[str, Any]], point: dict[str, Any]) -> float | None:
+    """The peak RSS per party process `rss_fit` predicts at a point (None without a fit)."""
+    fit = rss_fit(points)
+    if fit is None:
+        return None
+    return fit["slope"] * (point["n"] - 1) * point["m"] + fit["intercept"]
 
 
 def schedule(total_rounds: int) -> dict[str, Any]:

@@ -30,6 +30,8 @@ def test_quick_grid_measures_every_point_and_costs_grow_with_m_and_n(
     grid = {(p["m"], p["n"], p["T"]) for p in result["figures"]["points"]}
     expected = {(p["m"], p["n"], p["T"]) for p in scaling.points(scaling.QUICK_GRID)}
     assert grid == expected == {(2_000, 4, 6), (8_000, 4, 6), (2_000, 8, 6), (2_000, 4, 12)}
+    assert result["figures"]["skipped"] == [] and len(result["figures"]["composite"]) == 4
+    assert result["figures"]["rss_fit"]["points"] == 3
     base, big_m, big_n, long_t = (
         _point(result, *k) for k in ((2_000, 4, 6), (8_000, 4, 6), (2_000, 8, 6), (2_000, 4, 12))
     )
@@ -107,3 +109,16 @@ def test_the_section_renders_tables_fit_and_figure(monkeypatch: pytest.MonkeyPat
     assert "| 200 | 3 | 4 | 1 | 1 |" in text  # T = 4: one SecUE round (t = 4), a check there (T_c = 2)
     assert "![scaling](figures/scaling.png)" in text and (tmp_path / "scaling.png").stat().st_size > 0
     assert "| TC | (n−1)·m |" in text
+
+
+def test_a_point_whose_parties_would_not_fit_in_memory_is_skipped() -> None:
+    def measured(m: int, rss: float) -> dict[str, Any]:
+        return {"m": m, "n": 11, "T": 20, "steps": {"UE": {}}, "peak_rss_bytes": {"party0": rss, "party1": rss / 2}}
+
+    # peak RSS = 1 GB + 100 B per element of (n−1)·m: at n = 11, m = 10⁷ that is 11 GB per party
+    seen = [measured(10**5, 1e9 + 1e8), measured(10**6, 1e9 + 1e9)]
+    big = {"m": 10**7, "n": 11, "T": 20, "ue": True}
+    assert "would need about 20.5 GiB" in scaling.memory_refusal(big, seen, 16 * 2**30)
+    assert scaling.memory_refusal(big, seen, 64 * 2**30) == ""
+    assert scaling.memory_refusal({**big, "ue": False}, seen, 16 * 2**30) == ""  # TD and RS only
+    assert scaling.memory_refusal(big, seen[:1], 16 * 2**30) == ""  # one point: no fit yet
