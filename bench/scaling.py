@@ -41,7 +41,8 @@ import torch
 from bench.env import stamp, write_result
 from bench.histories import SyntheticHistory
 from bench.scaling_model import composite, fits, predicted_rss, rss_fit
-from bench.unlearning_cost import SAMPLE_SIZE, SESSION_TIMEOUT_S, fill_buffers, summarize
+from bench.ue_round import offer_pairs
+from bench.unlearning_cost import SAMPLE_SIZE, SESSION_TIMEOUT_S, summarize
 from mpc.backend import Backend
 from mpc.cluster import ClusterConfig, TwoPartyCluster
 
@@ -115,7 +116,7 @@ def _estimate_and_check(
     state = StarfishState(
         clients=tuple(remaining), selected=(), method="", deltas=deltas, model=hist.model(r).to(torch.float64)
     )
-    fill_buffers(backend, state, hist, remaining, params.buffer_size, 0)
+    offer_pairs(backend, state, hist, remaining, params)  # as a job offers them: ŷ fixed, YᵀY rows
     stored, norms = hist.gradients(backend, r, remaining), hist.norms(backend, r, remaining)
     weights = [1.0 / len(remaining)] * len(remaining)
     estimates = None

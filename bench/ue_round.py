@@ -58,26 +58,13 @@ def _direction(m: int, seed: int, scale: float) -> torch.Tensor:
     return scale * torch.randn(m, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """Offer B pairs, then two UE rounds; return this party's ledger and peak RSS."""
-    from unlearning.fedavg import reveal_aggregate
-    from unlearning.starfish.params import StarfishParams
-    from unlearning.starfish.secue import add_pairs, estimate_gradients
-    from unlearning.starfish.state import StarfishState
+def offer_pairs(backend: Backend, state: Any, hist: SyntheticHistory, remaining: list[str], params: Any) -> None:
+    """B pairs offered to every client through `add_pairs`, as warm-up and corrections offer them
+    (curvature check, ŷ fixed, YᵀY rows), in the ledger step "pairs"."""
+    from unlearning.starfish.secue import add_pairs
 
-    hist = SyntheticHistory(spec["m"], CLIENTS, 2 * BUFFER + 2, seed=0)
-    remaining = hist.ids[1:]
-    params = StarfishParams(buffer_size=BUFFER)
-    state = StarfishState(
-        clients=tuple(remaining),
-        selected=(),
-        method="",
-        deltas=backend.zeros((len(remaining),)),
-        model=hist.model(1).to(torch.float64),
-    )
-    weights = [1.0 / len(remaining)] * len(remaining)
     offers = []
-    for k in range(BUFFER):  # the clients' answers (plaintext generation before the clock)
+    for k in range(params.buffer_size):  # the clients' answers (plaintext generation before the clock)
         s = _direction(hist.m, 10 + k, 1e-2)
         stored = hist.gradients(backend, k + 1, remaining)
         # y = exact − stored = (0.5 + j/n)·s + noise: positive curvature, like a smooth loss
@@ -91,7 +78,27 @@ def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     with backend.step("pairs"):
         for k, (s, stored, exact) in enumerate(offers):
             add_pairs(backend, state, remaining, k + 1, s, exact, stored, params)
-    del offers
+
+
+def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, Any]:
+    """Offer B pairs, then two UE rounds; return this party's ledger and peak RSS."""
+    from unlearning.fedavg import reveal_aggregate
+    from unlearning.starfish.params import StarfishParams
+    from unlearning.starfish.secue import estimate_gradients
+    from unlearning.starfish.state import StarfishState
+
+    hist = SyntheticHistory(spec["m"], CLIENTS, 2 * BUFFER + 2, seed=0)
+    remaining = hist.ids[1:]
+    params = StarfishParams(buffer_size=BUFFER)
+    state = StarfishState(
+        clients=tuple(remaining),
+        selected=(),
+        method="",
+        deltas=backend.zeros((len(remaining),)),
+        model=hist.model(1).to(torch.float64),
+    )
+    weights = [1.0 / len(remaining)] * len(remaining)
+    offer_pairs(backend, state, hist, remaining, params)
     for step, r, seed in (("first", BUFFER + 1, 20), ("round", BUFFER + 2, 21)):
         stored, norms = hist.gradients(backend, r, remaining), hist.norms(backend, r, remaining)
         v = _direction(hist.m, seed, 1e-3)
