@@ -40,6 +40,7 @@ from client_sdk import StarfishError
 from proto.starfish.v1 import admin_pb2
 from server.jobs.checkpoints import CKPT_RE
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.polling import poll
 from helpers.stage2_fixtures import TASK_TIMEOUT_S, TrainedService, plaintext_reference, relative_gap
 
@@ -51,7 +52,8 @@ CLIENTS = [f"c{i}" for i in range(7 + TRIALS + RESTARTS)]
 RESTART_TARGETS = CLIENTS[4 + TRIALS : 4 + TRIALS + RESTARTS]
 LATE_TARGETS = CLIENTS[4 + TRIALS + RESTARTS : 6 + TRIALS + RESTARTS]
 ROUNDS = 6
-PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
+#: the plumbing schedule; compared draw for draw with a plaintext run (no secret noise)
+PARAMS = {"beta": 0.25, "anchor_noise": False, **PLUMBING_SCHEDULE}
 JOB_TIMEOUT_S = 240
 GAP = 1e-3  #: the 2PC ≡ plaintext bound; fixed-point noise alone reaches ~1e-4 on this model
 VICTIMS = ("party0 worker", "party1 worker", "dealer", "party0", "party1")

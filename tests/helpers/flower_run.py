@@ -26,6 +26,7 @@ from starfish_flower import Parties, StarfishFedAvg, StarfishMod, identity_from_
 from starfish_flower.arrays import flatten
 
 from helpers.flower_app import NODES, initial_arrays, make_client_app
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 
 ARCH = "logreg-6"
 ROUNDS_BEFORE, ROUNDS_AFTER = 3, 2
@@ -61,7 +62,7 @@ def server_app(dep: LocalDeployment, record: dict) -> ServerApp:
                     admin, ARCH, 1.0, fraction_train=1.0, min_train_nodes=NODES, min_available_nodes=NODES
                 )
                 strategy.start(grid, initial_arrays(), ROUNDS_BEFORE, evaluate_fn=evaluate_fn)
-                outcome = strategy.unlearn(grid, ["client0"], parameters={"beta": 0.25})
+                outcome = strategy.unlearn(grid, ["client0"], parameters={"beta": 0.25, **PLUMBING_SCHEDULE})
                 record["outcome"] = {
                     "job_id": outcome.job_id,
                     "succeeded": outcome.succeeded,

@@ -31,6 +31,7 @@ from mpc.eval_counts import encode, share
 from proto.starfish.v1 import admin_pb2
 from starfish_cli.admin_view import job_text
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.polling import poll
 from helpers.stage2_fixtures import STAGE2_PARAMS, TASK_TIMEOUT_S, TrainedService
 
@@ -121,7 +122,7 @@ def evaluated(tmp_path_factory):
 def _run_job(svc: TrainedService, target: str):
     """File the job, wait for SUCCEEDED, then for the evaluation to end; (job id, final status)."""
     with svc.dep.admin() as admin:
-        job_id = admin.unlearn([target])
+        job_id = admin.unlearn([target], parameters=PLUMBING_SCHEDULE)
         done = admin.wait_job(job_id, 180)
         assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
 
@@ -213,7 +214,7 @@ def test_a_restart_during_the_evaluation_leaves_it_not_done_and_jobs_go_on(evalu
             svc.unserve(cid)
         svc.serve(cid)  # the fixture's loop: job tasks only
     with svc.dep.admin() as admin:
-        job_id = admin.unlearn(["c2"])
+        job_id = admin.unlearn(["c2"], parameters=PLUMBING_SCHEDULE)
         assert admin.wait_job(job_id, 180).state == admin_pb2.JOB_STATE_SUCCEEDED
         status = admin.job_status(job_id)
         assert status.federated_evaluation.state in ("pending", "running"), status.federated_evaluation
@@ -224,5 +225,5 @@ def test_a_restart_during_the_evaluation_leaves_it_not_done_and_jobs_go_on(evalu
         assert status.state == admin_pb2.JOB_STATE_SUCCEEDED
         assert status.federated_evaluation.state == "not_done", status.federated_evaluation
         assert "restarted" in status.federated_evaluation.summary
-        next_job = admin.unlearn(["c3"])
+        next_job = admin.unlearn(["c3"], parameters=PLUMBING_SCHEDULE)
         assert admin.wait_job(next_job, 180).state == admin_pb2.JOB_STATE_SUCCEEDED

@@ -24,6 +24,7 @@ from proto.starfish.v1 import admin_pb2, client_pb2
 from starfish_flower import Parties, StarfishMod, keys
 from starfish_flower.parties import identity_from_credentials
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.polling import poll
 from helpers.stage2_fixtures import STAGE2_PARAMS, TASK_TIMEOUT_S, TrainedService
 
@@ -86,7 +87,7 @@ def test_the_mod_answers_with_the_apps_evaluate_function_and_refuses_a_reply_wit
         identity_from_credentials(svc.dep.cred_path, "c{partition-id}"),
     )
     with svc.dep.admin() as admin:
-        job_id = admin.unlearn(["c0"])
+        job_id = admin.unlearn(["c0"], parameters=PLUMBING_SCHEDULE)
         assert admin.wait_job(job_id, 180).state == admin_pb2.JOB_STATE_SUCCEEDED
         tasks = poll(lambda: (t := _evaluation_tasks(admin, job_id)) and len(t) == 4 and t, 30, 0.1)
         assert tasks, "party0 posted no evaluation task for the four remaining clients"

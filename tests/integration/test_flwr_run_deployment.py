@@ -10,19 +10,23 @@ against the deployment's CA and names the model the parties installed, and Starf
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from helpers.flwr_example import SHORT, check_certificate, check_flower_log, run_script
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 
 pytestmark = pytest.mark.timeout(900)
-#: the admin's job without a recovery round: one relay of tasks to the SuperNodes fewer (the
-#: simulation test runs the defaults); the run config's JSON without spaces (one token)
-NO_RECOVERY = """starfish-unlearn-parameters='{"recovery_rounds":0}'"""
+#: the admin's job on the plumbing schedule: no recovery round (one relay of tasks to the
+#: SuperNodes fewer) and fewer replayed rounds (the simulation test runs the defaults); the run
+#: config's JSON without spaces (one token)
+JOB = f"starfish-unlearn-parameters='{json.dumps(PLUMBING_SCHEDULE, separators=(',', ':'))}'"
 
 
 def test_flwr_run_on_the_deployment_engine_with_real_supernodes(tmp_path):
     out = tmp_path / "dep"
-    output = run_script("deployment.sh", out, f"{SHORT} min-available-nodes=4 starfish-forget='client2' {NO_RECOVERY}")
+    output = run_script("deployment.sh", out, f"{SHORT} min-available-nodes=4 starfish-forget='client2' {JOB}")
     job_id = check_certificate(out, "client2")
     check_flower_log(output, job_id)
     assert "Starfish: relaying" in output  # the job's tasks went to the SuperNodes through Flower

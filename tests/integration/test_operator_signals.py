@@ -21,6 +21,7 @@ from harness.local import LocalDeployment
 from server.readiness import LIVENESS
 
 from helpers.metrics_scrape import scrape, value
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 
 pytestmark = pytest.mark.timeout(300)
 CLIENTS = ["a", "b", "c"]
@@ -77,7 +78,7 @@ def test_idle_rounds_are_quiet_an_empty_round_does_not_hold_a_job_and_health_tel
         samples = scrape(dep.metrics_url(0))
         assert value(samples, "starfish_rounds_below_cohort_total", action="waiting") == waited
         with dep.admin() as admin:
-            job_id = admin.unlearn(["a"])
+            job_id = admin.unlearn(["a"], parameters=PLUMBING_SCHEDULE)
         _until(lambda: _round(dep, 2).state == "abandoned", 15, "the empty round ends at once")
         with dep.admin() as admin:
             step = admin.job_status(job_id).step

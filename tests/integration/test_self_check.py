@@ -22,6 +22,7 @@ from client_sdk.evidence import verify_certificate
 from client_sdk.self_check import self_check
 from proto.starfish.v1 import admin_pb2
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.stage2_fixtures import DIM, STAGE2_PARAMS, TASK_TIMEOUT_S, LogReg, TrainedService
 
 CLIENTS = [f"c{i}" for i in range(5)]
@@ -95,7 +96,7 @@ def backdoor_service(tmp_path_factory):
 def test_forgotten_client_sees_its_backdoor_gone(backdoor_service):
     svc = backdoor_service
     with svc.dep.admin() as admin:
-        job_id = admin.unlearn(["c0"])
+        job_id = admin.unlearn(["c0"], parameters=PLUMBING_SCHEDULE)
         done = admin.wait_job(job_id, 180)
         assert done.state == admin_pb2.JOB_STATE_SUCCEEDED, done.error
         certificate = admin.job_certificate(job_id).certificate_json

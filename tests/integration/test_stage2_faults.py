@@ -19,10 +19,12 @@ import pytest
 
 from proto.starfish.v1 import admin_pb2
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.stage2_fixtures import plaintext_reference, relative_gap
 
 SILENT = "c5"
-PARAMS = {"beta": 0.25, "anchor_noise": False}  #: compared draw for draw with a plaintext run (no secret noise)
+#: the plumbing schedule; compared draw for draw with a plaintext run (no secret noise)
+PARAMS = {"beta": 0.25, "anchor_noise": False, **PLUMBING_SCHEDULE}
 JOB_TIMEOUT_S = 200
 KILL_AFTER_ROUND = 2
 

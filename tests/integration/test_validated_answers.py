@@ -19,6 +19,7 @@ import pytest
 
 from proto.starfish.v1 import admin_pb2
 
+from helpers.plumbing_schedule import PLUMBING_SCHEDULE
 from helpers.poisoned_inputs import PoisoningClient
 from helpers.stage2_fixtures import TrainedService
 
@@ -52,7 +53,7 @@ def _serve_poisoned(svc: TrainedService, stop: threading.Event) -> tuple[Poisoni
 
 #: strategy → job parameters (every strategy asks the attacker at least once)
 STRATEGIES = {
-    "starfish": {},
+    "starfish": PLUMBING_SCHEDULE,
     "fedrecover": {"warmup_rounds": 1, "correction_interval": 2, "final_tuning": 1},
     "crab": {"client_ratio": 1.0, "sensitivity_ratio": 0.0},
 }
