@@ -16,6 +16,7 @@ order, starting at 0 in every session; and it holds the session's prefetched
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -97,7 +98,7 @@ class DealerLink:
 
     def discard(self, pending: Pending) -> None:
         """party 0: an answer that will not be used; its bytes were sent all the same."""
-        self.bytes += 8 * _elements(pending.shape)
+        self.bytes += 8 * math.prod(pending.shape)
 
     def _exchange(self, request: Request, shape: tuple[int, ...]) -> torch.Tensor:
         """The worker thread: send one request, receive its answer."""
@@ -130,13 +131,6 @@ class DealerLink:
             self.channel.close()
             self.channel = None
             self._worker = None
-
-
-def _elements(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def open_dealer_link(
