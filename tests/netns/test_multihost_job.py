@@ -35,7 +35,7 @@ from harness.netlab.capture import tcpdump_missing
 from harness.netlab.flows import find, read_streams
 from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 
-from helpers.multihost_world import SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
+from helpers.multihost_world import JOB_TIMEOUT_S, SERVICE_USER, SESSION_TIMEOUT_S, STRANGER, World
 
 pytestmark = [
     pytest.mark.needs_netns,
@@ -271,19 +271,20 @@ def test_operators_listen_only_on_their_configured_addresses(world, jobs):
 
 
 def test_a_link_taken_down_mid_job_is_retried_in_a_new_session(world, jobs):
-    down_s = SESSION_TIMEOUT_S + 5
-
     def cut(lab, fleet):
         # the link between the two operators goes down at the switch while both still reach the
-        # clients and the dealer: whatever the job is doing then, its next two-party exchange
-        # (threshold determination's, or round selection and estimation after it) waits longer
-        # than the session timeout; the first 2PC step lasts long enough for the status stream
-        # to show it (round selection over few rounds can fall between two polls)
+        # clients and the dealer, once the first 2PC step shows in the status stream; it stays
+        # down until the job reports its second session attempt: whichever two-party exchange
+        # comes next (the pending one, or the first after the clients' answers) waits longer
+        # than the session timeout, so the outage always spans one, however the job is timed
         fleet.wait_for("step threshold", timeout_s=120)
+        start = time.monotonic()
         lab.set_path("party0", "party1", up=False)
-        time.sleep(down_s)
-        lab.set_path("party0", "party1", up=True)
-        return down_s
+        try:
+            fleet.wait_for("session attempt 2", timeout_s=JOB_TIMEOUT_S)
+        finally:
+            lab.set_path("party0", "party1", up=True)
+        return time.monotonic() - start
 
     run = world.run_job("link-down", hook=cut)
     assert run.outcome["ok"], run.log[-3000:]
@@ -292,4 +293,5 @@ def test_a_link_taken_down_mid_job_is_retried_in_a_new_session(world, jobs):
     assert run.report["selection"]["selected_rounds"] == jobs["single"].report["selection"]["selected_rounds"]
     reference = jobs["single"].model
     assert float(np.linalg.norm(run.model - reference) / np.linalg.norm(reference)) <= MODEL_TOLERANCE
-    assert run.seconds < down_s + 240
+    assert SESSION_TIMEOUT_S <= run.hook < SESSION_TIMEOUT_S + 60
+    assert run.seconds < run.hook + 240
