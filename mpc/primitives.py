@@ -104,9 +104,10 @@ class Primitives(ABC):
     @contextmanager
     def fixed_repeats(self, again: bool) -> Iterator[None]:
         """Whether the fixed-operand products made inside come again, with the same operands, in
-        the caller's next round: when they do not, the CrypTen backend draws no correlated
-        randomness ahead for them (`mpc.plane.fixed_prefetch`). Both parties must pass the same
-        value at the same protocol step (a public schedule); the plaintext backend ignores it."""
+        the caller's next round: only when they do does the CrypTen backend draw correlated
+        randomness ahead for them (`mpc.plane.fixed_prefetch`; outside such a block it draws
+        none). Both parties must pass the same value at the same protocol step (a public
+        schedule); the plaintext backend ignores it."""
         yield
 
     @contextmanager

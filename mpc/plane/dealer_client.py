@@ -65,8 +65,9 @@ class DealerLink:
         self.requests = 0
         self.fixed_operands = 0  #: fixed operands numbered so far in this session
         self.prefetched: list[Prefetched] = []  #: the next round's fixed products, in call order
-        #: draw the next round's pair after each fixed product (`Primitives.fixed_repeats`)
-        self.prefetch = True
+        #: draw the next round's pair after each fixed product: only inside a caller's
+        #: `Primitives.fixed_repeats(True)`, which knows the products come again
+        self.prefetch = False
         self._worker = None if channel is None else RequestWorker(self._exchange, f"dealer-link-{info.address}")
 
     def number_fixed(self, count: int) -> list[int]:

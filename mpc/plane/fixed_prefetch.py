@@ -17,19 +17,21 @@ request) and does, on both, exactly:
 1. if the first held pair was drawn for this request, take it; otherwise drop every held
    pair (its draws stay spent on both sides alike, party 0 counts its bytes) and draw this
    product's pair now;
-2. unless the caller said the product will not come again (`link.prefetch` False, set by
-   `Primitives.fixed_repeats` on both parties at the same protocol step), draw the next
-   round's pair for this request (party 0: submit it) and hold it last.
+2. if the caller said the product comes again (`link.prefetch` True, set by
+   `Primitives.fixed_repeats(True)` on both parties at the same protocol step; False
+   otherwise), draw the next round's pair for this request (party 0: submit it) and hold
+   it last.
 
 Each step depends only on the request and on what was held, which both parties hold
 alike, so both draw the same pairs in the same order, and party 0 submits its requests
 in that order. A held pair is used at most once (taken off the list) and is fresh
 randomness like any other, so using it a round later reveals nothing more. Cost bound:
 the pairs held between rounds are one round's products (n·m ring elements per party at
-most); a round that changes the products (pairs entered) wastes the held ones (their
-offline bytes are counted), so a caller that knows the products will change (Starfish's
-check rounds, after which corrections add pairs, and its last round) says so and nothing
-is drawn; the session's end drops what is held.
+most); a round that changes the products (pairs entered, other clients) wastes the held
+ones (their offline bytes are counted), so nothing is drawn ahead unless the caller knows
+the next round makes the same products (Starfish: an estimate round that is not a check
+round, whose corrections add pairs, nor the last, and whose successor replays the same
+clients); the session's end drops what is held.
 """
 
 from __future__ import annotations

@@ -153,8 +153,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         history = ctx.history
         r = state.selected[t - 1]
         info = history.round_info(r)
-        members = set(state.clients)
-        participants = [c for c in info.clients if c in members]
+        participants = _participants(ctx, state, t)
         if not participants:
             state.log.rounds.append(RoundEntry(t, r, 0, "skipped"))
             return
@@ -240,9 +239,10 @@ class StarfishStrategy(Strategy[StarfishParams]):
         backend = ctx.backend
         total = len(state.selected)
         ctx.progress("estimate", step.t, total, f"round {step.r}")
-        # a check round's corrections add pairs and the last round has no successor: the products
-        # of this estimate do not come again (no randomness drawn ahead for them)
-        again = not check and step.t < len(state.selected)
+        # the products of this estimate come again (randomness drawn ahead for them) only when the
+        # next round replays the same clients on the same pairs: not after a check round, whose
+        # corrections add pairs, nor after the last round
+        again = not check and step.t < total and _participants(ctx, state, step.t + 1) == step.participants
         with backend.step("UE"), backend.fixed_repeats(again):
             gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
         if not check:
@@ -290,6 +290,13 @@ class StarfishStrategy(Strategy[StarfishParams]):
             add_pairs(backend, state, answered, step.t, step.v, exact, backend.index(step.stored, rows), params)
         published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
         return replace_rows(backend, gradients, step.participants, published) if published else gradients
+
+
+def _participants(ctx: UnlearnContext, state: StarfishState, t: int) -> list[str]:
+    """The remaining clients of the t-th selected round, in the round's order (Algorithm 4
+    line 16: the replayed round's participants without the targets)."""
+    members = set(state.clients)
+    return [c for c in ctx.history.round_info(state.selected[t - 1]).clients if c in members]
 
 
 def _keep_estimates(
