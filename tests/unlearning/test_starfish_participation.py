@@ -3,6 +3,9 @@ participants, buffers of different lengths (several estimation batches)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from mpc.plain_backend import PlainBackend
@@ -81,3 +84,37 @@ def test_run_with_partial_participation() -> None:
         retrain = retrain - LR * sum(problem.n(c) / total * problem.gradient(c, retrain) for c in members)
     original_gap = float((history.model(ROUNDS).double() - retrain).norm())
     assert float((result.model.double() - retrain).norm()) < 0.5 * original_gap
+
+
+class _RepeatsRecorder(PlainBackend):
+    """The plaintext backend, recording what each `fixed_repeats` block was told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: list[bool] = []
+
+    @contextmanager
+    def fixed_repeats(self, again: bool) -> Iterator[None]:
+        self.told.append(again)
+        yield
+
+
+def test_products_are_drawn_ahead_only_for_a_next_round_with_the_same_clients() -> None:
+    """An estimate's fixed products come again only when the next replayed round has the same
+    remaining clients and no check round changed the pairs (a pair drawn ahead otherwise is
+    wasted dealer work and traffic)."""
+    backend = _RepeatsRecorder()
+    problem = LogRegFL.make(seed=1)
+    history = partial_history(problem, backend)
+    params = {"sigma": 1.0, "beta": 0.2, "anchor_noise": False, "buffer_size": 1, "recovery_rounds": 0}
+    ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=("c4",), params=params)
+    report = StarfishStrategy().run(ctx).report
+    cohort = {i: [c for c in history.round_info(i).clients if c != "c4"] for i in range(1, ROUNDS + 1)}
+    entries = report["rounds"]
+    expected = [
+        e["kind"] == "estimate" and e["t"] < len(entries) and cohort[entries[e["t"]]["round"]] == cohort[e["round"]]
+        for e in entries
+        if e["kind"] in ("warmup", "estimate", "check")  # a warm-up's answers add pairs: never again
+    ]
+    assert backend.told == expected
+    assert True in expected and False in expected  # both cases occur in this history
