@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.starfish-setup-done
 TEST_WORKERS ?= 3  # test files run in parallel (pytest-xdist): most tests wait on their processes
+# one OpenMP thread per process in the tests: their many processes (parties, workers, Flower's
+# ClientApps) already fill the cores, and a second thread per process only spins
+TEST_ENV := OMP_NUM_THREADS=1
 
 .PHONY: setup demo test bench bench-quick clean
 
@@ -18,7 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 bench: $(STAMP)
 	$(PY) -m bench
