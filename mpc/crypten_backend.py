@@ -60,6 +60,7 @@ from mpc.plane.dealer_client import DealerLink
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
+from mpc.plane.request_blocks import item_groups
 from mpc.primitives import Fixed, Prepared, fixed_layout
 
 load_crypten()
@@ -549,7 +550,7 @@ class CrypTenBackend(Backend):
         operand, numbers = self._fixed_group(fixed, "fixed_matmul")
         batch, per = fixed_layout(len(x.shape), len(fixed), math.prod(operand), shape)
         self._sync("fixed_matmul", *self._sig(x), tuple(shape), numbers)
-        a, c = fixed_matmul_pair(tuple(x.shape), operand, tuple(shape), numbers)
+        a, c = self._fixed_pairs(tuple(x.shape), operand, tuple(shape), numbers, per)
         f = comm.get().all_reduce(x.share - a)
         for b in range(batch):
             rows = fixed[b * per : (b + 1) * per]
@@ -558,6 +559,22 @@ class CrypTenBackend(Backend):
             part = (slice(b, b + 1),) if batch > 1 else (slice(None),)
             fixed_product(f[part], a[part], c[part], opened, own)
         return self._to_precision(CrypTenSecret(c, x.bits + fixed[0].bits))  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _fixed_pairs(
+        size: tuple[int, ...], operand: tuple[int, ...], shape: tuple[int, ...], numbers: list[int], per: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a_p, [a @ B]_p) of a `fixed_matmul`: one `matmul_fixed` pair, or for a batch whose
+        fixed rows exceed a request block one pair per group of batch entries
+        (`mpc.plane.request_blocks`), concatenated along the batch."""
+        groups = item_groups(shape[0], per * math.prod(operand)) if len(shape) == 3 else [None]
+        if len(groups) == 1:
+            return fixed_matmul_pair(size, operand, shape, numbers)
+        pairs = [
+            fixed_matmul_pair((len(g), *size[1:]), operand, (len(g), *shape[1:]), numbers[g.start * per : g.stop * per])
+            for g in groups
+        ]
+        return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
 
     # ------------------------------------------------------------------ comparisons
     def _ltz(self, share: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mpc.plane.dealer_service import DealerConfig, DealerLimits
+from mpc.plane.request_blocks import BLOCK_ELEMENTS
 from mpc.plane.tls import TlsFiles
 from mpc.toml_schema import Key, Schema, SchemaError, Section, address, dataclass_keys
 
@@ -38,7 +39,7 @@ LIMITS = {
     "max_sessions": "sessions served at once; further joins are refused with a reason",
     "join_timeout_s": "how long the first party of a session waits for the second",
     "idle_timeout_s": "a session without a request for this long is closed",
-    "max_request_elements": "per tensor of one request (2^25 int64 = 256 MiB)",
+    "max_request_elements": "per tensor of one request (2^25 int64 = 256 MiB); at least the parties' block, 2^24",
     "remember_sessions": "finished session ids kept, so an id can never run twice",
     "handshake_timeout_s": "a connection that has not finished TLS and its hello in this time is closed",
     "max_unauthenticated": "connections still in TLS or hello, all sources together; a new one closes the oldest",
@@ -115,6 +116,11 @@ def parse_dealer_config(data: dict[str, Any], base: Path) -> DealerConfig:
         limits = DealerLimits(**data.get("limits", {}))
     except (TypeError, ValueError) as exc:
         raise DealerConfigError(f"bad [limits]: {exc}") from None
+    if limits.max_request_elements < BLOCK_ELEMENTS:
+        raise DealerConfigError(
+            f"[limits] max_request_elements = {limits.max_request_elements} is below the parties' request "
+            f"blocks of {BLOCK_ELEMENTS} elements: a job's large requests would be refused"
+        )
     obs = data.get("observability", {})
     metrics, health = str(obs.get("metrics_listen", "")), str(obs.get("health_listen", ""))
     for key, value in (("metrics_listen", metrics), ("health_listen", health)):

@@ -42,7 +42,8 @@ Sums are in Z_2^64 (int64 arithmetic wraps). A request is a JSON object
 `parse` validates it (known kind, right number of shapes, non-negative dimensions, at most
 `limit` elements per tensor — for the fixed-operand kinds also the masks the dealer
 rebuilds, ids × operand elements — at most `MAX_FIXED` ids, each a non-negative integer,
-as many as the shapes call for) before anything is computed.
+as many as the shapes call for) before anything is computed. The parties keep every
+request within a block (`mpc.plane.request_blocks`) by splitting the large ones.
 How to add a kind: docs/DEPLOY.md, "Adding a dealer request kind".
 """
 

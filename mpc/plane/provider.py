@@ -13,6 +13,8 @@ which CrypTen has not (the former prefetches the next round's pair, `mpc.plane.f
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -21,6 +23,7 @@ from mpc.crypten_loader import load_crypten
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.dealer_ops import request
 from mpc.plane.fixed_prefetch import fixed_matmul_pair as prefetched_pair
+from mpc.plane.request_blocks import element_ranges, item_groups
 
 load_crypten()
 import crypten.mpc  # noqa: E402
@@ -28,6 +31,7 @@ from crypten.mpc.primitives import ArithmeticSharedTensor, BinarySharedTensor  #
 from crypten.mpc.provider.provider import TupleProvider  # noqa: E402
 
 _PROVIDERS = "__SUPPORTED_PROVIDERS"  #: CrypTen's provider table in crypten.mpc
+ELEMENTWISE = frozenset({"mul", "square", "binary", "wraps", "b2a"})  #: kinds whose V is elementwise in L
 
 
 class DealerProvider(TupleProvider):
@@ -39,11 +43,17 @@ class DealerProvider(TupleProvider):
     def _draw(
         self, kind: str, device: Any, *shapes: Any, fixed: list[int] | None = None
     ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """This party's local shares and its share of V for one request; an elementwise
+        request larger than a block goes as consecutive blocks (`mpc.plane.request_blocks`)."""
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError("the dealer serves CPU tensors only")
-        link = session_link()
-        op, req = request(kind, [tuple(s) for s in shapes], fixed)
-        return op.party_shares(link.prg, link.rank, req, lambda r: link.fetch(r, op.output_shape(r.shapes)))
+        shapes = tuple(tuple(s) for s in shapes)
+        ranges = element_ranges(shapes[0]) if kind in ELEMENTWISE and len(set(shapes)) == 1 else []
+        if len(ranges) <= 1:
+            return _one_request(kind, shapes, fixed)
+        blocks = [_one_request(kind, [(stop - start,)] * len(shapes)) for start, stop in ranges]
+        local = [torch.cat([b[0][i] for b in blocks]).reshape(shapes[0]) for i in range(len(shapes))]
+        return local, torch.cat([b[1] for b in blocks]).reshape(shapes[0])
 
     def generate_additive_triple(self, size0, size1, op, device=None, *args, **kwargs):
         """Beaver triple (a, b, c = a∘b) for op ∈ {mul, matmul}."""
@@ -88,9 +98,22 @@ def fixed_matmul_pair(
 
 
 def fixed_dot_share(operand: tuple[int, ...], fixed: list[int]) -> torch.Tensor:
-    """[Σ B_i ⊙ B_j] for each pair (i, j) of `fixed` = [i_1, j_1, i_2, j_2, …] (`dot_fixed`)."""
-    _, c = _INSTANCE._draw("dot_fixed", None, operand, (len(fixed) // 2,), fixed=fixed)
-    return c
+    """[Σ B_i ⊙ B_j] for each pair (i, j) of `fixed` = [i_1, j_1, i_2, j_2, …] (`dot_fixed`),
+    in groups of pairs whose rebuilt masks fit a block (`mpc.plane.request_blocks`)."""
+    shares = []
+    for group in item_groups(len(fixed) // 2, 2 * math.prod(operand)):
+        ids = fixed[2 * group.start : 2 * group.stop]
+        shares.append(_one_request("dot_fixed", [operand, (len(group),)], ids)[1])
+    return torch.cat(shares)
+
+
+def _one_request(
+    kind: str, shapes: Sequence[tuple[int, ...]], fixed: Sequence[int] | None = None
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """One dealer request: this party's local shares (its stream) and its share of V."""
+    link = session_link()
+    op, req = request(kind, shapes, fixed)
+    return op.party_shares(link.prg, link.rank, req, lambda r: link.fetch(r, op.output_shape(r.shapes)))
 
 
 def session_link() -> DealerLink:

@@ -298,3 +298,34 @@ def keyed_noise(backend: CrypTenBackend, rank: int, keys: tuple[bytes, bytes], o
     again = backend.reveal(backend.keyed_random((n,), keys[rank]))
     changed = backend.reveal(backend.keyed_random((n,), other if rank == 0 else keys[rank]))
     return {"first": first, "again": again, "changed": changed}
+
+
+def blocked_requests(
+    backend: CrypTenBackend, rank: int, block: int, x: torch.Tensor, rows: torch.Tensor, c: torch.Tensor
+) -> dict[str, Any]:
+    """With request blocks of `block` elements: x² and x·x (elementwise pairs and triples), the
+    batched product c @ rows (c: (n, 1, k), rows: (n·k, m) fixed) and the scalar products of
+    consecutive fixed rows; and how many dealer requests party 0 made for them."""
+    from mpc.plane import request_blocks
+    from mpc.plane.provider import session_link
+
+    outer, request_blocks.BLOCK_ELEMENTS = request_blocks.BLOCK_ELEMENTS, block
+    try:
+        a = backend.share(x, src=0)
+        fixed = backend.fix([backend.share(row, src=1) for row in rows])
+        cs = backend.share(c, src=0)
+        before = session_link().requests
+        square, product = backend.square(a), backend.mul(a, a)
+        n, k, m = c.shape[0], c.shape[2], rows.shape[1]
+        batched = backend.fixed_matmul(cs, fixed, (n, k, m))
+        dots = backend.fixed_dot(fixed[:-1], fixed[1:])
+        made = session_link().requests - before
+    finally:
+        request_blocks.BLOCK_ELEMENTS = outer
+    return {
+        "square": backend.reveal(square),
+        "product": backend.reveal(product),
+        "batched": backend.reveal(batched),
+        "dots": backend.reveal(dots),
+        "requests": made,
+    }

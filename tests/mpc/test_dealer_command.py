@@ -37,6 +37,7 @@ def _write_config(path: Path, certs: Path, listen: str, extra: str = "") -> Path
         ("127.0.0.1", "", "host:port"),
         ("127.0.0.1:7300", "colour = 1", "unknown key"),
         ("127.0.0.1:7300", "[limits]\nmax_sessions = 0", "max_sessions"),
+        ("127.0.0.1:7300", "[limits]\nmax_request_elements = 1000000", "below the parties' request blocks"),
     ],
 )
 def test_bad_configuration_refused(tmp_path, capsys, listen, extra, message):
