@@ -15,6 +15,7 @@ from bench.report_multihost import section_multihost
 from bench.report_precision import section_precision
 from bench.report_protocols import section_plane, section_primitives
 from bench.report_quality import section_quality
+from bench.report_scaling import section_scaling
 from bench.report_stage1 import section_stage1
 from bench.report_sweeps import section_sweeps
 from bench.report_switching import section_switching
@@ -30,6 +31,7 @@ SECTIONS = (
     section_steps,
     section_ue_round,
     section_whole_job,
+    section_scaling,
     section_multihost,
     section_switching,
     section_precision,

@@ -39,6 +39,7 @@ TABLE: tuple[Benchmark, ...] = (
     Benchmark("starfish_defaults", "Starfish's defaults against retraining: which settings close the TER gap"),
     Benchmark("unlearning_cost", "per-step 2PC cost of one unlearning round (Tables I and VII)"),
     Benchmark("ue_round", "one Stage II update-estimation round at the paper's size under 2PC"),
+    Benchmark("scaling", "scaling curves of a job's 2PC cost in model size, clients and stored rounds"),
     Benchmark("switching", "the switching threshold of round selection from measured costs"),
     Benchmark("precision", "fixed-point fractional bits against fidelity to the plaintext run"),
     Benchmark("whole_job", "a whole unlearning job, 2PC beside plaintext (Table II)"),

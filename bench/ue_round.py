@@ -17,7 +17,7 @@ rounds, from party 0's ledger; each party's peak RSS; the machine load before an
 
 from __future__ import annotations
 
-import resource
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bench.env import stamp, write_result
+from bench.env import peak_rss_bytes, stamp, write_result
 from bench.histories import SyntheticHistory, seeded_share
 from bench.paper import ARCHITECTURE
 from bench.unlearning_cost import SESSION_TIMEOUT_S, model_size, summarize
@@ -109,7 +109,7 @@ def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     return {
         "ledger": backend.ledger.to_dict(),
         "pairs_kept": kept,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": peak_rss_bytes(os.getpid()),  # VmHWM: this process since its exec
     }
 
 
