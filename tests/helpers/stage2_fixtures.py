@@ -117,7 +117,10 @@ class TrainedService:
                 "poll_s": 0.1,
                 "retry_backoff_s": 0.3,
                 "session_timeout_s": 30.0,
-                "standby": "always",
+                # each attempt starts its worker: a worker kept on standby is a torch and
+                # CrypTen import (≈ 2 s of CPU) per party start and per job, wasted when no
+                # other job follows; the standby path runs in the demo and multi-host tests
+                "standby": "off",
                 **(jobs or {}),
             },
         )
