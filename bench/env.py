@@ -35,6 +35,17 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def wait_for_quiet(max_wait_s: float = 240.0, poll_s: float = 5.0) -> float:
+    """Wait until the one-minute load average is at most 1 per core (what an earlier phase of
+    the same run, e.g. Stage I's client threads, left behind has decayed), `max_wait_s` at
+    most; returns the seconds waited."""
+    start = time.monotonic()
+    cores = os.cpu_count() or 1
+    while os.getloadavg()[0] > cores and time.monotonic() - start < max_wait_s:
+        time.sleep(poll_s)
+    return round(time.monotonic() - start, 1)
+
+
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (Linux /proc), 0.0 when unavailable."""
     try:

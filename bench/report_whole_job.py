@@ -34,10 +34,9 @@ def _whole_job(lines: list[str], res: dict[str, Any], quick: bool, name: str) ->
 def _whole_job_setting(lines: list[str], res: dict[str, Any], quick: bool, name: str) -> None:
     f = res["figures"]
     if "load_during_job" in f:
-        lines.append(
-            f"Load average when the job was filed: {f['load_during_job']['before']}; when it ended: "
-            f"{f['load_during_job']['after']}.\n"
-        )
+        load = f["load_during_job"]
+        waited = f" (after waiting {load['waited_s']} s for Stage I's load to decay)" if "waited_s" in load else ""
+        lines.append(f"Load average when the job was filed: {load['before']}{waited}; at its end: {load['after']}.\n")
     lines.append(
         f"History: {f['clients']} clients (one backdoored target), T = {f['stored_rounds']} rounds, model of "
         f"{f['m']:,} parameters; unlearned with σ 0.6, α 0.4, β 0.1, B 2 and the SecTC sample-first pass. "

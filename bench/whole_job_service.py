@@ -6,11 +6,13 @@ party0's job runner spawns a dealer and one worker per party for the 2PC session
 1. Stage I: 20 SDK clients (threads of this process) train the paper's MNIST CNN
    (582,026 parameters) for T = 40 rounds and upload secret-shared gradients, norms and
    thresholds to both parties (`harness.demo.stage1.train`);
-2. Stage II: the admin RPC files "unlearn client-00 with Starfish" (σ 0.6, α 0.4, β 0.1,
-   B 2, sample-first SecTC); the remaining clients answer warm-up and correction tasks
-   through the SDK (`harness.demo.unlearn.via_admin`). The job's wall time is what the
-   admin sees from filing to success (it includes the clients' task work, session start,
-   the install of M̂ and the erasure); the per-step costs are party 0's worker ledger.
+2. Stage II: once the one-minute load has decayed to 1 per core (`bench.env.wait_for_quiet`:
+   Stage I's client threads leave the load at 10 or more), the admin RPC files "unlearn
+   client-00 with Starfish" (σ 0.6, α 0.4, β 0.1, B 2, sample-first SecTC); the remaining
+   clients answer warm-up and correction tasks through the SDK
+   (`harness.demo.unlearn.via_admin`). The job's wall time is what the admin sees from
+   filing to success (it includes the clients' task work, session start, the install of M̂
+   and the erasure); the per-step costs are party 0's worker ledger.
 
 Beside it: the plaintext run of the same Starfish job on the same federation
 (`bench.whole_job.unlearn` on `PlainBackend`, history from the plaintext simulator with the
@@ -29,7 +31,7 @@ from typing import Any
 
 import torch
 
-from bench.env import CACHE_DIR, load_average, peak_rss_bytes, single_thread, stamp, write_result
+from bench.env import CACHE_DIR, load_average, peak_rss_bytes, single_thread, stamp, wait_for_quiet, write_result
 from bench.histories import cached_simulation
 from bench.paper import WHOLE_JOB_LAN
 from bench.whole_job import JOB_PARAMS, simulation_config, unlearn
@@ -115,6 +117,7 @@ class _ServiceRun:
     m: int
     stage1: Any
     outcome: Any
+    quiet_wait_s: float
     load_before_job: list[float]
     load_after_job: list[float]
     tasks_answered: dict[str, int]
@@ -146,6 +149,7 @@ def _through_the_service(cfg: Any) -> _ServiceRun:
         fleet = Fleet(fed, services.deployment.client)
         stage1 = train(services, fleet, m0, cfg.rounds, _say, cfg.round_deadline_s * cfg.rounds)
         fleet.serve_tasks(exclude=fed.targets)
+        quiet_wait_s = wait_for_quiet()  # the job is filed once Stage I's load has decayed
         load_before_job = load_average()
         outcome = via_admin(services.deployment, fed.targets, cfg.unlearning_params, _say, cfg.job_timeout_s)
         load_after_job = load_average()
@@ -157,7 +161,8 @@ def _through_the_service(cfg: Any) -> _ServiceRun:
         services.stop()
         shutil.rmtree(root, ignore_errors=True)
         torch.set_num_threads(torch_threads)
-    return _ServiceRun(fed, int(m0.numel()), stage1, outcome, load_before_job, load_after_job, answered, peaks)
+    loads = (quiet_wait_s, load_before_job, load_after_job)
+    return _ServiceRun(fed, int(m0.numel()), stage1, outcome, *loads, answered, peaks)
 
 
 def _peak_rss(deployment: Any, job_id: str) -> dict[str, int]:
@@ -190,7 +195,11 @@ def _figures(cfg: Any, service: _ServiceRun, plain: dict[str, Any], evaluator: A
         "stage1_seconds": service.stage1.seconds,
         "stage1_client_bytes": service.stage1.client_bytes,
         "stage1_peer_bytes": service.stage1.peer_bytes,
-        "load_during_job": {"before": service.load_before_job, "after": service.load_after_job},
+        "load_during_job": {
+            "waited_s": service.quiet_wait_s,
+            "before": service.load_before_job,
+            "after": service.load_after_job,
+        },
         "secure": {
             "wall_s": outcome.seconds,
             "job_seconds": report.get("job", {}).get("seconds"),
@@ -227,7 +236,7 @@ def _figures(cfg: Any, service: _ServiceRun, plain: dict[str, Any], evaluator: A
 
 
 #: the service's targets on a 2-core machine over loopback (docs/RESULTS.md)
-TARGETS = {"wall_s_max": 60.0, "traffic_gb_max": 3.0, "ratio_max": 2.5, "peak_rss_gb_max": 2.0}
+TARGETS = {"wall_s_max": 60.0, "traffic_gb_max": 3.0, "ratio_max": 2.0, "peak_rss_gb_max": 2.0}
 
 
 def _targets(wall_s: float, total_bytes: float, ratio: float, peaks: dict[str, int]) -> dict[str, Any]:

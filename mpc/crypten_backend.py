@@ -59,6 +59,7 @@ from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 from mpc.plane.dealer_client import DealerLink
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 from mpc.plane.fixed_masks import fixed_mask
+from mpc.plane.fixed_prefetch import next_round
 from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
 from mpc.plane.request_blocks import item_groups
 from mpc.primitives import Fixed, Prepared, fixed_layout
@@ -530,8 +531,11 @@ class CrypTenBackend(Backend):
 
     @contextmanager
     def fixed_repeats(self, again: bool) -> Iterator[None]:
-        """`Primitives.fixed_repeats`: the session's dealer link prefetches only while `again`."""
+        """`Primitives.fixed_repeats`: one round of the caller's; the pairs drawn ahead in the
+        last round become this round's (`fixed_prefetch.next_round`), and the session's dealer
+        link draws ahead for the next only while `again`."""
         link = session_link()
+        next_round(link)
         outer, link.prefetch = link.prefetch, again
         try:
             yield

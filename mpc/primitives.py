@@ -103,11 +103,13 @@ class Primitives(ABC):
 
     @contextmanager
     def fixed_repeats(self, again: bool) -> Iterator[None]:
-        """Whether the fixed-operand products made inside come again, with the same operands, in
-        the caller's next round: only when they do does the CrypTen backend draw correlated
-        randomness ahead for them (`mpc.plane.fixed_prefetch`; outside such a block it draws
-        none). Both parties must pass the same value at the same protocol step (a public
-        schedule); the plaintext backend ignores it."""
+        """One round of the caller's (blocks are not nested), and whether the fixed-operand
+        products made inside come again, with the same operands and in the same order, in the
+        caller's next round: only when they do does the CrypTen backend draw correlated
+        randomness ahead for them, and the next round's block uses it
+        (`mpc.plane.fixed_prefetch`; outside such a block it draws none). Both parties must
+        pass the same value at the same protocol step (a public schedule); the plaintext
+        backend ignores it."""
         yield
 
     @contextmanager

@@ -33,12 +33,13 @@ revealed bit per client and pair), and a correction with ‖Hv‖ > c·‖g‖ i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
-from mpc.backend import Backend, Fixed, Public, Secret
+from mpc.backend import Backend, Fixed, Prepared, Public, Secret
 from mpc.fixedpoint import DEFAULT_PRECISION_BITS
 
 CURVATURE_FLOOR = 16.0 * 2.0**-DEFAULT_PRECISION_BITS
@@ -62,6 +63,21 @@ class CompactForm:
 
 PerClient = Secret | Sequence[Secret]
 """Secret rows of n clients: stacked (n, k, m), or one (k, m) per client (e.g. stacked on access)."""
+
+
+Row = TypeVar("Row")
+Derived = TypeVar("Derived")
+
+
+def per_distinct(rows: Sequence[Row], make: Callable[[Row], Derived]) -> list[Derived]:
+    """make(row) for every client's public rows, computed once per distinct object: clients
+    whose rows are the same tensor (Starfish: pairs of the same rounds share one ŝ stack)
+    share the result. The rows are held until the end, so no object id is reused meanwhile."""
+    done: dict[int, tuple[Row, Derived]] = {}
+    for row in rows:
+        if id(row) not in done:
+            done[id(row)] = (row, make(row))
+    return [done[id(row)][1] for row in rows]
 
 
 def client_rows(backend: Backend, y: PerClient, c: int) -> Secret:
@@ -129,7 +145,7 @@ def coefficients(
     rows: read one client at a time, so nothing of size n·k·m is formed here.
     """
     n, m = client_count(y), v_hat.numel()
-    sv = torch.stack([torch.matmul(s[c], v_hat) for c in range(n)])  # (n, k) public Sᵀv̂
+    sv = torch.stack(per_distinct([s[c] for c in range(n)], lambda rows: torch.matmul(rows, v_hat)))  # (n, k) Sᵀv̂
     k = sv.shape[1]
     v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
     yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
@@ -149,10 +165,12 @@ def product_square(
     of size m.
     """
     n, k = yv.shape
-    grams = []
-    for client in range(n):
-        basis = torch.cat([v_hat.reshape(1, -1), s[client]], dim=0)  # (1+k, m) public
-        grams.append(torch.matmul(basis, basis.transpose(0, 1)))
+
+    def basis_gram(rows: torch.Tensor) -> torch.Tensor:
+        basis = torch.cat([v_hat.reshape(1, -1), rows], dim=0)  # (1+k, m) public
+        return torch.matmul(basis, basis.transpose(0, 1))
+
+    grams = per_distinct([s[c] for c in range(n)], basis_gram)
     public = backend.add(backend.zeros((n, 1 + k, 1 + k)), torch.stack(grams))
     cross = backend.cat([backend.reshape(yv, (n, 1, k)), form.a], dim=1)  # (n, 1+k, k) [v̂ᵀY ; SᵀY]
     top = backend.cat([public, cross], dim=2)
@@ -171,22 +189,32 @@ def expand(
     base: Secret | None = None,
     scale: float | None = None,
 ) -> Secret:
-    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c: c₀·v̂ and S_c·c_s are local (S_c =
-    s_rows[c], (k, m), e.g. prepared once per buffer state), Y·c_y is one fixed-operand product
-    for the batch (`y_rows`: the n·k rows ŷ fixed by `Backend.fix`, client-major), which opens
-    only c_y (n·k values). The rest is formed one client row at a time (elementwise: the same
-    values as whole-batch operations), so its temporaries are m-sized, not n·m."""
+    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c.
+
+    The scale goes into the coefficients (c ← scale·c: n·(2k+1) values, one truncation
+    each) instead of into m-sized rows. Y·c_y is one fixed-operand product for the batch
+    (`y_rows`: the n·k rows ŷ fixed by `Backend.fix`, client-major), which opens only c_y
+    (n·k values). The public part [v̂; S_c]·[c₀; c_s] is local: one product per client with
+    the stack [v̂; S_c] ((k+1, m), prepared once per distinct S_c: clients whose `s_rows`
+    are the same object, e.g. pairs of the same rounds, share it), k+1 multiply-adds and ONE
+    truncation. The rows are formed one client at a time (elementwise: the same values as
+    whole-batch operations), so the temporaries are m-sized, not n·m."""
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
-    v_rows = backend.prepare(v_hat)
+    if scale is not None:
+        c = backend.mul(c, scale)
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
     secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
+    c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
+
+    def stack(s_i: Public) -> Prepared:
+        s_i = s_i.value if isinstance(s_i, Prepared) else torch.as_tensor(s_i)
+        return backend.prepare(torch.cat([v_hat.reshape(1, m).to(s_i.dtype), s_i.reshape(k, m)]))
+
+    stacks = per_distinct(s_rows, stack)
     rows = []
     for i in range(n):
         one = slice(i, i + 1)
-        row = backend.mul(backend.index(c, (one, slice(0, 1))), v_rows)  # (1, m)
-        row = backend.add(row, backend.matmul(backend.index(c, (one, slice(1, 1 + k))), s_rows[i]))
-        row = backend.add(row, backend.index(secret_part, one))
-        row = row if scale is None else backend.mul(row, scale)
+        row = backend.add(backend.matmul(backend.index(c_public, one), stacks[i]), backend.index(secret_part, one))
         rows.append(row if base is None else backend.add(backend.index(base, one), row))
     return backend.cat(rows, dim=0)
 
@@ -209,7 +237,7 @@ def hessian_vector_product(
     v_norm = float(torch.linalg.vector_norm(v))
     form = compact_form(backend, s, y, gram(backend, y), inverse)
     c, _ = coefficients(backend, form, s, y, v / v_norm)
-    return backend.mul(expand(backend, list(s), fix_rows(backend, y), v / v_norm, c), v_norm)
+    return expand(backend, list(s), fix_rows(backend, y), v / v_norm, c, scale=v_norm)
 
 
 def squared_norms(backend: Backend, x: Secret) -> Secret:

@@ -11,7 +11,7 @@ waited: the "offline" bytes and seconds of the cost ledger (a request's bytes wh
 answer is collected or discarded). It also numbers the session's fixed operands
 (`number_fixed`, `mpc.plane.fixed_beaver`): a counter both parties advance in protocol
 order, starting at 0 in every session; and it holds the session's prefetched
-`matmul_fixed` pairs (`prefetched`, `mpc.plane.fixed_prefetch`), which end with it.
+`matmul_fixed` pairs (`ready` and `ahead`, `mpc.plane.fixed_prefetch`), which end with it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class DealerLink:
         self.seconds = 0.0  #: time spent waiting for them
         self.requests = 0
         self.fixed_operands = 0  #: fixed operands numbered so far in this session
-        self.prefetched: list[Prefetched] = []  #: the next round's fixed products, in call order
+        self.ready: list[Prefetched] = []  #: pairs drawn last round for this round's fixed products, in call order
+        self.ahead: list[Prefetched] = []  #: pairs drawn this round for the next round's, in call order
         #: draw the next round's pair after each fixed product: only inside a caller's
         #: `Primitives.fixed_repeats(True)`, which knows the products come again
         self.prefetch = False
@@ -116,7 +117,7 @@ class DealerLink:
 
     def close(self, graceful: bool = True) -> None:
         """party 0: finish the submitted requests, say goodbye (the dealer then drops the session) and close."""
-        self.prefetched = []
+        self.ready, self.ahead = [], []
         if self.channel is None or self._worker is None:
             return
         try:

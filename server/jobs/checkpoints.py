@@ -7,7 +7,14 @@ After unlearning round t each party writes `checkpoints/t<t>/`:
     s<k>.i64        this party's shares of the secrets ([δ^j], [y]), raw little-endian int64
 
 The directory is written under a temporary name, every file fsynced, then renamed: a
-checkpoint exists completely or not at all. `digest` covers the public state and tensors
+checkpoint exists completely or not at all. A secret whose handle is the very one the
+previous save of this `CheckpointDir` wrote (handles are immutable: an L-BFGS pair's [ŷ]
+stays the same object for as long as it is buffered) is not exported, hashed or written
+again: its file is hard-linked from the previous checkpoint, whose data was fsynced when
+written (the link itself is made durable with the directory). Only the two newest
+checkpoints are kept: the two parties' workers run the rounds in lock step, so one holds
+at most one checkpoint more than the other, and a resume agrees on the newer one both
+hold (`server.workers.agree.minimum`). `digest` covers the public state and tensors
 (not the party-local costs), so both parties can check they resume from the same point.
 Nothing is pickled; a loaded checkpoint is checked against its file index. Only the
 `unlearning.strategy` base-class interface is used: the state's three parts on saving,
@@ -23,6 +30,7 @@ import os
 import re
 import secrets as pysecrets
 import shutil
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +45,7 @@ if TYPE_CHECKING:  # torch and the algorithm load only in job workers, not at pa
     from unlearning.strategy import ResumableState, Strategy
 
 CKPT_RE = re.compile(r"^t(\d{6})$")
+KEEP = 2  #: checkpoints kept: the newest and the one before (module docstring)
 ExportShare = Callable[["Secret"], tuple[np.ndarray, int]]
 """This party's int64 share of a secret and its scale exponent (`Backend.export_shares`)."""
 LoadShare = Callable[[np.ndarray, int], "Secret"]
@@ -64,6 +73,8 @@ class CheckpointDir:
         private_dir(self.root)
         for stale in self.root.glob(".tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)
+        #: the secrets of this object's last save, by name: their handle, file and index entry
+        self._saved: dict[str, tuple[weakref.ref[Any], Path, dict[str, Any]]] = {}
 
     def rounds(self) -> list[int]:
         """Unlearning rounds with a complete checkpoint, ascending."""
@@ -76,7 +87,7 @@ class CheckpointDir:
         return rounds[-1] if rounds else 0
 
     def save(self, state: ResumableState, costs: dict[str, Any], export_share: ExportShare) -> str:
-        """Write the checkpoint of `state.round`; returns its digest."""
+        """Write the checkpoint of `state.round` (then drop all but the `KEEP` newest); returns its digest."""
         import torch
 
         public = state.public_json()
@@ -84,35 +95,45 @@ class CheckpointDir:
         digest = state_digest(public, tensors)
         tmp = self.root / f".tmp-{pysecrets.token_hex(6)}"
         tmp.mkdir(mode=DIR_MODE)
+        final = self.root / f"t{state.round:06d}"
         index: dict[str, Any] = {"public": public, "costs": costs, "digest": digest, "tensors": {}, "secrets": {}}
         for k, (name, arr) in enumerate(sorted(tensors.items())):
             path = tmp / f"p{k}.npy"
             with durable.synced_file(path) as fh:
                 np.save(fh, arr, allow_pickle=False)
             index["tensors"][name] = path.name
+        saved = {}
         for k, (name, secret) in enumerate(sorted(state.secrets().items())):
-            share, bits = export_share(secret)
-            if share.dtype != np.int64:
-                raise CheckpointError(f"share of {name!r} is {share.dtype}, not int64")
-            data = np.ascontiguousarray(share, dtype="<i8").tobytes()
-            with durable.synced_file(tmp / f"s{k}.i64") as fh:
-                fh.write(data)
-            index["secrets"][name] = {
-                "file": f"s{k}.i64",
-                "shape": list(share.shape),
-                "bits": bits,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
+            file = f"s{k}.i64"
+            index["secrets"][name] = self._write_secret(tmp / file, name, secret, export_share)
+            saved[name] = (weakref.ref(secret), final / file, index["secrets"][name])
         with durable.synced_file(tmp / "public.json") as fh:
             fh.write(json.dumps(index, sort_keys=True).encode())
         durable.fsync_dir(tmp)
-        final = self.root / f"t{state.round:06d}"
         old = self.root / f".tmp-{pysecrets.token_hex(6)}"
         if final.exists():  # moved aside whole (a kill never leaves a partly deleted checkpoint)
             os.replace(final, old)
         durable.publish(tmp, final)
         shutil.rmtree(old, ignore_errors=True)
+        self._saved = saved
+        for stale in self.rounds()[:-KEEP]:
+            shutil.rmtree(self.root / f"t{stale:06d}", ignore_errors=True)
         return digest
+
+    def _write_secret(self, path: Path, name: str, secret: Secret, export_share: ExportShare) -> dict[str, Any]:
+        """This party's share of `secret` at `path`: linked from the last save when it wrote this
+        very handle, else exported and written (fsynced). Returns its index entry."""
+        last = self._saved.get(name)
+        if last is not None and last[0]() is secret and last[1].exists():
+            os.link(last[1], path)
+            return {**last[2], "file": path.name}
+        share, bits = export_share(secret)
+        if share.dtype != np.int64:
+            raise CheckpointError(f"share of {name!r} is {share.dtype}, not int64")
+        data = np.ascontiguousarray(share, dtype="<i8").tobytes()
+        with durable.synced_file(path) as fh:
+            fh.write(data)
+        return {"file": path.name, "shape": list(share.shape), "bits": bits, "sha256": hashlib.sha256(data).hexdigest()}
 
     def digest(self, round_index: int) -> str:
         return str(self._index(round_index)["digest"])

@@ -53,11 +53,13 @@ def fixed_products(
     `shape`) by each x (party 0's, fresh every product) and once more in a measured step;
     fix the first row again; scalar products of fixed rows with each other (`fixed_dot`)."""
     fixed = backend.fix([backend.share(row, src=1) for row in rows])
-    with backend.fixed_repeats(True):  # each product draws the next one's pair ahead
-        products = [backend.reveal(backend.fixed_matmul(backend.share(x, src=0), fixed, shape)) for x in xs]
-        x = backend.share(xs[0], src=0)
-        with backend.step("product"):  # the same request as the last product: its pair was prefetched
-            backend.fixed_matmul(x, fixed, shape)
+    products = []
+    for x in xs:  # one round each: each product draws the next round's pair ahead
+        with backend.fixed_repeats(True):
+            products.append(backend.reveal(backend.fixed_matmul(backend.share(x, src=0), fixed, shape)))
+    x = backend.share(xs[0], src=0)
+    with backend.fixed_repeats(False), backend.step("product"):  # its pair was drawn in the last round
+        backend.fixed_matmul(x, fixed, shape)
     again = backend.fix([backend.share(rows[0], src=1)])
     single = backend.reveal(backend.fixed_matmul(backend.share(xs[0][..., :1, :1], src=0), again, (1, *rows[0].shape)))
     # scalar products of fixed operands: each with itself and with the next, and one across fixings

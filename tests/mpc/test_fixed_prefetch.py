@@ -1,10 +1,13 @@
 """Prefetched `matmul_fixed` pairs against a real dealer service: the order invariant.
 
-Both parties run the same sequence of products (the same fixed rows again, other rows, a
-changed shape; each said to come again or not) interleaved with ordinary Beaver triples; party 0's requests go to the
-dealer (`DealerService` on loopback, TLS), party 1 draws locally. Every share must
-reconstruct its value, and at the end the dealer and both parties must have drawn the
-same number of words from each stream: a prefetch out of place would break both.
+Both parties run the same sequence of rounds, each of a few products (the same fixed rows
+again, other rows, a changed shape) interleaved with ordinary Beaver triples, each round
+said to come again or not; party 0's requests go to the dealer (`DealerService` on
+loopback, TLS), party 1 draws locally. Every share must reconstruct its value, party 0
+must have made exactly the requests and received exactly the bytes the rounds call for
+(a round repeated with its products in the same order, several of them, draws nothing
+more), and at the end the dealer and both parties must have drawn the same number of
+words from each stream: a prefetch out of place would break both.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ import time
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mpc.plane.dealer_client import DealerLink, open_dealer_link
 from mpc.plane.dealer_ops import request
 from mpc.plane.dealer_service import DealerConfig, DealerService
 from mpc.plane.fixed_masks import fixed_mask
-from mpc.plane.fixed_prefetch import fixed_matmul_pair
+from mpc.plane.fixed_prefetch import fixed_matmul_pair, next_round
 from mpc.plane.tls import client_context
 
 from helpers.plane_helpers import HOST, Pki, both
@@ -54,13 +57,10 @@ def _links(service: DealerService, sid: str) -> tuple[DealerLink, DealerLink]:
     return both(lambda: join(0), lambda: join(1))
 
 
-def _product(links: tuple[DealerLink, DealerLink], name: str, again: bool = True) -> int:
-    """Both parties' pair for one product (`again`: whether it prefetches the next round's);
-    checks C = A·B; returns party 0's answer bytes."""
+def _product(links: tuple[DealerLink, DealerLink], name: str) -> int:
+    """Both parties' pair for one product; checks C = A·B; returns party 0's answer bytes."""
     shapes, ids = PRODUCTS[name]
     op, req = request("matmul_fixed", shapes, ids)
-    for link in links:
-        link.prefetch = again
     (a0, c0), (a1, c1) = (fixed_matmul_pair(link, op, req) for link in links)
     masks = [torch.stack([fixed_mask(link.prg, i, shapes[1]) for i in ids]) for link in links]
     assert torch.equal(c0 + c1, torch.matmul(a0 + a1, (masks[0] + masks[1]).reshape(shapes[2])))
@@ -81,43 +81,48 @@ def _size(name: str) -> int:
     return 8 * n * rows * m
 
 
+ROUND = st.lists(st.sampled_from([*PRODUCTS, "triple"]), min_size=1, max_size=3)
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    steps=st.lists(
-        st.tuples(st.sampled_from([*PRODUCTS, "triple"]), st.booleans()),  # (step, the product comes again)
-        min_size=1,
-        max_size=8,
-    )
-)
-def test_prefetched_pairs_keep_both_parties_in_step_with_the_dealer(service, steps):
+@given(rounds=st.lists(st.tuples(ROUND, st.booleans()), min_size=1, max_size=5))  # (products, they come again)
+@example(rounds=[(["rows A", "rows B"], True), (["rows A", "rows B"], True), (["rows A", "rows B"], False)])
+def test_prefetched_pairs_keep_both_parties_in_step_with_the_dealer(service, rounds):
     sid = f"prefetch.{next(_sessions)}"
     links = _links(service, sid)
     session = service.sessions.running[sid]
-    held: list[str] = []  # the pairs the parties should hold: the previous products, in call order
+    ready: list[str] = []  # the pairs drawn last round for this one, in call order
+    ahead: list[str] = []  # the pairs drawn this round for the next
     expected_bytes = expected_requests = 0
-    for step, again in steps:
-        if step == "triple":
-            expected_bytes += _triple(links)
-            expected_requests += 1
-            continue
-        expected_bytes += _product(links, step, again)
-        if held and held[0] == step:
-            held.pop(0)  # served by the pair drawn a product earlier: no request now
-        else:
-            expected_bytes += sum(_size(name) for name in held)  # dropped, their bytes were sent
-            expected_requests += 1
-            held = []
-        if again:  # the next round's pair, submitted at once; none when the caller says it will not come
-            held.append(step)
-            expected_requests += 1
-    assert [len(link.prefetched) for link in links] == [len(held)] * 2
+    for products, again in rounds:
+        for link in links:
+            next_round(link)
+            link.prefetch = again
+        expected_bytes += sum(_size(name) for name in ready)  # left over: dropped, their bytes were sent
+        ready, ahead = ahead, []
+        for step in products:
+            if step == "triple":
+                expected_bytes += _triple(links)
+                expected_requests += 1
+                continue
+            expected_bytes += _product(links, step)
+            if ready and ready[0] == step:
+                ready.pop(0)  # served by the pair drawn in the round before: no request now
+            else:
+                expected_bytes += sum(_size(name) for name in ready)  # dropped
+                expected_requests += 1
+                ready = []
+            if again:  # the next round's pair, submitted at once; none when the caller says it will not come
+                ahead.append(step)
+                expected_requests += 1
+    assert [(len(link.ready), len(link.ahead)) for link in links] == [(len(ready), len(ahead))] * 2
     assert (links[0].bytes, links[0].requests) == (expected_bytes, expected_requests)
     links[0].close()
     links[1].close()
     _wait_until(lambda: service.sessions.snapshot()["finished"].get(sid) == "finished")
     # the dealer drew every request's material from both streams exactly where the parties did
     assert [prg.words for prg in session.prgs] == [link.prg.words for link in links]
-    assert links[0].prefetched == [] and session.fixed_masks.elements == 0
+    assert links[0].ready == links[0].ahead == [] and session.fixed_masks.elements == 0
 
 
 def _wait_until(predicate, timeout_s: float = 20.0) -> None:

@@ -134,6 +134,41 @@ def test_rewriting_a_checkpoint_replaces_it_whole(tmp_path: Path):
     assert json.loads((tmp_path / "t000002" / "public.json").read_text())["costs"] == {"again": {}}
 
 
+def test_an_unchanged_share_is_linked_and_only_the_two_newest_checkpoints_stay(tmp_path: Path):
+    """A buffered pair's [ŷ] keeps its handle from round to round: the next checkpoint links
+    its file instead of exporting and writing it again; a new handle (the held update) is
+    written. After each save only the newest two checkpoints remain, each loading exactly."""
+    folder = CheckpointDir(tmp_path)
+    first = _state(1, random_ring(2), random_ring(M), random_ring(M))
+    exported: list[int] = []
+
+    def export(secret: CrypTenSecret) -> tuple[np.ndarray, int]:
+        exported.append(secret.share.numel())
+        return _export(secret)
+
+    folder.save(first, {}, export)
+    assert len(exported) == 3  # deltas, held, the pair's ŷ
+    for t in (2, 3):
+        nxt = _state(t, random_ring(2), random_ring(M), random_ring(M))
+        nxt.buffers = first.buffers  # the same pair, the same [ŷ] handle
+        exported.clear()
+        folder.save(nxt, {}, export)
+        assert len(exported) == 2  # deltas and held only
+    assert folder.rounds() == [2, 3]
+    index = json.loads((tmp_path / "t000003" / "public.json").read_text())
+    y_file = tmp_path / "t000003" / index["secrets"]["buffer/c1/0/y"]["file"]
+    assert y_file.stat().st_nlink == 2  # held by checkpoints 2 and 3, written once
+    y = first.buffers["c1"][0].y.share.numpy()
+    for t in (2, 3):
+        state, _ = folder.load(t, StarfishStrategy, _make)
+        assert np.array_equal(state.buffers["c1"][0].y.share.numpy(), y) and state.round == t
+    # a later worker (a new CheckpointDir, as after a resume) writes every share afresh
+    again = CheckpointDir(tmp_path)
+    exported.clear()
+    again.save(_state(4, random_ring(2), random_ring(M), random_ring(M)), {}, export)
+    assert len(exported) == 3 and again.rounds() == [3, 4]
+
+
 def test_both_parties_digest_the_same_public_state(tmp_path: Path):
     a, b = CheckpointDir(tmp_path / "p0"), CheckpointDir(tmp_path / "p1")
     # different shares (each party holds its own), same public state

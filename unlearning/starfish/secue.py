@@ -134,11 +134,12 @@ def add_pairs(
     stays = max(params.buffer_size - 1, 0)
     joined = {pos: _joined(state, clients[idx], stays) for pos, idx in enumerate(keep)}
     cross = _cross_products(backend, state, new, joined)
+    s_hat = s / norm  # one tensor for every client's pair of this round
     for pos, idx in enumerate(keep):
         own = backend.index(diag, slice(pos, pos + 1))
         yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
         y_kept = backend.fixed_secret(new[pos])  # ŷ held once: the handle's sharing
-        pair = CurvaturePair(round=t, s=s / norm, y=y_kept, yy=yy, fixed=new[pos])
+        pair = CurvaturePair(round=t, s=s_hat, y=y_kept, yy=yy, fixed=new[pos])
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
@@ -221,12 +222,13 @@ def _estimate_group(
     s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
     y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
     form = cached_forms(backend, state, names, s, y, params.inverse)
-    c, yv = coefficients(backend, form, s, y, v_hat)
-    hv2 = product_square(backend, form, s, v_hat, yv, c)
+    s_rows = [prepared_rows(backend, state, name) for name in names]
+    s_public = [rows.value for rows in s_rows]  # (k, m) each: one tensor for pairs of the same rounds
+    c, yv = coefficients(backend, form, s_public, y, v_hat)
+    hv2 = product_square(backend, form, s_public, v_hat, yv, c)
     # ‖g‖² from the client-reported norms when given (one scalar product per client)
     g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
-    s_rows = [prepared_rows(backend, state, name) for name in names]
     y_rows = fixed_rows(backend, state, names)
     return expand(backend, s_rows, y_rows, v_hat, kept, base=g, scale=v_norm)  # g + ‖v‖·[v̂, S, Y]·c
 
@@ -284,13 +286,16 @@ def current_fixed(backend: Backend, state: PairStore, members: list[tuple[str, i
 
 def prepared_rows(backend: Backend, state: PairStore, name: str) -> Prepared:
     """The client's ŝ rows (k, m) prepared for products, once per buffer state (kept in its cache);
-    its pairs' ŝ become views of the same rows."""
+    its pairs' ŝ become views of the same rows. A round's ŝ is the same for every client
+    (`add_pairs`), so clients whose cached forms hold pairs of the same rounds share one
+    prepared stack: held once, not once per client."""
     form = state.forms[name]
     if form.s_rows is None:
-        stacked = torch.stack([p.s for p in state.buffers[name]])
+        same = (f.s_rows for f in state.forms.values() if f.s_rows is not None and f.rounds == form.rounds)
+        prepared = next(same, None) or backend.prepare(torch.stack([p.s for p in state.buffers[name]]))
         # each ŝ becomes a row of the stack: held once, not beside a stacked copy
-        state.buffers[name] = [dataclasses.replace(p, s=stacked[i]) for i, p in enumerate(state.buffers[name])]
-        form = state.forms[name] = dataclasses.replace(form, s_rows=backend.prepare(stacked))
+        state.buffers[name] = [dataclasses.replace(p, s=prepared.value[i]) for i, p in enumerate(state.buffers[name])]
+        form = state.forms[name] = dataclasses.replace(form, s_rows=prepared)
     return form.s_rows
 
 

@@ -12,9 +12,11 @@ persist without pickle,
   each client's cached compact form, so a resumed run reuses the very K⁻¹ of the
   interrupted one).
 
-`StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it. Version 2
-stores the selected rounds as a set sorted by index (`selected`) and the held update;
-version 1 (`ranked`, rank order, no held update) is still read.
+`StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it. Version 3
+stores each round's ŝ once (`pairs/s/<round>`: every client's pair of a round has the same
+ŝ, and the pairs share one tensor); version 2 stored it per pair (`buffer/<client>/<k>/s`)
+and is still read, as is version 1 (`ranked`, rank order, no held update; version 2 on
+stores the selected rounds as a set sorted by index, `selected`, and the held update).
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.state_parts import held_secret, public_model, reading, release_json, restore_release
 from unlearning.strategy import ResumableState
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 #: versions `from_parts` reads
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ class StarfishState(ResumableState):
             log, pending, held = restore_release({"pending": {}, **public}, secrets)  # version 1 holds none
             return cls(
                 clients=tuple(public["clients"]),
-                selected=tuple(sorted(int(r) for r in public["selected" if version == 2 else "ranked"])),
+                selected=tuple(sorted(int(r) for r in public["ranked" if version == 1 else "selected"])),
                 method=str(public["method"]),
                 deltas=secrets["deltas"],
                 model=public_model(tensors),
@@ -178,8 +180,8 @@ def pairs_public(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str,
 
 
 def pairs_tensors(buffers: Mapping[str, list[CurvaturePair]]) -> dict[str, torch.Tensor]:
-    """The public ŝ of every buffered pair, by name."""
-    return {f"buffer/{c}/{k}/s": pair.s.clone() for c, pairs in buffers.items() for k, pair in enumerate(pairs)}
+    """The public ŝ of the buffered pairs, once per round (`pairs/s/<round>`)."""
+    return {f"pairs/s/{pair.round}": pair.s.clone() for pairs in buffers.values() for pair in pairs}
 
 
 def pairs_secrets(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str, PairCache]) -> dict[str, Secret]:
@@ -205,7 +207,7 @@ def restore_pairs(
         c: [
             CurvaturePair(
                 round=int(r),
-                s=tensors[f"buffer/{c}/{k}/s"],
+                s=tensors[f"pairs/s/{int(r)}"] if f"pairs/s/{int(r)}" in tensors else tensors[f"buffer/{c}/{k}/s"],
                 y=secrets[f"buffer/{c}/{k}/y"],
                 yy=secrets.get(f"buffer/{c}/{k}/yy"),
             )
