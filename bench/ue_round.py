@@ -9,7 +9,9 @@ on the values):
 * `first` — the first SecUE round after the buffers changed (rebuilds every client's
   compact form: one SecMI batch) and the FedAvg reveal;
 * `round` — the steady-state UE round (same buffers, new step v): SecUE for the 19 clients
-  and the FedAvg reveal. This is "one UE round".
+  and the FedAvg reveal. This is "one UE round". As in a job, its fixed-operand product
+  uses the pair drawn ahead during `first` (`Primitives.fixed_repeats`), whose offline
+  bytes it counts when it collects them.
 
 Per step: wall seconds, offline (dealer) seconds and bytes, online (party↔party) bytes and
 rounds, from party 0's ledger; each party's peak RSS; the machine load before and after.
@@ -99,10 +101,12 @@ def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     )
     weights = [1.0 / len(remaining)] * len(remaining)
     offer_pairs(backend, state, hist, remaining, params)
-    for step, r, seed in (("first", BUFFER + 1, 20), ("round", BUFFER + 2, 21)):
+    # as in a job: the first round's products come again in the next (same clients, same pairs),
+    # so their correlated randomness is drawn ahead there and used by the steady round
+    for step, r, seed, again in (("first", BUFFER + 1, 20, True), ("round", BUFFER + 2, 21, False)):
         stored, norms = hist.gradients(backend, r, remaining), hist.norms(backend, r, remaining)
         v = _direction(hist.m, seed, 1e-3)
-        with backend.step(step):
+        with backend.step(step), backend.fixed_repeats(again):
             estimates = estimate_gradients(backend, state, remaining, stored, v, params, norms)
             reveal_aggregate(backend, estimates, weights)
     kept = sum(len(state.buffers.get(c, [])) for c in remaining)

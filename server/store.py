@@ -730,6 +730,17 @@ class Store:
             raise StoreError(f"no stored upload of client {client!r} for round {round_index}")
         return self._load(rows[0], self._share_path(round_index, client), f"client {client!r}, round {round_index}")
 
+    def load_scalar_shares(self, round_index: int, client: str) -> tuple[np.ndarray, np.ndarray]:
+        """This party's shares of client j's round-i [‖g‖] and [δ], (1,) int64 each, from the
+        upload's row alone: the m-word gradient share is neither read nor expanded (a job's
+        threshold determination reads every stored round's [δ])."""
+        sql = "SELECT norm_share, delta_share FROM uploads WHERE round=? AND client=?"
+        rows = self._query(sql, (round_index, client))
+        if not rows:
+            raise StoreError(f"no stored upload of client {client!r} for round {round_index}")
+        norm_v, delta_v = rows[0]
+        return np.array([norm_v], dtype=np.int64), np.array([delta_v], dtype=np.int64)
+
     # -- clients -------------------------------------------------------------------------
     def register(self, client: str) -> None:
         self._tx(
@@ -906,7 +917,10 @@ class Store:
             except MaskSeedError as exc:
                 raise StoreError(f"mask seed of {what} cannot be expanded: {exc}") from None
         else:
-            data = path.read_bytes()
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise StoreError(f"share file of {what} is missing (the store is corrupt)") from None
             if len(data) != 8 * m or sha256_hex(data) != digest:
                 raise StoreError(f"share file of {what} is corrupt")
             grad = np.frombuffer(data, dtype="<i8").astype(np.int64)

@@ -195,26 +195,25 @@ def expand(
     each) instead of into m-sized rows. Y·c_y is one fixed-operand product for the batch
     (`y_rows`: the n·k rows ŷ fixed by `Backend.fix`, client-major), which opens only c_y
     (n·k values). The public part [v̂; S_c]·[c₀; c_s] is local: one product per client with
-    the stack [v̂; S_c] ((k+1, m), prepared once per distinct S_c: clients whose `s_rows`
-    are the same object, e.g. pairs of the same rounds, share it), k+1 multiply-adds and ONE
-    truncation. The rows are formed one client at a time (elementwise: the same values as
-    whole-batch operations), so the temporaries are m-sized, not n·m."""
+    the stack [v̂; S_c] ((k+1, m), prepared once for consecutive clients whose `s_rows` are
+    the same object, e.g. pairs of the same rounds), k+1 multiply-adds and ONE truncation.
+    The rows are formed one client at a time (elementwise: the same values as whole-batch
+    operations), so the temporaries are m-sized, not n·m."""
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
     if scale is not None:
         c = backend.mul(c, scale)
     c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
     secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
     c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
-
-    def stack(s_i: Public) -> Prepared:
-        s_i = s_i.value if isinstance(s_i, Prepared) else torch.as_tensor(s_i)
-        return backend.prepare(torch.cat([v_hat.reshape(1, m).to(s_i.dtype), s_i.reshape(k, m)]))
-
-    stacks = per_distinct(s_rows, stack)
-    rows = []
+    rows: list[Secret] = []
+    stack_of: Public | None = None
     for i in range(n):
+        if s_rows[i] is not stack_of:  # one stack held at a time; consecutive clients sharing S_c share it
+            stack_of = s_rows[i]
+            s_i = stack_of.value if isinstance(stack_of, Prepared) else torch.as_tensor(stack_of)
+            stack = backend.prepare(torch.cat([v_hat.reshape(1, m).to(s_i.dtype), s_i.reshape(k, m)]))
         one = slice(i, i + 1)
-        row = backend.add(backend.matmul(backend.index(c_public, one), stacks[i]), backend.index(secret_part, one))
+        row = backend.add(backend.matmul(backend.index(c_public, one), stack), backend.index(secret_part, one))
         rows.append(row if base is None else backend.add(backend.index(base, one), row))
     return backend.cat(rows, dim=0)
 

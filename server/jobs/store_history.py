@@ -10,13 +10,12 @@ A round without members (e.g. a model installed by an earlier unlearning job) ha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from mpc.backend import Backend, Secret
-from server.store import ShareBundle, Store
+from server.store import Store
 from unlearning.history import RoundInfo, SharedHistory
 
 
@@ -55,20 +54,23 @@ class StoreHistory(SharedHistory):
             )
         return self._infos[i]
 
-    def _load(
-        self, backend: Backend, i: int, clients: Sequence[str], part: Callable[[ShareBundle], np.ndarray]
-    ) -> list[Secret]:
+    def _members(self, i: int, clients: Sequence[str]) -> None:
         members = set(self.round_info(i).clients)
         missing = [c for c in clients if c not in members]
         if missing:
             raise KeyError(f"round {i} has no stored upload for clients {missing}")
-        return [backend.load_shares(part(self.store.load_share(i, c))) for c in clients]
 
     def gradients(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
-        return backend.stack(self._load(backend, i, clients, lambda b: b.gradient))
+        self._members(i, clients)
+        return backend.stack([backend.load_shares(self.store.load_share(i, c).gradient) for c in clients])
+
+    def _scalars(self, backend: Backend, i: int, clients: Sequence[str], part: int) -> Secret:
+        """[‖g‖] (part 0) or [δ] (part 1) of each client's round-i upload, without its gradient share."""
+        self._members(i, clients)
+        return backend.cat([backend.load_shares(self.store.load_scalar_shares(i, c)[part]) for c in clients])
 
     def norms(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
-        return backend.cat(self._load(backend, i, clients, lambda b: b.norm))
+        return self._scalars(backend, i, clients, 0)
 
     def thresholds(self, backend: Backend, i: int, clients: Sequence[str]) -> Secret:
-        return backend.cat(self._load(backend, i, clients, lambda b: b.delta))
+        return self._scalars(backend, i, clients, 1)

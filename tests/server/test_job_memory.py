@@ -135,8 +135,9 @@ def test_the_shares_a_job_holds_do_not_grow_with_the_rounds(tmp_path: Path) -> N
         assert sorted(held) == list(range(1, ROUNDS + 1))
         full = PARAMS["buffer_size"] + 3  # warm-up done, every client's buffer full
         steady = [held[t] for t in range(full, ROUNDS + 1)]
-        # the B pairs per client, by design: Z_p (which is also [ŷ]), E and the encoded ŝ, m int64 each
-        assert max(steady) <= 3 * PARAMS["buffer_size"] * ROUND_SHARES, steady
+        # the B pairs per client, by design: Z_p (which is also [ŷ]) and E, m int64 each; the encoded
+        # ŝ once per round (shared by every client's pair of that round); the prefetched product pair
+        assert max(steady) <= (2 * PARAMS["buffer_size"] + 1) * ROUND_SHARES, steady
         # and the same after every later round of one kind: nothing of a finished round stays alive.
         # After an estimate round the next round's product pair is held (prefetched, ≤ n·m words);
         # after a check round, whose corrections change the products, nothing is drawn ahead

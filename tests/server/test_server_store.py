@@ -83,6 +83,22 @@ def test_corrupt_share_file_is_detected(tmp_path: Path):
         st.load_share(1, "alice")
 
 
+def test_scalar_shares_are_read_from_the_row_without_the_gradient_share(tmp_path: Path):
+    """[‖g‖] and [δ] come from the upload's row: equal to the bundle's, and readable even when
+    the gradient's share file is gone (it is not touched); a missing upload is refused."""
+    st, h = _store(tmp_path)
+    g, n, d = _one()
+    st.put_upload(1, "alice", 3, g, n, d, h)
+    norm, delta = st.load_scalar_shares(1, "alice")
+    assert np.array_equal(norm, n) and np.array_equal(delta, d) and norm.dtype == delta.dtype == np.int64
+    next((tmp_path / "p0" / "shares").rglob("alice.i64")).unlink()
+    assert np.array_equal(st.load_scalar_shares(1, "alice")[1], d)
+    with pytest.raises(StoreError, match="missing"):
+        st.load_share(1, "alice")
+    with pytest.raises(StoreError, match="no stored upload"):
+        st.load_scalar_shares(1, "bob")
+
+
 def test_a_verified_hash_is_stored_as_given_and_checked_on_load(tmp_path: Path):
     """The upload path hands over the hash it already checked; the store keeps it without
     hashing again, and a wrong one is still caught when the share is read."""
