@@ -77,6 +77,9 @@ class ClusterConfig:
     """A start can fail on a loaded machine (or a gloo port taken meanwhile): retry."""
     transport: str = "tls"
     """"tls" (as deployed); "tcp" / "gloo": unencrypted, to measure what TLS costs."""
+    dealer_idle_timeout_s: float = 600.0
+    """The dealer closes the cluster's session after this long without a request (at least
+    `session_timeout_s`); a cluster kept across a long test run sets it higher."""
     backend_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,7 +113,8 @@ def _dealer_main(certs: str, cfg: ClusterConfig, ports: Any, stop: Any) -> None:
 
     d = Path(certs)
     tls = TlsFiles(d / "ca.pem", d / "dealer.pem", d / "dealer.key") if cfg.transport == "tls" else None
-    limits = DealerLimits(join_timeout_s=cfg.start_timeout_s, idle_timeout_s=max(600.0, cfg.session_timeout_s))
+    idle_s = max(cfg.dealer_idle_timeout_s, cfg.session_timeout_s)
+    limits = DealerLimits(join_timeout_s=cfg.start_timeout_s, idle_timeout_s=idle_s)
     try:
         service = DealerService(DealerConfig(HOST, 0, tls, limits=limits)).start()
     except BaseException:

@@ -587,6 +587,10 @@ class JobManager(JobRunnerBase):
                 next_peer_check = time.time() + PEER_CHECK_EVERY_S
                 theirs = self.peer.try_unary("GetPeerJob", peer_pb2.PeerJobRef(job_id=job.job_id), PEER_PROBE_S)
                 if theirs is not None and theirs.state == "failed":
+                    # party1's worker often fails because ours closed the session: let ours exit first
+                    end = time.time() + PEER_SETTLE_S
+                    while worker.poll() is None and time.time() < end:
+                        self.state.stopping.wait(self.cfg.jobs.poll_s)
                     failure = self._diagnose(job, worker, theirs)
                     worker.kill()
                     return failure

@@ -11,7 +11,8 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[TwoPartyCluster]:
-    c = TwoPartyCluster(timeout=180, config=ClusterConfig(session_timeout_s=60))
+    # one cluster for the whole run: its dealer session must outlast the other files' tests
+    c = TwoPartyCluster(timeout=180, config=ClusterConfig(session_timeout_s=60, dealer_idle_timeout_s=4 * 3600.0))
     c.start()
     try:
         yield c
