@@ -17,8 +17,10 @@ MB = 1e6
 TARGET_WALL_S, TARGET_BYTES = 1.0, 50e6
 STEP_LABELS = {
     "pairs": "B = 2 pairs enter every buffer (add_pairs × 2)",
-    "first": "first UE round after the buffers changed (forms rebuilt: one SecMI batch)",
-    "round": "steady-state UE round (one UE round)",
+    "first": "first UE round after the buffers changed (forms rebuilt: one SecMI batch), every client's estimate",
+    "ahead": "estimate round, only the update Σ ω_j ĝ^j, drawing the next round's pair ahead",
+    "round": "steady-state UE round, only the update (one UE round)",
+    "rows": "steady-state round with every client's estimate (a check round, or DP)",
 }
 
 
@@ -74,8 +76,10 @@ def _ue_round(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     lines.append(
         'Y·c_y is a fixed-operand product (docs/ALGORITHM.md §3, "Fixed-operand products"): each ŷ is '
         'opened under a mask once, when it enters (the "pairs" row, where that opening replaces the '
-        "Beaver openings of the new YᵀY rows), and a round opens only c_y. What remains of size m per round "
-        "is the FedAvg reveal of the aggregate (m values each way) online and party 0's share of "
-        "C_t = A_t·B_Y (n·m values) from the dealer offline; a pair entering still opens y once more for "
-        "the curvature test's ‖y‖² (at gradient scale, before normalisation).\n"
+        "Beaver openings of the new YᵀY rows), and a round opens only c_y. A round in which nothing reads a "
+        "client's estimate (no SecTC, no DP clipping) forms only the update: one product "
+        "[c_y,1 … c_y,n]·[Y_1; …; Y_n] whose C_t = A_t·B_Y has m values, so the dealer sends m values where "
+        'the per-client rows ("rows") need n·m. What remains of size m per round is the reveal of the '
+        "update (m values each way) online and party 0's share of C_t offline; a pair entering still opens "
+        "y once more for the curvature test's ‖y‖² (at gradient scale, before normalisation).\n"
     )

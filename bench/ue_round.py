@@ -7,11 +7,18 @@ on the values):
 * `pairs` — two L-BFGS pairs offered to every client through `add_pairs` (what warm-up and
   correction rounds do: curvature bits, normalisation, the new rows of YᵀY);
 * `first` — the first SecUE round after the buffers changed (rebuilds every client's
-  compact form: one SecMI batch) and the FedAvg reveal;
-* `round` — the steady-state UE round (same buffers, new step v): SecUE for the 19 clients
-  and the FedAvg reveal. This is "one UE round". As in a job, its fixed-operand product
-  uses the pair drawn ahead during `first` (`Primitives.fixed_repeats`), whose offline
-  bytes it counts when it collects them.
+  compact form: one SecMI batch) with every client's estimate, as a check round forms them,
+  and the FedAvg reveal;
+* `ahead` — an estimate round (`secue.estimate_update`: only the sum Σ_j ω_j ĝ^j, as a
+  job's estimate round without DP forms it) that draws the next round's correlated
+  randomness ahead (`Primitives.fixed_repeats`), as a job's estimate round followed by
+  another does;
+* `round` — the steady-state UE round (same buffers, new step v): the summed SecUE for the
+  19 clients and the reveal of the update. This is "one UE round". Its fixed-operand
+  product uses the pair drawn ahead during `ahead`, whose offline bytes it counts when it
+  collects them;
+* `rows` — the same steady round with every client's estimate (n·m) and the FedAvg reveal:
+  what a check round (SecTC reads the rows) or a round under DP (rows clipped) costs.
 
 Per step: wall seconds, offline (dealer) seconds and bytes, online (party↔party) bytes and
 rounds, from party 0's ledger; each party's peak RSS; the machine load before and after.
@@ -36,7 +43,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 
 NAME = "ue_round"
 CLIENTS, BUFFER = 20, 2
-STEPS = ("pairs", "first", "round")
+STEPS = ("pairs", "first", "ahead", "round", "rows")
 #: --quick divides the model size by this (a smoke run)
 QUICK_SCALE = 20
 
@@ -84,12 +91,12 @@ def offer_pairs(backend: Backend, state: Any, hist: SyntheticHistory, remaining:
 
 def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, Any]:
     """Offer B pairs, then two UE rounds; return this party's ledger and peak RSS."""
-    from unlearning.fedavg import reveal_aggregate
+    from unlearning.fedavg import reveal_aggregate, reveal_update
     from unlearning.starfish.params import StarfishParams
-    from unlearning.starfish.secue import estimate_gradients
+    from unlearning.starfish.secue import estimate_gradients, estimate_update
     from unlearning.starfish.state import StarfishState
 
-    hist = SyntheticHistory(spec["m"], CLIENTS, 2 * BUFFER + 2, seed=0)
+    hist = SyntheticHistory(spec["m"], CLIENTS, BUFFER + 4, seed=0)
     remaining = hist.ids[1:]
     params = StarfishParams(buffer_size=BUFFER)
     state = StarfishState(
@@ -101,14 +108,23 @@ def party_round(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str, 
     )
     weights = [1.0 / len(remaining)] * len(remaining)
     offer_pairs(backend, state, hist, remaining, params)
-    # as in a job: the first round's products come again in the next (same clients, same pairs),
-    # so their correlated randomness is drawn ahead there and used by the steady round
-    for step, r, seed, again in (("first", BUFFER + 1, 20, True), ("round", BUFFER + 2, 21, False)):
+    # (step, stored round, seed of v, per-client rows, whether the next step makes the same products)
+    rounds = (
+        ("first", BUFFER + 1, 20, True, False),
+        ("ahead", BUFFER + 2, 21, False, True),
+        ("round", BUFFER + 3, 22, False, False),
+        ("rows", BUFFER + 4, 23, True, False),
+    )
+    for step, r, seed, rows, again in rounds:
         stored, norms = hist.gradients(backend, r, remaining), hist.norms(backend, r, remaining)
         v = _direction(hist.m, seed, 1e-3)
         with backend.step(step), backend.fixed_repeats(again):
-            estimates = estimate_gradients(backend, state, remaining, stored, v, params, norms)
-            reveal_aggregate(backend, estimates, weights)
+            if rows:
+                reveal_aggregate(
+                    backend, estimate_gradients(backend, state, remaining, stored, v, params, norms), weights
+                )
+            else:
+                reveal_update(backend, estimate_update(backend, state, remaining, stored, v, params, weights, norms))
     kept = sum(len(state.buffers.get(c, [])) for c in remaining)
     return {
         "ledger": backend.ledger.to_dict(),
@@ -139,6 +155,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "m": m,
         "steps": steps,
         "ue_round": steps["round"],
+        "rows_round": steps["rows"],
         "pairs_kept": r0["pairs_kept"],
         "peak_rss_bytes": {"party0": r0["peak_rss_bytes"], "party1": r1["peak_rss_bytes"]},
         "call_wall_s": wall,

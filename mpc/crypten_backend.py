@@ -568,10 +568,19 @@ class CrypTenBackend(Backend):
     def _fixed_pairs(
         size: tuple[int, ...], operand: tuple[int, ...], shape: tuple[int, ...], numbers: list[int], per: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(a_p, [a @ B]_p) of a `fixed_matmul`: one `matmul_fixed` pair, or for a batch whose
-        fixed rows exceed a request block one pair per group of batch entries
-        (`mpc.plane.request_blocks`), concatenated along the batch."""
-        groups = item_groups(shape[0], per * math.prod(operand)) if len(shape) == 3 else [None]
+        """(a_p, [a @ B]_p) of a `fixed_matmul`: one `matmul_fixed` pair, or where the fixed rows
+        exceed a request block (`mpc.plane.request_blocks`) one pair per group: of batch entries
+        for a batch (concatenated along it), of the K rows of a (K, m) product (a @ B is
+        Σ_g a_g @ B_g over the row groups g: the a_g concatenated along x's last dimension,
+        the [a_g @ B_g] added, m elements each)."""
+        if len(shape) == 2:
+            rows = item_groups(shape[0], math.prod(operand))
+            pairs = [
+                fixed_matmul_pair((*size[:-1], len(g)), operand, (len(g), shape[1]), numbers[g.start : g.stop])
+                for g in rows
+            ]
+            return torch.cat([p[0] for p in pairs], dim=-1), sum((p[1] for p in pairs[1:]), pairs[0][1])
+        groups = item_groups(shape[0], per * math.prod(operand))
         if len(groups) == 1:
             return fixed_matmul_pair(size, operand, shape, numbers)
         pairs = [

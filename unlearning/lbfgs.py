@@ -210,12 +210,49 @@ def expand(
     for i in range(n):
         if s_rows[i] is not stack_of:  # one stack held at a time; consecutive clients sharing S_c share it
             stack_of = s_rows[i]
-            s_i = stack_of.value if isinstance(stack_of, Prepared) else torch.as_tensor(stack_of)
-            stack = backend.prepare(torch.cat([v_hat.reshape(1, m).to(s_i.dtype), s_i.reshape(k, m)]))
+            stack = public_stack(backend, v_hat, stack_of)
         one = slice(i, i + 1)
         row = backend.add(backend.matmul(backend.index(c_public, one), stack), backend.index(secret_part, one))
         rows.append(row if base is None else backend.add(backend.index(base, one), row))
     return backend.cat(rows, dim=0)
+
+
+def expand_sum(
+    backend: Backend,
+    s_rows: Sequence[Public],
+    y_rows: Sequence[Fixed],
+    v_hat: torch.Tensor,
+    c: Secret,
+    scale: torch.Tensor,
+) -> Secret:
+    """Σ_i scale_i·[v̂, S_i, Y_i]·c_i, shape (m,): the weighted sum of `expand`'s rows, never
+    forming them (n public scales).
+
+    The scales go into the coefficients (c_i ← scale_i·c_i). The secret part is ONE
+    fixed-operand product [c_y,1 … c_y,n]·[Y_1; …; Y_n] ((1, n·k) by (n·k, m)): it opens the
+    same n·k values as `expand`'s, but its pair (A, [A·B]) has m elements where `expand`'s has
+    n·m, so the dealer sends m ring elements per round instead of n·m. The public part adds
+    the coefficient rows [c₀; c_s] of the clients sharing one ŝ stack (local, 1 + k values
+    each) and makes one product with [v̂; S] per distinct stack (one truncation)."""
+    n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
+    c = backend.mul(c, scale.to(torch.float64).reshape(n, 1))
+    c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (1, n * k))
+    total = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n * k, m)), (m,))
+    c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
+    sharing: dict[int, tuple[Public, list[int]]] = {}
+    for i in range(n):
+        sharing.setdefault(id(s_rows[i]), (s_rows[i], []))[1].append(i)
+    for rows, members in sharing.values():
+        stack = public_stack(backend, v_hat, rows)
+        coeff = backend.sum(backend.index(c_public, torch.tensor(members, dtype=torch.long)), dim=0)
+        total = backend.add(total, backend.reshape(backend.matmul(backend.reshape(coeff, (1, 1 + k)), stack), (m,)))
+    return total
+
+
+def public_stack(backend: Backend, v_hat: torch.Tensor, s_rows: Public) -> Prepared:
+    """[v̂; S] ((k + 1, m)) prepared for products: the public operand of the expansion."""
+    s = s_rows.value if isinstance(s_rows, Prepared) else torch.as_tensor(s_rows)
+    return backend.prepare(torch.cat([v_hat.reshape(1, -1).to(s.dtype), s.reshape(-1, v_hat.numel())]))
 
 
 def fix_rows(backend: Backend, y: Secret) -> list[Fixed]:

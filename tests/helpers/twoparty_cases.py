@@ -306,8 +306,9 @@ def blocked_requests(
     backend: CrypTenBackend, rank: int, block: int, x: torch.Tensor, rows: torch.Tensor, c: torch.Tensor
 ) -> dict[str, Any]:
     """With request blocks of `block` elements: x² and x·x (elementwise pairs and triples), the
-    batched product c @ rows (c: (n, 1, k), rows: (n·k, m) fixed) and the scalar products of
-    consecutive fixed rows; and how many dealer requests party 0 made for them."""
+    batched product c @ rows (c: (n, 1, k), rows: (n·k, m) fixed), the summed product
+    c.reshape(1, n·k) @ rows and the scalar products of consecutive fixed rows; and how many
+    dealer requests party 0 made for them."""
     from mpc.plane import request_blocks
     from mpc.plane.provider import session_link
 
@@ -320,6 +321,7 @@ def blocked_requests(
         square, product = backend.square(a), backend.mul(a, a)
         n, k, m = c.shape[0], c.shape[2], rows.shape[1]
         batched = backend.fixed_matmul(cs, fixed, (n, k, m))
+        summed = backend.fixed_matmul(backend.reshape(cs, (1, n * k)), fixed, (n * k, m))
         dots = backend.fixed_dot(fixed[:-1], fixed[1:])
         made = session_link().requests - before
     finally:
@@ -328,6 +330,7 @@ def blocked_requests(
         "square": backend.reveal(square),
         "product": backend.reveal(product),
         "batched": backend.reveal(batched),
+        "summed": backend.reveal(summed),
         "dots": backend.reveal(dots),
         "requests": made,
     }

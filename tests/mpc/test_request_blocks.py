@@ -56,7 +56,10 @@ def test_blocked_requests_give_the_plaintext_values(cluster):
     assert float((got["product"] - x * x).abs().max()) < 4 * ULP * float(x.abs().max() + 1)
     expected = c @ rows.reshape(n, k, m)
     assert float((got["batched"].reshape(expected.shape) - expected).abs().max()) < 4 * ULP
+    summed = c.reshape(1, n * k) @ rows
+    assert float((got["summed"] - summed).abs().max()) < 4 * ULP
     assert float((got["dots"] - (rows[:-1] * rows[1:]).sum(1)).abs().max()) < 4 * ULP
     # 200 elements in blocks of 64: 4 square pairs and 4 mul triples; the batch's k·m = 40 rebuilt mask
-    # words per entry: one matmul_fixed pair per entry (4); a scalar product's 2·m = 40: one per request (7)
-    assert got["requests"] == 4 + 4 + 4 + 7
+    # words per entry: one matmul_fixed pair per entry (4); the summed product's n·k = 8 rows of
+    # m = 20 words: groups of 3 rows, one pair each (3); a scalar product's 2·m = 40: one per request (7)
+    assert got["requests"] == 4 + 4 + 4 + 3 + 7

@@ -12,7 +12,7 @@ from test_lbfgs import dense_bfgs
 from mpc.plain_backend import PlainBackend
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.run_log import StarfishLog
-from unlearning.starfish.secue import add_pairs, estimate_gradients, stored_gram
+from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update, stored_gram
 from unlearning.starfish.state import CurvaturePair, PairCache
 
 M, CLIENTS = 6, 3
@@ -72,6 +72,46 @@ def test_estimates_match_dense_bfgs_and_reuse_the_form() -> None:
             y = torch.stack([backend.reveal(p.y) for p in store.buffers[c]], dim=1)
             torch.testing.assert_close(got[j], g[j] + dense_bfgs(s, y) @ v)
     assert store.log.inverses == CLIENTS
+
+
+def uneven_buffers(
+    backend: PlainBackend, store: PairState, params: StarfishParams, seed: int, takers: list[bool]
+) -> None:
+    """After `fill`, one more pair for the clients marked in `takers` (buffers of two lengths
+    when the buffer is not full; c3 holds no pair)."""
+    names = [f"c{j}" for j in range(CLIENTS) if takers[j]]
+    s = torch.randn(M, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64)
+    exact = backend.share(torch.stack([quadratic(seed + j) @ s for j in range(CLIENTS) if takers[j]] or [s]))
+    if names:
+        add_pairs(backend, store, names, 9, s, exact, backend.zeros((len(names), M)), params)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    buffer=st.integers(1, 3),
+    steps=st.integers(0, 3),
+    takers=st.lists(st.booleans(), min_size=CLIENTS, max_size=CLIENTS),
+    weights=st.lists(st.floats(0.001, 1.0), min_size=CLIENTS + 1, max_size=CLIENTS + 1),
+    bound=st.sampled_from([1e6, 0.3]),
+)
+def test_the_update_is_the_weighted_sum_of_the_estimates(
+    seed: int, buffer: int, steps: int, takers: list[bool], weights: list[float], bound: float
+) -> None:
+    """estimate_update = Σ_j ω_j·estimate_gradients_j, whatever the buffer lengths (groups, a
+    client without pairs), the weights and the ‖Hv‖ bound (some corrections dropped)."""
+    backend = PlainBackend()
+    store = PairState()
+    params = StarfishParams(buffer_size=buffer, hv_bound=bound)
+    fill(backend, store, params, steps, seed)
+    uneven_buffers(backend, store, params, seed, takers)
+    names = [f"c{j}" for j in range(CLIENTS + 1)]
+    gen = torch.Generator().manual_seed(seed + 1)
+    g = backend.share(torch.randn(CLIENTS + 1, M, generator=gen, dtype=torch.float64))
+    v = torch.randn(M, generator=gen, dtype=torch.float64)
+    rows = backend.reveal(estimate_gradients(backend, store, names, g, v, params))
+    got = backend.reveal(estimate_update(backend, store, names, g, v, params, weights))
+    torch.testing.assert_close(got, torch.tensor(weights, dtype=torch.float64) @ rows)
 
 
 def test_dropped_correction_keeps_the_stored_gradient() -> None:

@@ -101,18 +101,22 @@ class _RepeatsRecorder(PlainBackend):
 
 def test_products_are_drawn_ahead_only_for_a_next_round_with_the_same_clients() -> None:
     """An estimate's fixed products come again only when the next replayed round has the same
-    remaining clients and no check round changed the pairs (a pair drawn ahead otherwise is
-    wasted dealer work and traffic)."""
+    remaining clients and is an estimate round too: not after a check round (its corrections
+    change the pairs), nor before one (its products are per client, the estimate round's one
+    summed product) — a pair drawn ahead otherwise is wasted dealer work and traffic."""
     backend = _RepeatsRecorder()
     problem = LogRegFL.make(seed=1)
     history = partial_history(problem, backend)
-    params = {"sigma": 1.0, "beta": 0.2, "anchor_noise": False, "buffer_size": 1, "recovery_rounds": 0}
+    params = {"sigma": 1.0, "beta": 0.4, "anchor_noise": False, "buffer_size": 1, "recovery_rounds": 0}
     ctx = UnlearnContext(backend=backend, history=history, oracle=LogRegOracle(problem), targets=("c4",), params=params)
     report = StarfishStrategy().run(ctx).report
     cohort = {i: [c for c in history.round_info(i).clients if c != "c4"] for i in range(1, ROUNDS + 1)}
     entries = report["rounds"]
     expected = [
-        e["kind"] == "estimate" and e["t"] < len(entries) and cohort[entries[e["t"]]["round"]] == cohort[e["round"]]
+        e["kind"] == "estimate"
+        and e["t"] < len(entries)
+        and entries[e["t"]]["kind"] != "check"
+        and cohort[entries[e["t"]]["round"]] == cohort[e["round"]]
         for e in entries
         if e["kind"] in ("warmup", "estimate", "check")  # a warm-up's answers add pairs: never again
     ]

@@ -40,7 +40,7 @@ from unlearning.starfish.release_gate import Gate, Step, drop_pending, release, 
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
-from unlearning.starfish.secue import add_pairs, estimate_gradients
+from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.thresholds import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
@@ -166,22 +166,28 @@ class StarfishStrategy(Strategy[StarfishParams]):
             v=state.model - history.model(r - 1).to(torch.float64),
             keep_estimates=_keep_estimates(ctx, params, state, participants),
         )
+        eta = params.unlearning_rate(info.lr)
+        # capped so no principal holds more than 1/k; None: fewer than k principals (the step is excluded)
+        weights = capped_fedavg_weights(info, participants, params.min_cohort) or fedavg_weights(info, participants)
+        gate = self._gate(ctx, params)
+        coefficients = {c: eta * weights[c] for c in participants}
         without_pairs = {c for c in participants if not state.buffers.get(c)}  # their estimate is g_r^j
+        update: Secret | None = None
         if float(torch.linalg.vector_norm(step.v)) <= params.min_step:
             # M̂_t = M_{r−1}: the stored uploads are the exact gradients at M̂_t; no client is asked
             kind, gradients, answered = "stored", step.stored, set(participants)
         elif not state.warmup_over:
             kind = "warmup"
             gradients, answered = self._warmup(ctx, params, state, step)
+        elif t % interval != 0 and gate.privacy is None:  # nothing reads the rows (no SecTC, no clipping)
+            kind, answered = "estimate", set()
+            update = self._estimate_sum(ctx, params, state, step, list(coefficients.values()), interval)
         else:
             kind = "check" if t % interval == 0 else "estimate"
             gradients, answered = self._estimate(ctx, params, state, step, check=t % interval == 0)
-        eta = params.unlearning_rate(info.lr)
-        # capped so no principal holds more than 1/k; None: fewer than k principals (the step is excluded)
-        weights = capped_fedavg_weights(info, participants, params.min_cohort) or fedavg_weights(info, participants)
-        gate = self._gate(ctx, params)
-        coefficients = {c: eta * weights[c] for c in participants}
-        update, sensitivity = sum_update(gate, gradients, list(coefficients.values()))
+        sensitivity = 0.0
+        if update is None:
+            update, sensitivity = sum_update(gate, gradients, list(coefficients.values()))
         state.log.rounds.append(RoundEntry(t, r, len(participants), kind, eta))
         contributions = classify(participants, weights, eta, answered, without_pairs)
         released = Step(t, r, participants, update, sensitivity, coefficients, step.keep_estimates)
@@ -228,6 +234,32 @@ class StarfishStrategy(Strategy[StarfishParams]):
         state.warmup_pairs += 1
         state.warmup_over = state.warmup_pairs >= params.buffer_size
         return gradients, set(answers) - step.keep_estimates
+
+    def _estimate_sum(
+        self,
+        ctx: UnlearnContext,
+        params: StarfishParams,
+        state: StarfishState,
+        step: _Replay,
+        coefficients: list[float],
+        interval: int,
+    ) -> Secret:
+        """SecUE of an estimate round when nothing reads a client's row (no SecTC, no DP
+        clipping): the update [U_t] = Σ_j c_j·[ĝ^j] itself (`secue.estimate_update`: its
+        products have m elements, not n·m)."""
+        backend = ctx.backend
+        total = len(state.selected)
+        ctx.progress("estimate", step.t, total, f"round {step.r}")
+        # drawn ahead only for a next estimate round of the same clients (a check round's products are per client)
+        again = (
+            step.t < total
+            and (step.t + 1) % interval != 0
+            and _participants(ctx, state, step.t + 1) == step.participants
+        )
+        with backend.step("UE"), backend.fixed_repeats(again):
+            return estimate_update(
+                backend, state, step.participants, step.stored, step.v, params, coefficients, step.norms
+            )
 
     def _estimate(
         self, ctx: UnlearnContext, params: StarfishParams, state: StarfishState, step: _Replay, check: bool

@@ -39,6 +39,7 @@ from typing import Protocol, TypeVar, overload
 import torch
 
 from mpc.backend import Backend, Fixed, Prepared, Secret
+from unlearning.fedavg import weighted_sum
 from unlearning.lbfgs import (
     CompactForm,
     coefficients,
@@ -46,6 +47,7 @@ from unlearning.lbfgs import (
     correction_kept,
     curvature_accepted,
     expand,
+    expand_sum,
     gram,
     product_square,
     squared_norms,
@@ -182,23 +184,19 @@ def estimate_gradients(
     Clients are batched by buffer length; a client with no accepted pair keeps g_r^j.
     `norms`: the clients' reported [‖g_r^j‖] (n,), used for the ‖Hv‖ bound when given.
     """
-    n, m = stored.shape
+    n, _ = stored.shape
     v = v.to(torch.float64)
     v_norm = float(torch.linalg.vector_norm(v))
-    groups: dict[int, list[int]] = defaultdict(list)
-    for idx, client in enumerate(clients):
-        groups[len(state.buffers.get(client, []))].append(idx)
     rows: dict[int, Secret] = {}
-    for k, members in groups.items():
+    for k, members in _by_buffer_length(state, clients).items():
         whole = len(members) == n  # one group: no copies of the (n, m) rows
-        pick = torch.tensor(members, dtype=torch.long)
-        g_group = stored if whole else backend.index(stored, pick)
+        g_group, g_norms = _group_rows(backend, stored, norms, members, whole)
         if k == 0 or v_norm <= params.min_step:
             estimate = g_group
         else:
             names = [clients[i] for i in members]
-            g_norms = norms if norms is None or whole else backend.index(norms, pick)
-            estimate = _estimate_group(backend, state, names, g_group, g_norms, v, v_norm, params)
+            s_rows, y_rows, c = _group_terms(backend, state, names, g_group, g_norms, v / v_norm, v_norm, params)
+            estimate = expand(backend, s_rows, y_rows, v / v_norm, c, base=g_group, scale=v_norm)
         if whole:
             return estimate
         for pos, i in enumerate(members):
@@ -206,19 +204,77 @@ def estimate_gradients(
     return backend.cat([rows[i] for i in range(n)], dim=0)
 
 
-def _estimate_group(
+def estimate_update(
+    backend: Backend,
+    state: PairStore,
+    clients: Sequence[str],
+    stored: Secret,
+    v: torch.Tensor,
+    params: SecUESettings,
+    weights: Sequence[float],
+    norms: Secret | None = None,
+) -> Secret:
+    """[Σ_j ω_j ĝ^j] (m,) for public weights ω_j (Algorithm 2 and 4, line 19's sum, without DP):
+    the weighted sum of `estimate_gradients`' rows, formed without them.
+
+    Σ_j ω_j g_r^j is local; each group of clients with k pairs adds
+    ω_max·Σ_j [v̂, S_j, Y_j]·(‖v‖·(ω_j/ω_max)·bit_j·c_j) by `lbfgs.expand_sum` (one
+    fixed-operand product of m elements instead of n·m). The ratio ω_j/ω_max ≤ 1 keeps the
+    scaled coefficients at the magnitude of ‖v‖·c (fixed-point precision); ω_max multiplies
+    the m-sized sum once."""
+    n, _ = stored.shape
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} weights for {n} clients")
+    v = v.to(torch.float64)
+    v_norm = float(torch.linalg.vector_norm(v))
+    omega = torch.tensor([float(w) for w in weights], dtype=torch.float64)
+    update = weighted_sum(backend, stored, omega.tolist())
+    top = float(omega.abs().max()) if n else 0.0
+    if v_norm <= params.min_step or top == 0.0:
+        return update
+    corrections: Secret | None = None
+    for k, members in _by_buffer_length(state, clients).items():
+        if k == 0:
+            continue
+        g_group, g_norms = _group_rows(backend, stored, norms, members, len(members) == n)
+        names = [clients[i] for i in members]
+        s_rows, y_rows, c = _group_terms(backend, state, names, g_group, g_norms, v / v_norm, v_norm, params)
+        part = expand_sum(backend, s_rows, y_rows, v / v_norm, c, v_norm * omega[members] / top)
+        corrections = part if corrections is None else backend.add(corrections, part)
+    return update if corrections is None else backend.add(update, backend.mul(corrections, top))
+
+
+def _by_buffer_length(state: PairStore, clients: Sequence[str]) -> dict[int, list[int]]:
+    """The positions of `clients` grouped by how many pairs each holds (one batch per length)."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for idx, client in enumerate(clients):
+        groups[len(state.buffers.get(client, []))].append(idx)
+    return groups
+
+
+def _group_rows(
+    backend: Backend, stored: Secret, norms: Secret | None, members: list[int], whole: bool
+) -> tuple[Secret, Secret | None]:
+    """The group's rows of `stored` and of `norms` (no copies when the group is every client)."""
+    if whole:
+        return stored, norms
+    pick = torch.tensor(members, dtype=torch.long)
+    return backend.index(stored, pick), None if norms is None else backend.index(norms, pick)
+
+
+def _group_terms(
     backend: Backend,
     state: PairStore,
     names: list[str],
     g: Secret,
     g_norms: Secret | None,
-    v: torch.Tensor,
+    v_hat: torch.Tensor,
     v_norm: float,
     params: SecUESettings,
-) -> Secret:
-    """ĝ = g + ‖v‖·[v̂, S, Y]·(bit·c) for clients holding k pairs each (Algorithm 2, compact form)."""
+) -> tuple[list[Prepared], list[Fixed], Secret]:
+    """(ŝ stacks, fixed ŷ rows, bit·c) of clients holding k pairs each: H^j v = ‖v‖·[v̂, S, Y]·(bit·c)
+    (Algorithm 2, compact form; the bit is safeguard 2's, ‖Hv‖ ≤ c·‖g‖)."""
     n = len(names)
-    v_hat = v / v_norm
     s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
     y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
     form = cached_forms(backend, state, names, s, y, params.inverse)
@@ -229,8 +285,7 @@ def _estimate_group(
     # ‖g‖² from the client-reported norms when given (one scalar product per client)
     g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
-    y_rows = fixed_rows(backend, state, names)
-    return expand(backend, s_rows, y_rows, v_hat, kept, base=g, scale=v_norm)  # g + ‖v‖·[v̂, S, Y]·c
+    return s_rows, fixed_rows(backend, state, names), kept
 
 
 class ClientRows(Sequence[T]):
