@@ -11,7 +11,9 @@
    * otherwise SecUE: ĝ^j = g_r^j + H^j(M̂_t − M_{r−1}) with compact L-BFGS (secue.py);
      every T_c = ⌈βT⌉-th round SecTC flags clients and flagged clients are corrected
      (correction.py);
-   * the update U_t = η_u·FedAvg(ĝ) is formed in shares; the release rule (release.py) reveals
+   * the update U_t = η_u·FedAvg(ĝ) is formed in shares (an estimate round without SecTC or
+     DP, where nothing reads a client's row, forms only U_t: `secue.estimate_update`); the
+     release rule (release.py) reveals
      it — together with any held updates — only when no combination with public Stage I
      aggregates involves fewer than k = `min_cohort` clients, then M̂ ← M̂ − U; otherwise U_t
      is held secret and M̂ stays (Algorithm 4 line 20 reveals every Ĝ_t; see docs/PRIVACY.md).

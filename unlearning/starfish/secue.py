@@ -24,7 +24,11 @@ under a mask once, when it enters (again on its first use in a later session:
 round opens only the k·n values of c_y instead of Y, and the new row of YᵀY (ŷ against
 the pairs it joins) comes from the same openings with the dealer's [B_iᵀB_j], opening nothing.
 
-The two functions read and write only a `PairStore` (the clients' pair buffers, their
+Where nothing reads a client's row (an estimate round without SecTC or DP), only the update
+U_t = Σ_j ω_j ĝ_t^j is formed (`estimate_update`, `lbfgs.expand_sum`): the product is
+[c_y,1 … c_y,n]·[Y_1; …; Y_n], whose dealer pair has m elements instead of n·m.
+
+The functions read and write only a `PairStore` (the clients' pair buffers, their
 cached forms and a log of inverses and curvature bits) and the `SecUESettings` below, so
 FedRecover (`unlearning.baselines.fedrecover`) runs the same estimation with its own state.
 """
