@@ -282,7 +282,7 @@ def squared_norms(backend: Backend, x: Secret) -> Secret:
 
 
 def curvature_accepted(
-    backend: Backend, s: torch.Tensor, y: Secret, eps: float, kappa: float
+    backend: Backend, s: torch.Tensor, y: Secret, eps: float, kappa: float, y2: Secret | None = None
 ) -> tuple[torch.Tensor, Secret]:
     """Safeguard 1: reveal, per client, whether the new pair (s, y) may enter its buffer.
 
@@ -291,13 +291,14 @@ def curvature_accepted(
     of Li and Fukushima: every rank-one term y yᵀ/(yᵀs) of the BFGS update has norm ≤ κ, so
     σ_k ≤ κ, ‖B_k‖ ≤ (k+1)·κ and ‖ŷ‖ = ‖y‖/‖s‖ ≤ κ — bounded fixed-point magnitudes).
     s: (m,) public (the same model difference for every client), y: (n, m) secret, raw
-    (not normalised, so ‖y‖² stays at gradient scale). yᵀs is local; ‖y‖² is one secure
+    (not normalised, so ‖y‖² stays at gradient scale). yᵀs is local; ‖y‖² is `y2` when the
+    caller has it (Starfish: from y's fixed operands, `Backend.fixed_dot`), else one secure
     square per client. Returns the public bools (n,) (only the combined bit is revealed)
     and [‖y‖²] (n,), which the caller reuses for the new Gram entry ‖ŷ‖².
     """
     s = s.to(torch.float64)
     curvature = backend.dot(y, s)  # (n,) yᵀs, local
-    y2 = squared_norms(backend, y)
+    y2 = squared_norms(backend, y) if y2 is None else y2
     positive = backend.ge(curvature, max(float(eps), CURVATURE_FLOOR) * float(torch.dot(s, s)))
     cautious = backend.ge(backend.mul(curvature, float(kappa)), y2)
     return backend.reveal(backend.mul(positive, cautious)) > 0.5, y2

@@ -114,6 +114,34 @@ def test_the_update_is_the_weighted_sum_of_the_estimates(
     torch.testing.assert_close(got, torch.tensor(weights, dtype=torch.float64) @ rows)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(1.5, 20.0), noise=st.floats(0.0, 3.0), kappa=st.floats(1.0, 8.0))
+def test_a_pair_enters_alike_whatever_its_step_length(seed: int, scale: float, noise: float, kappa: float) -> None:
+    """(s, y) and (s/λ, y/λ) are the same normalised pair: the step of norm ≥ 1 takes the
+    curvature test on (ŝ, ŷ) (one opening), the short one on the raw y (two openings); both
+    keep the same pairs with the same ŷ and ‖ŷ‖²."""
+    backend = PlainBackend()
+    params = StarfishParams(buffer_size=2, curvature_max=kappa)
+    gen = torch.Generator().manual_seed(seed)
+    s = torch.randn(M, generator=gen, dtype=torch.float64)
+    s = s * (scale / float(s.norm()))  # ‖s‖ = scale ≥ 1.5
+    # some rows pass the test, some not (negative curvature, or ‖y‖² > κ·yᵀs)
+    y = torch.stack([quadratic(seed + j) @ s for j in range(CLIENTS)])
+    y = y + noise * float(s.norm()) * torch.randn(CLIENTS, M, generator=gen, dtype=torch.float64)
+    names = [f"c{j}" for j in range(CLIENTS)]
+    kept = []
+    for step in (1.0, 2.0 * scale):  # ‖s‖ ≥ 1, then ‖s‖ = 0.5
+        store = PairState()
+        add_pairs(backend, store, names, 1, s / step, backend.share(y / step), backend.zeros((CLIENTS, M)), params)
+        pairs = {c: store.buffers[c][0] for c in names if c in store.buffers}
+        kept.append({c: (backend.reveal(p.y), backend.reveal(p.yy)) for c, p in pairs.items()})
+        assert [e.accepted for e in store.log.curvature] == [c in pairs for c in names]
+    assert kept[0].keys() == kept[1].keys()
+    for c, (y_hat, yy) in kept[0].items():
+        torch.testing.assert_close(y_hat, kept[1][c][0])
+        torch.testing.assert_close(yy, kept[1][c][1])
+
+
 def test_dropped_correction_keeps_the_stored_gradient() -> None:
     """‖Hv‖ > c·‖g‖: the bit folded into the coefficients zeroes the whole correction."""
     backend = PlainBackend()

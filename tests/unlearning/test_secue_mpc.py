@@ -1,7 +1,9 @@
-"""SecUE's summed update (`secue.estimate_update`) under real 2PC (dealer + two party
-processes on 127.0.0.1): it equals the weighted sum of the per-client estimates of the
-plaintext backend, and its fixed-operand product costs the dealer m ring elements where the
-per-client estimates' costs n·m."""
+"""SecUE under real 2PC (dealer + two party processes on 127.0.0.1).
+
+The summed update (`secue.estimate_update`) equals the weighted sum of the plaintext
+backend's per-client estimates, and its fixed-operand product costs the dealer m ring
+elements where the per-client estimates' cost n·m. A pair entry (`secue.add_pairs`) takes
+‖y‖² from fixed operands (no n·m square pair) and, when the step is long, opens the rows once."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from mpc.backend import Backend
 from mpc.cluster import TwoPartyCluster
 from mpc.plain_backend import PlainBackend
 from unlearning.starfish.params import StarfishParams
-from unlearning.starfish.secue import estimate_gradients, estimate_update
+from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update
 
 WEIGHTS = [0.05, 0.3, 0.02, 0.1]  #: η·FedAvg weights of the CLIENTS + 1 clients (c3 holds no pair)
 PARAMS = StarfishParams(buffer_size=2, hv_bound=1e6)
@@ -66,3 +68,53 @@ def test_the_summed_update_matches_plaintext_and_costs_m_from_the_dealer(cluster
     # product from the dealer, 3·m ring elements for the per-client estimates, one m per group
     # (2·m) for the summed update; the rest of the two calls is the same
     assert got["sum_offline"] == got["rows_offline"] - 8 * M, (got["sum_offline"], got["rows_offline"])
+
+
+ENTRY_M, ENTRY_N = 4096, 3
+
+
+def pair_entry(backend: Backend, rank: int = 0) -> dict[str, Any]:
+    """The same normalised pairs offered with a step of norm 3 and of norm 0.3: the bits, the
+    kept ŷ and ‖ŷ‖², and each entry's online and offline bytes."""
+    gen = torch.Generator().manual_seed(5)
+    direction = torch.nn.functional.normalize(torch.randn(ENTRY_M, generator=gen, dtype=torch.float64), dim=0)
+    noise = torch.randn(ENTRY_N, ENTRY_M, generator=gen, dtype=torch.float64) / ENTRY_M**0.5
+    # curvatures 0.5 and 1.5 pass; the last row's (−0.5) fails the test
+    slopes = torch.tensor([0.5, 1.5, -0.5], dtype=torch.float64)
+    names = [f"c{j}" for j in range(ENTRY_N)]
+    out: dict[str, Any] = {}
+    with backend.own_ledger() as ledger:
+        for label, norm in (("long", 3.0), ("short", 0.3)):
+            store = PairState()
+            s = norm * direction
+            exact = backend.share(norm * (slopes[:, None] * direction + 0.1 * noise), src=0)
+            with backend.step(label):
+                add_pairs(backend, store, names, 1, s, exact, backend.zeros((ENTRY_N, ENTRY_M)), PARAMS)
+            out[label] = {
+                "bits": [e.accepted for e in store.log.curvature],
+                "y": [backend.reveal(store.buffers[c][0].y) for c in names if c in store.buffers],
+                "yy": [backend.reveal(store.buffers[c][0].yy) for c in names if c in store.buffers],
+            }
+    for label, cost in ledger.to_dict().items():
+        out[label].update(online=cost["online_bytes"], offline=cost["offline_bytes"])
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_a_pair_entry_opens_its_rows_once_when_the_step_is_long(cluster: TwoPartyCluster) -> None:
+    """‖s‖ ≥ 1: the rows are normalised, fixed once, and ‖ŷ‖² is a dealer scalar per row (no
+    n·m square pair); ‖s‖ < 1: the raw rows are fixed for ‖y‖², the kept ŷ once more. Both
+    keep the same pairs, with the plaintext backend's ŷ and ‖ŷ‖² within fixed-point error."""
+    plain = pair_entry(PlainBackend())
+    got, _ = cluster.run(pair_entry)
+    kept = 2
+    for label in ("long", "short"):
+        assert got[label]["bits"] == plain[label]["bits"] == [True, True, False]
+        pairs = got[label]["y"] + got[label]["yy"], plain[label]["y"] + plain[label]["yy"]
+        for secure, exact in zip(*pairs, strict=True):
+            assert float((secure - exact).abs().max()) < 1e-3
+        # the dealer's share of a square pair would be n·m ring elements
+        assert got[label]["offline"] < 8 * ENTRY_N * ENTRY_M // 2, got[label]["offline"]
+    # the short step's second opening: the kept rows' ŷ − B', m int64 each way per row
+    assert got["short"]["online"] - got["long"]["online"] >= 2 * 8 * kept * ENTRY_M
+    assert got["long"]["online"] < 2 * 8 * (ENTRY_N + 1) * ENTRY_M

@@ -15,7 +15,7 @@ apply. The FedAvg aggregate Ĝ_t = Σ_j n_j ĝ_t^j / Σ_j n_j is the only value 
 Per buffer state each client's compact form (A = SᵀY, YᵀY, σ_k, K⁻¹; `PairCache`) is
 cached in the store and rebuilt — one SecMI for all stale clients together — only when a
 pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal
-‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's square). Per round the bound of safeguard 2
+‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's ‖y‖², a scalar product of y's rows fixed for it). Per round the bound of safeguard 2
 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
 (exact, a bit), and one secret product Y·c_y per client expands them to length m. That
 product is a fixed-operand one (`mpc.plane.fixed_beaver`): each pair's ŷ is opened
@@ -117,26 +117,21 @@ def add_pairs(
     """Offer the pair (s, y = exact − stored) to each client's buffer (keeps the B latest).
 
     A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
-    is revealed (`unlearning.lbfgs.curvature_accepted`) and the pair is kept only if it holds;
-    it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted), fixed for products
-    (one opening for all accepted rows), with its row of YᵀY against the B − 1 pairs it joins.
+    is revealed (`unlearning.lbfgs.curvature_accepted`, `_checked_rows`) and the pair is kept
+    only if it holds; it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted),
+    fixed for products, with its row of YᵀY against the B − 1 pairs it joins.
     The pair's [ŷ] is the fixed handle's sharing (`Backend.fixed_secret`): held once.
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
         return
     s = s.to(torch.float64)
-    y = backend.sub(exact, stored)
-    accepted, y2 = curvature_accepted(backend, s, y, params.curvature_eps, params.curvature_max)
+    accepted, new, diag = _checked_rows(backend, s, norm, backend.sub(exact, stored), params)
     for idx, client in enumerate(clients):
         state.log.curvature.append(CurvatureEntry(t, client, bool(accepted[idx])))
     keep = [idx for idx in range(len(clients)) if accepted[idx]]
     if not keep:
         return
-    rows = torch.tensor(keep, dtype=torch.long)
-    y_hat = backend.mul(backend.index(y, rows), 1.0 / norm)  # accepted rows only
-    diag = backend.mul(backend.index(y2, rows), 1.0 / norm**2)  # ‖ŷ‖² = ‖y‖²/‖s‖²
-    new = backend.fix([backend.index(y_hat, pos) for pos in range(len(keep))])  # one opening of ŷ
     stays = max(params.buffer_size - 1, 0)
     joined = {pos: _joined(state, clients[idx], stays) for pos, idx in enumerate(keep)}
     cross = _cross_products(backend, state, new, joined)
@@ -147,6 +142,38 @@ def add_pairs(
         y_kept = backend.fixed_secret(new[pos])  # ŷ held once: the handle's sharing
         pair = CurvaturePair(round=t, s=s_hat, y=y_kept, yy=yy, fixed=new[pos])
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
+
+
+def _checked_rows(
+    backend: Backend, s: torch.Tensor, norm: float, y: Secret, params: SecUESettings
+) -> tuple[torch.Tensor, list[Fixed], Secret]:
+    """Safeguard 1 on the offered rows y (n, m), then the kept rows' ŷ fixed for products and
+    their ‖ŷ‖² (the new diagonal entries of YᵀY): (public bits (n,), handles, [‖ŷ‖²]).
+
+    The squared norm is a scalar product of fixed operands: the rows are fixed (one opening
+    of y − B, as a Beaver square would open y − A) and the dealer sends one ring element per
+    row (`Backend.fixed_dot`) where a square's pair costs n·m. With ‖s‖ ≥ 1 (public) the rows
+    are normalised first, ŷ = y/‖s‖, and the test is taken on (ŝ, ŷ): the same two
+    inequalities divided by ‖s‖², and ‖ŷ‖ ≤ ‖y‖, so nothing larger is squared than the raw
+    rows — and that one opening fixes the kept ŷ. With ‖s‖ < 1, ŷ may exceed the ring's range
+    when squared, so the test is taken on the raw y (at gradient scale) and the kept ŷ are
+    fixed in a second opening."""
+    n = y.shape[0]
+    eps, kappa = params.curvature_eps, params.curvature_max
+    if norm >= 1.0:
+        y_hat = backend.mul(y, 1.0 / norm)
+        fixed = backend.fix([backend.index(y_hat, i) for i in range(n)])  # the one opening
+        squares = backend.fixed_dot(fixed, fixed)  # ‖ŷ‖²
+        accepted, _ = curvature_accepted(backend, s / norm, y_hat, eps, kappa, squares)
+        kept = [i for i in range(n) if accepted[i]]
+        return accepted, [fixed[i] for i in kept], backend.index(squares, torch.tensor(kept, dtype=torch.long))
+    raw = backend.fix([backend.index(y, i) for i in range(n)])  # opening 1: y − B
+    accepted, y2 = curvature_accepted(backend, s, y, eps, kappa, backend.fixed_dot(raw, raw))
+    del raw  # the raw rows' handles serve only ‖y‖²
+    rows = torch.tensor([i for i in range(n) if accepted[i]], dtype=torch.long)
+    y_hat = backend.mul(backend.index(y, rows), 1.0 / norm)
+    new = backend.fix([backend.index(y_hat, pos) for pos in range(len(rows))])  # opening 2: ŷ − B'
+    return accepted, new, backend.mul(backend.index(y2, rows), 1.0 / norm**2)  # ‖ŷ‖² = ‖y‖²/‖s‖²
 
 
 def _joined(state: PairStore, name: str, stays: int) -> list[tuple[str, int]]:
