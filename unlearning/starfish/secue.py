@@ -14,9 +14,9 @@ apply. The FedAvg aggregate Ĝ_t = Σ_j n_j ĝ_t^j / Σ_j n_j is the only value 
 
 Per buffer state each client's compact form (A = SᵀY, YᵀY, σ_k, K⁻¹; `PairCache`) is
 cached in the store and rebuilt — one SecMI for all stale clients together — only when a
-pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal
-‖ŷ‖² = ‖y‖²/‖s‖² reuses the curvature check's ‖y‖², a scalar product of y's rows fixed for it). Per round the bound of safeguard 2
-uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
+pair has entered; the new row of YᵀY is computed when the pair enters (its diagonal ‖ŷ‖²
+is the curvature check's squared norm, a scalar product of the rows fixed for it). Per
+round the bound of safeguard 2 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
 (exact, a bit), and one secret product Y·c_y per client expands them to length m. That
 product is a fixed-operand one (`mpc.plane.fixed_beaver`): each pair's ŷ is opened
 under a mask once, when it enters (again on its first use in a later session:
