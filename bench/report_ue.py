@@ -24,12 +24,21 @@ STEP_LABELS = {
 }
 
 
+#: a run from before the estimate round formed only the update (no "rows" step): its round had every row
+EARLIER_LABELS = {
+    **STEP_LABELS,
+    "first": "first UE round after the buffers changed (forms rebuilt: one SecMI batch)",
+    "round": "steady-state UE round, every client's estimate (one UE round then)",
+}
+
+
 def _rows(label: str, res: dict[str, Any]) -> list[str]:
     out = []
     code = res["meta"]["params"].get("code", "unknown")
+    labels = STEP_LABELS if "rows" in res["figures"]["steps"] else EARLIER_LABELS
     for step, c in res["figures"]["steps"].items():
         out.append(
-            f"| {label} ({code}) | {STEP_LABELS.get(step, step)} | {fmt(c['wall_s'])} | {fmt(c['offline_s'])} | "
+            f"| {label} ({code}) | {labels.get(step, step)} | {fmt(c['wall_s'])} | {fmt(c['offline_s'])} | "
             f"{fmt(c['online_bytes'] / MB, 1)} | {fmt(c['offline_bytes'] / MB, 1)} | {c['online_rounds']} |"
         )
     return out
@@ -80,6 +89,8 @@ def _ue_round(lines: list[str], res: dict[str, Any], quick: bool) -> None:
         "client's estimate (no SecTC, no DP clipping) forms only the update: one product "
         "[c_y,1 … c_y,n]·[Y_1; …; Y_n] whose C_t = A_t·B_Y has m values, so the dealer sends m values where "
         'the per-client rows ("rows") need n·m. What remains of size m per round is the reveal of the '
-        "update (m values each way) online and party 0's share of C_t offline; a pair entering still opens "
-        "y once more for the curvature test's ‖y‖² (at gradient scale, before normalisation).\n"
+        "update (m values each way) online and party 0's share of C_t offline. A pair entry takes the curvature "
+        "test's squared norms from the rows fixed for it (the dealer sends one value per row) and opens its rows "
+        "once when the step is long (‖s‖ ≥ 1; here ‖s‖ ≈ 7.6), twice when it is short (the raw rows for the test, "
+        "then the kept ŷ).\n"
     )
