@@ -162,6 +162,7 @@ def _checked_rows(
     eps, kappa = params.curvature_eps, params.curvature_max
     if norm >= 1.0:
         y_hat = backend.mul(y, 1.0 / norm)
+        del y  # the raw rows are not read again: freed before the fixing allocates 2·n·m
         fixed = backend.fix([backend.index(y_hat, i) for i in range(n)])  # the one opening
         squares = backend.fixed_dot(fixed, fixed)  # ‖ŷ‖²
         accepted, _ = curvature_accepted(backend, s / norm, y_hat, eps, kappa, squares)
@@ -221,12 +222,13 @@ def estimate_gradients(
     rows: dict[int, Secret] = {}
     for k, members in _by_buffer_length(state, clients).items():
         whole = len(members) == n  # one group: no copies of the (n, m) rows
-        g_group, g_norms = _group_rows(backend, stored, norms, members, whole)
+        g_group = stored if whole else backend.index(stored, torch.tensor(members, dtype=torch.long))
         if k == 0 or v_norm <= params.min_step:
             estimate = g_group
         else:
             names = [clients[i] for i in members]
-            s_rows, y_rows, c = _group_terms(backend, state, names, g_group, g_norms, v / v_norm, v_norm, params)
+            g2 = _group_squares(backend, stored, norms, members, whole)
+            s_rows, y_rows, c = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
             estimate = expand(backend, s_rows, y_rows, v / v_norm, c, base=g_group, scale=v_norm)
         if whole:
             return estimate
@@ -267,9 +269,9 @@ def estimate_update(
     for k, members in _by_buffer_length(state, clients).items():
         if k == 0:
             continue
-        g_group, g_norms = _group_rows(backend, stored, norms, members, len(members) == n)
+        g2 = _group_squares(backend, stored, norms, members, len(members) == n)
         names = [clients[i] for i in members]
-        s_rows, y_rows, c = _group_terms(backend, state, names, g_group, g_norms, v / v_norm, v_norm, params)
+        s_rows, y_rows, c = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
         part = expand_sum(backend, s_rows, y_rows, v / v_norm, c, v_norm * omega[members] / top)
         corrections = part if corrections is None else backend.add(corrections, part)
     return update if corrections is None else backend.add(update, backend.mul(corrections, top))
@@ -283,28 +285,26 @@ def _by_buffer_length(state: PairStore, clients: Sequence[str]) -> dict[int, lis
     return groups
 
 
-def _group_rows(
-    backend: Backend, stored: Secret, norms: Secret | None, members: list[int], whole: bool
-) -> tuple[Secret, Secret | None]:
-    """The group's rows of `stored` and of `norms` (no copies when the group is every client)."""
-    if whole:
-        return stored, norms
+def _group_squares(backend: Backend, stored: Secret, norms: Secret | None, members: list[int], whole: bool) -> Secret:
+    """[‖g_r^j‖²] of the clients at positions `members`: from their reported norms when given
+    (one product per client), else from their stored rows (one scalar product each)."""
     pick = torch.tensor(members, dtype=torch.long)
-    return backend.index(stored, pick), None if norms is None else backend.index(norms, pick)
+    if norms is None:
+        return squared_norms(backend, stored if whole else backend.index(stored, pick))
+    return backend.square(norms if whole else backend.index(norms, pick))
 
 
 def _group_terms(
     backend: Backend,
     state: PairStore,
     names: list[str],
-    g: Secret,
-    g_norms: Secret | None,
+    g2: Secret,
     v_hat: torch.Tensor,
     v_norm: float,
     params: SecUESettings,
 ) -> tuple[list[Prepared], list[Fixed], Secret]:
     """(ŝ stacks, fixed ŷ rows, bit·c) of clients holding k pairs each: H^j v = ‖v‖·[v̂, S, Y]·(bit·c)
-    (Algorithm 2, compact form; the bit is safeguard 2's, ‖Hv‖ ≤ c·‖g‖)."""
+    (Algorithm 2, compact form; the bit is safeguard 2's, ‖Hv‖ ≤ c·‖g‖, from `g2` = [‖g‖²])."""
     n = len(names)
     s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
     y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
@@ -313,8 +313,6 @@ def _group_terms(
     s_public = [rows.value for rows in s_rows]  # (k, m) each: one tensor for pairs of the same rounds
     c, yv = coefficients(backend, form, s_public, y, v_hat)
     hv2 = product_square(backend, form, s_public, v_hat, yv, c)
-    # ‖g‖² from the client-reported norms when given (one scalar product per client)
-    g2 = squared_norms(backend, g) if g_norms is None else backend.square(g_norms)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
     return s_rows, fixed_rows(backend, state, names), kept
 
