@@ -10,7 +10,8 @@ of its fixed rows — are therefore sent in blocks of at most `BLOCK_ELEMENTS`:
   the flattened tensor in consecutive ranges (`element_ranges`); each block is its own
   request, and the parties concatenate the blocks' shares;
 * `matmul_fixed`: consecutive entries of the batch (`item_groups`; the backend opens the
-  factor once and multiplies each group by its own pair);
+  factor once and multiplies each group by its own pair), or for an unbatched (K, m)
+  product consecutive rows of the K, whose pairs' shares of a @ B are added;
 * `dot_fixed`: consecutive pairs of ids (`item_groups`), the blocks' shares concatenated.
 
 Every block is fresh correlated randomness drawn in the same order by both parties and the
