@@ -253,11 +253,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         total = len(state.selected)
         ctx.progress("estimate", step.t, total, f"round {step.r}")
         # drawn ahead only for a next estimate round of the same clients (a check round's products are per client)
-        again = (
-            step.t < total
-            and (step.t + 1) % interval != 0
-            and _participants(ctx, state, step.t + 1) == step.participants
-        )
+        again = (step.t + 1) % interval != 0 and _next_replays_same_clients(ctx, state, step)
         with backend.step("UE"), backend.fixed_repeats(again):
             return estimate_update(
                 backend, state, step.participants, step.stored, step.v, params, coefficients, step.norms
@@ -276,7 +272,7 @@ class StarfishStrategy(Strategy[StarfishParams]):
         # the products of this estimate come again (randomness drawn ahead for them) only when the
         # next round replays the same clients on the same pairs: not after a check round, whose
         # corrections add pairs, nor after the last round
-        again = not check and step.t < total and _participants(ctx, state, step.t + 1) == step.participants
+        again = not check and _next_replays_same_clients(ctx, state, step)
         with backend.step("UE"), backend.fixed_repeats(again):
             gradients = estimate_gradients(backend, state, step.participants, step.stored, step.v, params, step.norms)
         if not check:
@@ -331,6 +327,12 @@ def _participants(ctx: UnlearnContext, state: StarfishState, t: int) -> list[str
     line 16: the replayed round's participants without the targets)."""
     members = set(state.clients)
     return [c for c in ctx.history.round_info(state.selected[t - 1]).clients if c in members]
+
+
+def _next_replays_same_clients(ctx: UnlearnContext, state: StarfishState, step: _Replay) -> bool:
+    """Whether a next unlearning round exists and replays the same remaining clients as `step`
+    (the condition under which its fixed-operand products may come again)."""
+    return step.t < len(state.selected) and _participants(ctx, state, step.t + 1) == step.participants
 
 
 def _keep_estimates(

@@ -261,7 +261,7 @@ def estimate_update(
     v = v.to(torch.float64)
     v_norm = float(torch.linalg.vector_norm(v))
     omega = torch.tensor([float(w) for w in weights], dtype=torch.float64)
-    update = weighted_sum(backend, stored, omega.tolist())
+    update = weighted_sum(backend, stored, weights)
     top = float(omega.abs().max()) if n else 0.0
     if v_norm <= params.min_step or top == 0.0:
         return update
