@@ -10,8 +10,9 @@ protocols with the dealer (TTP provider) supplying Beaver triples:
   the 2f-bit product is truncated locally back to f bits (CrypTen's 2-party truncation;
   fault probability ≈ |x·y|·2^(2f−64) per output element, see docs/NUMERICS.md). A
   product with a bit (bits = 0) needs no truncation and is exact.
-* SecGE — CrypTen's arithmetic→binary conversion and MSB extraction (`_ltz`), giving an
-  integer-shared bit (bits = 0), so SecSel and bit sums are exact.
+* SecGE — the sign bit of the shared difference by a packed carry tree over its shares'
+  bits (`plane/sign_bit.py`, `_ltz`), giving an integer-shared bit (bits = 0), so SecSel
+  and bit sums are exact.
 * `ge_prod` ([a·b ≥ c·d], SecGE2 and SecTC) compares the products BEFORE truncation,
   which is exact on the fixed-point grid and never loses tiny squares.
 * fixed-operand products (`fix`, `fixed_matmul`, `fixed_dot`, `plane/fixed_beaver.py`)
@@ -60,8 +61,16 @@ from mpc.plane.dealer_client import DealerLink
 from mpc.plane.fixed_beaver import FixedShares, fix_operands, fixed_dot, fixed_product
 from mpc.plane.fixed_masks import fixed_mask
 from mpc.plane.fixed_prefetch import next_round
-from mpc.plane.provider import DealerProvider, fixed_dot_share, fixed_matmul_pair, session_link
+from mpc.plane.provider import (
+    DealerProvider,
+    b2a_bits,
+    binary_triple,
+    fixed_dot_share,
+    fixed_matmul_pair,
+    session_link,
+)
 from mpc.plane.request_blocks import item_groups
+from mpc.plane.sign_bit import sign_bits
 from mpc.primitives import Fixed, Prepared, fixed_layout
 
 load_crypten()
@@ -144,6 +153,11 @@ def ring_matmul(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     for j in range(1, k):
         out.addcmul_(left[..., j : j + 1], right[j])
     return out
+
+
+def _open_xor(shares: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The XOR of both parties' int64 shares of each tensor, in one round (binary openings)."""
+    return comm.get().all_reduce(shares, op=torch.distributed.ReduceOp.BXOR, batched=True)
 
 
 def _to_tensor(x: Public | Prepared) -> torch.Tensor:
@@ -591,13 +605,13 @@ class CrypTenBackend(Backend):
 
     # ------------------------------------------------------------------ comparisons
     def _ltz(self, share: torch.Tensor) -> torch.Tensor:
-        """Integer-shared bit [x < 0] from the MSB (CrypTen A2B), in chunks."""
+        """Integer-shared bit [x < 0]: the sign bit by the packed carry tree
+        (`plane/sign_bit.py`), in chunks."""
         flat = share.reshape(-1)
-        out = []
-        for start in range(0, max(flat.numel(), 1), self.chunk_elements):
-            part = flat[start : start + self.chunk_elements]
-            bit = MPCTensor.from_shares(part, precision=0)._ltz()
-            out.append(bit._tensor.share)
+        out = [
+            sign_bits(self.rank, flat[start : start + self.chunk_elements], binary_triple, b2a_bits, _open_xor)
+            for start in range(0, flat.numel(), self.chunk_elements)
+        ]
         return torch.cat(out).reshape(share.shape) if flat.numel() else share.clone()
 
     def _ge_zero(self, diff: CrypTenSecret) -> CrypTenSecret:

@@ -97,6 +97,19 @@ def fixed_matmul_pair(
     return prefetched_pair(session_link(), op, req)
 
 
+def binary_triple(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This party's XOR shares (a, b, c = a ∧ b) of int64 words (`binary`), for
+    `mpc.plane.sign_bit`."""
+    (a, b), c = _INSTANCE._draw("binary", None, shape, shape)
+    return a, b, c
+
+
+def b2a_bits(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This party's shares of `count` dealer bits r (`b2a`): XOR-shared (0/1) and additive."""
+    (bit,), arith = _INSTANCE._draw("b2a", None, (count,))
+    return bit, arith
+
+
 def fixed_dot_share(operand: tuple[int, ...], fixed: list[int]) -> torch.Tensor:
     """[Σ B_i ⊙ B_j] for each pair (i, j) of `fixed` = [i_1, j_1, i_2, j_2, …] (`dot_fixed`),
     in groups of pairs whose rebuilt masks fit a block (`mpc.plane.request_blocks`)."""
