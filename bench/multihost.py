@@ -12,7 +12,8 @@ warm-up and correction tasks — runs three times from the same saved history:
 Each profile's links are measured (TCP RTT and throughput party0 → party1) before the job
 runs, and the measurement is stored beside the job's figures: admin-observed wall time,
 party 0's ledger (online bytes and rounds, offline bytes, per step), CPU seconds of every
-process of the run, and the load average. A step is latency-bound on a link when its
+process of the run, and the load average (each job is filed once the one-minute load has
+decayed to 1 per core, `bench.env.wait_for_quiet`). A step is latency-bound on a link when its
 online rounds × RTT is a large part of its wall time there.
 
 `python -m bench multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.env import CACHE_DIR, load_average, stamp, write_result
+from bench.env import CACHE_DIR, load_average, stamp, wait_for_quiet, write_result
 from bench.paper import WHOLE_JOB_LAN
 from bench.whole_job_service import ROUND_DEADLINE_S, TASK_DEADLINE_S, demo_config
 
@@ -121,6 +122,7 @@ class Bench:
             OperatorHosts(lab, self.recipe).restore_data(self.saved)
             cpu_before = _cpu_children()
             ops = self._services(lab)
+            record["quiet_wait_s"] = wait_for_quiet()  # the previous job's (or Stage I's) load decays first
             record["load_before"] = load_average()
             try:
                 self._fleet(lab, "unlearn", out)

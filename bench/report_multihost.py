@@ -33,12 +33,12 @@ def _multihost(lines: list[str], res: dict[str, Any], quick: bool) -> None:
     )
     _table(lines, runs, f["paper_lan"], quick)
     cores = res["meta"]["machine"]["cores"]
-    busiest = max(max(r["load_before"][0], r["load_after"][0]) for r in runs.values())
+    busiest = max(r["load_before"][0] for r in runs.values())  # the load after is the job's own
     if busiest > cores:
         lines.append(
-            f"**The machine was busy** (load average up to {busiest:g} on {cores} cores during the jobs): wall times "
-            "include waiting for a CPU and are not comparable between the columns; bytes, rounds and the measured "
-            "links are. Re-run on an idle machine for the times.\n"
+            f"**The machine was busy** (load average up to {busiest:g} on {cores} cores when a job was filed): "
+            "wall times include waiting for a CPU and are not comparable between the columns; bytes, rounds and the "
+            "measured links are. Re-run on an idle machine for the times.\n"
         )
     _latency(lines, f["latency"], runs)
     lines.append(f"\n![multihost]({_plot(res, quick)})\n")

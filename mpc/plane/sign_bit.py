@@ -62,20 +62,16 @@ _MASKS = (
 )
 """Bit-compaction masks: after step k the kept bits form groups of 2^k."""
 _NARROWER = {torch.int64: torch.int32, torch.int32: torch.int16, torch.int16: torch.uint8}
-PAD = 64
-"""Values are padded to a multiple of this, so the packed sign bits fill whole words."""
 
 
 def sign_bits(rank: int, share: torch.Tensor, triple: Triple, bits: BitPair, open_xor: OpenXor) -> torch.Tensor:
     """This party's additive share (int64, 0/1-valued in sum) of msb(x) for each value of the
     flat int64 `share` — the bit [x < 0] of CrypTen's `_ltz`, in 8 rounds."""
-    n = share.numel()
-    x = torch.zeros(-(-n // PAD) * PAD, dtype=torch.int64)
-    x[:n] = share.reshape(-1)
+    x = share.reshape(-1)
     g = _and(rank, x if rank == 0 else torch.zeros_like(x), x if rank == 1 else torch.zeros_like(x), triple, open_xor)
     top = ((x >> 63) & 1).to(torch.uint8)  # this party's share of p[63] = x_0[63] ⊕ x_1[63]
     carry = _carry_into_top(rank, g << 1, x << 1, triple, open_xor)
-    return _to_additive(rank, carry ^ top, bits, open_xor)[:n]
+    return _to_additive(rank, carry ^ top, bits, open_xor)
 
 
 def _carry_into_top(rank: int, g: torch.Tensor, p: torch.Tensor, triple: Triple, open_xor: OpenXor) -> torch.Tensor:
@@ -126,14 +122,23 @@ def _low_halves(values: torch.Tensor, narrow: torch.dtype) -> torch.Tensor:
 
 def _and(rank: int, u: torch.Tensor, v: torch.Tensor, triple: Triple, open_xor: OpenXor) -> torch.Tensor:
     """[u ∧ v] from XOR shares of equal shape and type: one Beaver AND on the buffers read as
-    int64 words (the value count times the type's size is a multiple of 8)."""
-    words_u, words_v = u.contiguous().view(torch.int64), v.contiguous().view(torch.int64)
+    int64 words (the last word padded with zero bytes)."""
+    words_u, words_v = _words(u), _words(v)
     a, b, c = triple(words_u.shape)
     e, d = open_xor([words_u ^ a, words_v ^ b])
     out = c ^ (e & b) ^ (a & d)
     if rank == 0:
         out ^= e & d
-    return out.view(u.dtype)
+    return out.view(u.dtype)[: u.numel()].reshape(u.shape)
+
+
+def _words(values: torch.Tensor) -> torch.Tensor:
+    """The values' bytes as int64 words, zero-padded to a whole word."""
+    flat = values.reshape(-1)
+    spare = -flat.numel() % (8 // flat.element_size())
+    if spare:
+        flat = torch.cat([flat, flat.new_zeros(spare)])
+    return flat.contiguous().view(torch.int64)
 
 
 def _to_additive(rank: int, bit: torch.Tensor, bits: BitPair, open_xor: OpenXor) -> torch.Tensor:
@@ -142,8 +147,9 @@ def _to_additive(rank: int, bit: torch.Tensor, bits: BitPair, open_xor: OpenXor)
     n = bit.numel()
     r_xor, r_add = bits(n)
     masked = (bit & 1) ^ r_xor.to(torch.uint8)
-    packed = torch.from_numpy(np.packbits(masked.numpy(), bitorder="little")).view(torch.int64)
-    (opened,) = open_xor([packed])
+    packed = np.zeros(-(-n // 64) * 8, dtype=np.uint8)  # whole words
+    packed[: -(-n // 8)] = np.packbits(masked.numpy(), bitorder="little")
+    (opened,) = open_xor([torch.from_numpy(packed).view(torch.int64)])
     z = torch.from_numpy(np.unpackbits(opened.view(torch.uint8).numpy(), bitorder="little")[:n]).to(torch.int64)
     out = r_add * (1 - 2 * z)
     if rank == 0:

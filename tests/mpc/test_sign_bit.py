@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -106,11 +107,16 @@ def test_sign_bit_is_msb_of_the_sum(pairs, seed):
     assert torch.equal(got, ((x0 + x1) < 0).to(torch.int64))
 
 
-def test_opened_bytes_per_value():
-    """54 bytes per value and direction in the tree, 1/8 for the sign bit (module doc)."""
-    n = 4096
+@pytest.mark.parametrize("n", [4096, 9])
+def test_opened_bytes_per_value(n):
+    """54 bytes per value and direction in the tree, 1/8 for the sign bit (module doc); a
+    level's bytes and the sign bits are padded to whole words, nothing more."""
     x0 = torch.randint(-(2**63), 2**63 - 1, (n,), dtype=torch.int64)
     x1 = torch.randint(-(2**63), 2**63 - 1, (n,), dtype=torch.int64)
     got, pair = _run(x0, x1)
     assert torch.equal(got, ((x0 + x1) < 0).to(torch.int64))
-    assert pair.opened_bytes == [n * 54 + n // 8] * 2
+    # per level: values per operand (a multiple of n) and bytes per value; two operands each
+    levels = [(n, 8), (2 * n, 4), (2 * n, 2), (2 * n, 1), (2 * n, 1), (2 * n, 1), (n, 1)]
+    tree = sum(2 * 8 * -(-count * size // 8) for count, size in levels)
+    assert pair.opened_bytes == [tree + 8 * -(-n // 64)] * 2
+    assert n % 64 or tree == 54 * n
