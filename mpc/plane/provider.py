@@ -68,9 +68,8 @@ class DealerProvider(TupleProvider):
         return ArithmeticSharedTensor.from_shares(r, precision=0), ArithmeticSharedTensor.from_shares(r2, precision=0)
 
     def generate_binary_triple(self, size0, size1, device=None):
-        """XOR-shared (a, b, c = a ∧ b)."""
-        (a, b), c = self._draw("binary", device, size0, size1)
-        return tuple(BinarySharedTensor.from_shares(t) for t in (a, b, c))
+        """XOR-shared (a, b, c = a ∧ b) (`binary_triple`)."""
+        return tuple(BinarySharedTensor.from_shares(t) for t in binary_triple(size0, size1, device))
 
     def wrap_rng(self, size, device=None):
         """(r, θ_r): a random sharing and the number of wraps of its shares."""
@@ -81,8 +80,8 @@ class DealerProvider(TupleProvider):
         )
 
     def B2A_rng(self, size, device=None):
-        """A random bit shared arithmetically (rA) and in binary (rB)."""
-        (bit,), arith = self._draw("b2a", device, size)
+        """A random bit shared arithmetically (rA) and in binary (rB) (`b2a_bits`)."""
+        bit, arith = b2a_bits(size, device)
         return ArithmeticSharedTensor.from_shares(arith, precision=0), BinarySharedTensor.from_shares(bit)
 
 
@@ -97,16 +96,19 @@ def fixed_matmul_pair(
     return prefetched_pair(session_link(), op, req)
 
 
-def binary_triple(shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """This party's XOR shares (a, b, c = a ∧ b) of int64 words (`binary`), for
-    `mpc.plane.sign_bit`."""
-    (a, b), c = _INSTANCE._draw("binary", None, shape, shape)
+def binary_triple(
+    size0: tuple[int, ...], size1: tuple[int, ...], device: Any = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This party's XOR shares (a, b, c = a ∧ b) of int64 words (`binary`), for CrypTen's
+    ANDs and `mpc.plane.sign_bit`."""
+    (a, b), c = _INSTANCE._draw("binary", device, size0, size1)
     return a, b, c
 
 
-def b2a_bits(count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """This party's shares of `count` dealer bits r (`b2a`): XOR-shared (0/1) and additive."""
-    (bit,), arith = _INSTANCE._draw("b2a", None, (count,))
+def b2a_bits(size: tuple[int, ...], device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """This party's shares of dealer bits r (`b2a`) of shape `size`: XOR-shared (0/1) and
+    additive, for CrypTen's B2A and `mpc.plane.sign_bit`."""
+    (bit,), arith = _INSTANCE._draw("b2a", device, size)
     return bit, arith
 
 

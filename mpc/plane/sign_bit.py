@@ -45,10 +45,10 @@ import torch
 if sys.byteorder != "little":  # the narrowing below reads the low half of each word
     raise ImportError("mpc.plane.sign_bit assumes a little-endian machine")
 
-Triple = Callable[[torch.Size], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+Triple = Callable[[torch.Size, torch.Size], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 """This party's XOR shares (a, b, c = a ∧ b) of int64 words of the given shape (`binary`)."""
-BitPair = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
-"""This party's shares of n dealer bits r: XOR-shared bits (int64 0/1) and additive shares (`b2a`)."""
+BitPair = Callable[[tuple[int, ...]], tuple[torch.Tensor, torch.Tensor]]
+"""This party's shares of dealer bits r of the given shape: XOR-shared bits (int64 0/1) and additive shares (`b2a`)."""
 OpenXor = Callable[[list[torch.Tensor]], list[torch.Tensor]]
 """The XOR of both parties' int64 shares, for every tensor of the list in one round."""
 
@@ -124,7 +124,7 @@ def _and(rank: int, u: torch.Tensor, v: torch.Tensor, triple: Triple, open_xor: 
     """[u ∧ v] from XOR shares of equal shape and type: one Beaver AND on the buffers read as
     int64 words (the last word padded with zero bytes)."""
     words_u, words_v = _words(u), _words(v)
-    a, b, c = triple(words_u.shape)
+    a, b, c = triple(words_u.shape, words_u.shape)
     e, d = open_xor([words_u ^ a, words_v ^ b])
     out = c ^ (e & b) ^ (a & d)
     if rank == 0:
@@ -145,11 +145,10 @@ def _to_additive(rank: int, bit: torch.Tensor, bits: BitPair, open_xor: OpenXor)
     """[b] additively from XOR shares of one bit per value (the low bit of each byte): open
     z = b ⊕ r packed 64 to a word, then [b] = z + (1 − 2z)·[r]."""
     n = bit.numel()
-    r_xor, r_add = bits(n)
+    r_xor, r_add = bits((n,))
     masked = (bit & 1) ^ r_xor.to(torch.uint8)
-    packed = np.zeros(-(-n // 64) * 8, dtype=np.uint8)  # whole words
-    packed[: -(-n // 8)] = np.packbits(masked.numpy(), bitorder="little")
-    (opened,) = open_xor([torch.from_numpy(packed).view(torch.int64)])
+    packed = torch.from_numpy(np.packbits(masked.numpy(), bitorder="little"))
+    (opened,) = open_xor([_words(packed)])
     z = torch.from_numpy(np.unpackbits(opened.view(torch.uint8).numpy(), bitorder="little")[:n]).to(torch.int64)
     out = r_add * (1 - 2 * z)
     if rank == 0:

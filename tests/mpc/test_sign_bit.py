@@ -45,7 +45,9 @@ class _Pair:
         return torch.randint(-(2**63), 2**63 - 1, tuple(shape), dtype=torch.int64, generator=self.gen)
 
     def triple(self, rank: int):
-        def make_for(shape):
+        def make_for(shape, other):
+            assert shape == other
+
             def make():
                 a0, a1, b0, b1, c1 = (self._ring(shape) for _ in range(5))
                 c0 = ((a0 ^ a1) & (b0 ^ b1)) ^ c1
@@ -56,7 +58,9 @@ class _Pair:
         return make_for
 
     def bits(self, rank: int):
-        def draw(n):
+        def draw(size):
+            (n,) = size
+
             def make():
                 r0 = torch.randint(0, 2, (n,), generator=self.gen, dtype=torch.int64)
                 r1 = torch.randint(0, 2, (n,), generator=self.gen, dtype=torch.int64)
