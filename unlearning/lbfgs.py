@@ -25,6 +25,14 @@ each row ŷ is opened under a mask once (Starfish: when its pair enters), a roun
 `Backend.dot` (elementwise, one truncation of the sum) per client, not batched matmuls
 with long inner dimensions.
 
+Held rows: a client's ŷ_j may be held as rows y_j with a public scale λ_j, ŷ_j = λ_j·y_j
+(`y_scale` (n, k), None when every λ is 1; Starfish holds the raw rows of a step shorter
+than 1, so a pair entry opens them once). λ_j goes on the other factor of each product,
+never on the secret rows: into the public operand of the local products (A = SᵀY with
+operand λ_j·ŝ_i, Yᵀv̂ with λ_j·v̂: encoded once, one truncation as before) and into the
+coefficients before the expansion (Y·c_y = Y_held·(λ ⊙ c_y), n·k values). YᵀY is given
+in ŷ's units.
+
 The curvature safeguards (docs/ALGORITHM.md §3, "safeguards") are here too so both backends apply the
 same rule: a pair is kept only if yᵀs ≥ max(ε, CURVATURE_FLOOR)·sᵀs and ‖y‖² ≤ κ·yᵀs (one
 revealed bit per client and pair), and a correction with ‖Hv‖ > c·‖g‖ is dropped obliviously
@@ -35,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import torch
 
@@ -78,6 +86,44 @@ def per_distinct(rows: Sequence[Row], make: Callable[[Row], Derived]) -> list[De
         if id(row) not in done:
             done[id(row)] = (row, make(row))
     return [done[id(row)][1] for row in rows]
+
+
+T = TypeVar("T")
+
+
+class ClientRows(Sequence[T]):
+    """Each client's rows, formed on access by `make(c)` and never kept: a loop over the
+    clients holds one client's rows at a time instead of all n."""
+
+    def __init__(self, make: Callable[[int], T], n: int) -> None:
+        self._make = make
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, c: int) -> T: ...
+
+    @overload
+    def __getitem__(self, c: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, c: int | slice) -> T | Sequence[T]:
+        if isinstance(c, slice):
+            return [self[i] for i in range(self._n)[c]]
+        if not -self._n <= c < self._n:
+            raise IndexError(c)
+        return self._make(c % self._n)
+
+
+def held_operand(rows: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+    """The public rows (r, m) as the operand of a local product with one client's held rows
+    y (k, m), ŷ_j = scale_j·y_j: (r, 1, m) when the scale is None or all 1, else (r, k, m)
+    with [i, j] = scale_j·rows_i, so that the product gives rows_iᵀŷ_j (module docstring)."""
+    rows = rows.reshape(rows.shape[0], 1, -1)
+    if scale is None or bool(torch.all(scale == 1.0)):
+        return rows
+    return rows * scale.to(rows.dtype).reshape(1, -1, 1)
 
 
 def client_rows(backend: Backend, y: PerClient, c: int) -> Secret:
@@ -124,10 +170,19 @@ def gram(backend: Backend, y: Secret) -> Secret:
     return backend.dot(backend.reshape(y, (n, k, 1, m)), backend.reshape(y, (n, 1, k, m)))
 
 
-def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inverse: str = "secmi") -> CompactForm:
-    """The `CompactForm` of pairs s (n, k, m) public and y (n, k, m) secret with YᵀY given."""
+def compact_form(
+    backend: Backend,
+    s: torch.Tensor,
+    y: Secret,
+    yy: Secret,
+    inverse: str = "secmi",
+    y_scale: torch.Tensor | None = None,
+) -> CompactForm:
+    """The `CompactForm` of pairs s (n, k, m) public and y (n, k, m) secret held rows
+    (ŷ = y_scale ⊙ y, module docstring) with YᵀY given."""
     n, k, m = s.shape
-    a = local_dots(backend, y, [s[c].reshape(k, 1, m) for c in range(n)])  # a[i, j] = ŝ_iᵀŷ_j
+    operands = ClientRows(lambda c: held_operand(s[c], None if y_scale is None else y_scale[c]), n)
+    a = local_dots(backend, y, operands)  # a[i, j] = ŝ_iᵀŷ_j
     kmat, sigma = middle_matrix(backend, torch.matmul(s, s.transpose(1, 2)), a)
     kinv = backend.inverse(kmat, inverse)  # SecMI refines to its fixed-point floor (protocols/secmi.py)
     # the rows of q₁ scaled by σ_k once per buffer state: −D·K⁻¹·p is then c's tail in one product
@@ -137,18 +192,32 @@ def compact_form(backend: Backend, s: torch.Tensor, y: Secret, yy: Secret, inver
 
 
 def coefficients(
-    backend: Backend, form: CompactForm, s: Sequence[torch.Tensor], y: PerClient, v_hat: torch.Tensor
+    backend: Backend,
+    form: CompactForm,
+    s: Sequence[torch.Tensor],
+    y: PerClient,
+    v_hat: torch.Tensor,
+    y_scale: torch.Tensor | None = None,
 ) -> tuple[Secret, Secret]:
     """c = [σ_k, −σ_k q₁, −q₂] = [σ_k, −D·K⁻¹·p] (n, 1 + 2k), p = [σ_k Sᵀv̂ ; Yᵀv̂]; and Yᵀv̂ (n, k).
 
     `s`: each client's public rows (k, m) (a stacked (n, k, m) tensor is one), `y` its secret
-    rows: read one client at a time, so nothing of size n·k·m is formed here.
+    held rows (ŷ = y_scale ⊙ y): read one client at a time, so nothing of size n·k·m is
+    formed here. The operand v̂ (or λ_j·v̂) is encoded once per distinct scale.
     """
-    n, m = client_count(y), v_hat.numel()
+    n = client_count(y)
     sv = torch.stack(per_distinct([s[c] for c in range(n)], lambda rows: torch.matmul(rows, v_hat)))  # (n, k) Sᵀv̂
     k = sv.shape[1]
-    v_rows = backend.prepare(v_hat.reshape(1, 1, m))  # encoded once for the n clients
-    yv = backend.reshape(local_dots(backend, y, [v_rows] * n), (n, k))
+    operands: dict[tuple[float, ...], Prepared] = {}
+
+    def v_operand(c: int) -> Prepared:
+        scale = None if y_scale is None else y_scale[c]
+        key = () if scale is None or bool(torch.all(scale == 1.0)) else tuple(scale.tolist())
+        if key not in operands:
+            operands[key] = backend.prepare(held_operand(v_hat.reshape(1, -1), scale))
+        return operands[key]
+
+    yv = backend.reshape(local_dots(backend, y, ClientRows(v_operand, n)), (n, k))
     sigma_col = backend.reshape(form.sigma, (n, 1))
     p = backend.reshape(backend.cat([backend.mul(sigma_col, sv), yv], dim=1), (n, 2 * k, 1))
     tail = backend.neg(backend.reshape(backend.matmul(form.dkinv, p), (n, 2 * k)))
@@ -188,8 +257,9 @@ def expand(
     c: Secret,
     base: Secret | None = None,
     scale: float | None = None,
+    y_scale: torch.Tensor | None = None,
 ) -> Secret:
-    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c.
+    """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c; `y_rows` hold ŷ = y_scale ⊙ y.
 
     The scale goes into the coefficients (c ← scale·c: n·(2k+1) values, one truncation
     each) instead of into m-sized rows. Y·c_y is one fixed-operand product for the batch
@@ -202,7 +272,7 @@ def expand(
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
     if scale is not None:
         c = backend.mul(c, scale)
-    c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (n, 1, k))
+    c_y = _held_coefficients(backend, backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), y_scale, (n, 1, k))
     secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
     c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
     rows: list[Secret] = []
@@ -224,9 +294,10 @@ def expand_sum(
     v_hat: torch.Tensor,
     c: Secret,
     scale: torch.Tensor,
+    y_scale: torch.Tensor | None = None,
 ) -> Secret:
     """Σ_i scale_i·[v̂, S_i, Y_i]·c_i, shape (m,): the weighted sum of `expand`'s rows, never
-    forming them (n public scales).
+    forming them (n public scales; `y_rows` hold ŷ = y_scale ⊙ y).
 
     The scales go into the coefficients (c_i ← scale_i·c_i). The secret part is ONE
     fixed-operand product [c_y,1 … c_y,n]·[Y_1; …; Y_n] ((1, n·k) by (n·k, m)): it opens the
@@ -236,7 +307,7 @@ def expand_sum(
     each) and makes one product with [v̂; S] per distinct stack (one truncation)."""
     n, k, m = c.shape[0], (c.shape[1] - 1) // 2, v_hat.numel()
     c = backend.mul(c, scale.to(torch.float64).reshape(n, 1))
-    c_y = backend.reshape(backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), (1, n * k))
+    c_y = _held_coefficients(backend, backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), y_scale, (1, n * k))
     total = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n * k, m)), (m,))
     c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
     sharing: dict[int, tuple[Public, list[int]]] = {}
@@ -247,6 +318,14 @@ def expand_sum(
         coeff = backend.sum(backend.index(c_public, torch.tensor(members, dtype=torch.long)), dim=0)
         total = backend.add(total, backend.reshape(backend.matmul(backend.reshape(coeff, (1, 1 + k)), stack), (m,)))
     return total
+
+
+def _held_coefficients(backend: Backend, c_y: Secret, y_scale: torch.Tensor | None, shape: tuple[int, ...]) -> Secret:
+    """The coefficients (n, k) of ŷ as those of the held rows, λ ⊙ c_y (Y·c_y = Y_held·(λ ⊙ c_y):
+    n·k values, one truncation), reshaped to `shape` for the fixed-operand product."""
+    if y_scale is not None and not bool(torch.all(y_scale == 1.0)):
+        c_y = backend.mul(c_y, y_scale.to(torch.float64))
+    return backend.reshape(c_y, shape)
 
 
 def public_stack(backend: Backend, v_hat: torch.Tensor, s_rows: Public) -> Prepared:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,41 +28,65 @@ class PairState:
     log: StarfishLog = dataclasses.field(default_factory=StarfishLog)
 
 
+def y_hat(backend: PlainBackend, pair: CurvaturePair) -> torch.Tensor:
+    """The pair's ŷ: its held rows times their public scale."""
+    return pair.scale * backend.reveal(pair.y)
+
+
 def quadratic(seed: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(M, M, generator=gen, dtype=torch.float64)
     return q @ q.T / M + 0.5 * torch.eye(M, dtype=torch.float64)
 
 
-def fill(backend: PlainBackend, store: PairState, params: StarfishParams, steps: int, seed: int) -> list[torch.Tensor]:
-    """Offer `steps` pairs (s, y = A_j s) of client j's quadratic A_j to every client."""
+def fill(
+    backend: PlainBackend,
+    store: PairState,
+    params: StarfishParams,
+    steps: int,
+    seed: int,
+    lengths: tuple[float, ...] = (),
+) -> list[torch.Tensor]:
+    """Offer `steps` pairs (s, y = A_j s) of client j's quadratic A_j to every client; step t
+    has ‖s‖ = lengths[t − 1] (cycled; a short step holds raw rows with a scale) when given."""
     gen = torch.Generator().manual_seed(seed)
     hessians = [quadratic(seed + j) for j in range(CLIENTS)]
     names = [f"c{j}" for j in range(CLIENTS)]
     for t in range(1, steps + 1):
         s = torch.randn(M, generator=gen, dtype=torch.float64)
+        if lengths:
+            s = s * (lengths[(t - 1) % len(lengths)] / float(s.norm()))
         exact = backend.share(torch.stack([a @ s for a in hessians]))
         add_pairs(backend, store, names, t, s, exact, backend.zeros((CLIENTS, M)), params)
     return hessians
 
 
+STEP_LENGTHS = st.lists(st.sampled_from([0.05, 0.3, 1.0, 4.0]), max_size=3).map(tuple)
+"""‖s‖ of the offered steps (empty: random, ‖s‖ ≈ √M): short ones hold raw rows with a scale."""
+
+
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), buffer=st.integers(1, 3), steps=st.integers(1, 5))
-def test_gram_rows_stored_on_entry_equal_the_buffer_gram(seed: int, buffer: int, steps: int) -> None:
+@given(seed=st.integers(0, 10_000), buffer=st.integers(1, 3), steps=st.integers(1, 5), lengths=STEP_LENGTHS)
+def test_gram_rows_stored_on_entry_equal_the_buffer_gram(
+    seed: int, buffer: int, steps: int, lengths: tuple[float, ...]
+) -> None:
     backend = PlainBackend()
     store = PairState()
-    fill(backend, store, StarfishParams(buffer_size=buffer), steps, seed)
+    fill(backend, store, StarfishParams(buffer_size=buffer), steps, seed, lengths)
     buffers = [store.buffers[f"c{j}"] for j in range(CLIENTS)]
     got = backend.reveal(stored_gram(backend, buffers))
-    y = torch.stack([torch.stack([backend.reveal(p.y) for p in pairs]) for pairs in buffers])
+    y = torch.stack([torch.stack([y_hat(backend, p) for p in pairs]) for pairs in buffers])
     torch.testing.assert_close(got, y @ y.transpose(1, 2))
 
 
-def test_estimates_match_dense_bfgs_and_reuse_the_form() -> None:
+@pytest.mark.parametrize("lengths", [(), (0.3, 2.0, 0.05)])
+def test_estimates_match_dense_bfgs_and_reuse_the_form(lengths: tuple[float, ...]) -> None:
+    """Whatever the step lengths (pairs held normalised, or raw with a scale, in one buffer)."""
     backend = PlainBackend()
     store = PairState()
     params = StarfishParams(buffer_size=2, hv_bound=1e6)
-    fill(backend, store, params, 3, seed=5)
+    fill(backend, store, params, 3, seed=5, lengths=lengths)
+    assert any(p.scale != 1.0 for pairs in store.buffers.values() for p in pairs) == bool(lengths)
     names = [f"c{j}" for j in range(CLIENTS)]
     g = torch.randn(CLIENTS, M, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     for round_seed in (2, 3):  # two rounds on the same buffers: one inverse per client in all
@@ -69,7 +94,7 @@ def test_estimates_match_dense_bfgs_and_reuse_the_form() -> None:
         got = backend.reveal(estimate_gradients(backend, store, names, backend.share(g), v, params))
         for j, c in enumerate(names):
             s = torch.stack([p.s for p in store.buffers[c]], dim=1)
-            y = torch.stack([backend.reveal(p.y) for p in store.buffers[c]], dim=1)
+            y = torch.stack([y_hat(backend, p) for p in store.buffers[c]], dim=1)
             torch.testing.assert_close(got[j], g[j] + dense_bfgs(s, y) @ v)
     assert store.log.inverses == CLIENTS
 
@@ -94,16 +119,23 @@ def uneven_buffers(
     takers=st.lists(st.booleans(), min_size=CLIENTS, max_size=CLIENTS),
     weights=st.lists(st.floats(0.001, 1.0), min_size=CLIENTS + 1, max_size=CLIENTS + 1),
     bound=st.sampled_from([1e6, 0.3]),
+    lengths=STEP_LENGTHS,
 )
 def test_the_update_is_the_weighted_sum_of_the_estimates(
-    seed: int, buffer: int, steps: int, takers: list[bool], weights: list[float], bound: float
+    seed: int,
+    buffer: int,
+    steps: int,
+    takers: list[bool],
+    weights: list[float],
+    bound: float,
+    lengths: tuple[float, ...],
 ) -> None:
     """estimate_update = Σ_j ω_j·estimate_gradients_j, whatever the buffer lengths (groups, a
     client without pairs), the weights and the ‖Hv‖ bound (some corrections dropped)."""
     backend = PlainBackend()
     store = PairState()
     params = StarfishParams(buffer_size=buffer, hv_bound=bound)
-    fill(backend, store, params, steps, seed)
+    fill(backend, store, params, steps, seed, lengths)
     uneven_buffers(backend, store, params, seed, takers)
     names = [f"c{j}" for j in range(CLIENTS + 1)]
     gen = torch.Generator().manual_seed(seed + 1)
@@ -118,8 +150,8 @@ def test_the_update_is_the_weighted_sum_of_the_estimates(
 @given(seed=st.integers(0, 10_000), scale=st.floats(1.5, 20.0), noise=st.floats(0.0, 3.0), kappa=st.floats(1.0, 8.0))
 def test_a_pair_enters_alike_whatever_its_step_length(seed: int, scale: float, noise: float, kappa: float) -> None:
     """(s, y) and (s/λ, y/λ) are the same normalised pair: the step of norm ≥ 1 takes the
-    curvature test on (ŝ, ŷ) (one opening), the short one on the raw y (two openings); both
-    keep the same pairs with the same ŷ and ‖ŷ‖²."""
+    curvature test on (ŝ, ŷ) and holds ŷ, the short one takes it on the raw y and holds y
+    with the scale 1/‖s‖; both keep the same pairs with the same ŷ and ‖ŷ‖²."""
     backend = PlainBackend()
     params = StarfishParams(buffer_size=2, curvature_max=kappa)
     gen = torch.Generator().manual_seed(seed)
@@ -134,11 +166,11 @@ def test_a_pair_enters_alike_whatever_its_step_length(seed: int, scale: float, n
         store = PairState()
         add_pairs(backend, store, names, 1, s / step, backend.share(y / step), backend.zeros((CLIENTS, M)), params)
         pairs = {c: store.buffers[c][0] for c in names if c in store.buffers}
-        kept.append({c: (backend.reveal(p.y), backend.reveal(p.yy)) for c, p in pairs.items()})
+        kept.append({c: (y_hat(backend, p), backend.reveal(p.yy)) for c, p in pairs.items()})
         assert [e.accepted for e in store.log.curvature] == [c in pairs for c in names]
     assert kept[0].keys() == kept[1].keys()
-    for c, (y_hat, yy) in kept[0].items():
-        torch.testing.assert_close(y_hat, kept[1][c][0])
+    for c, (normalised, yy) in kept[0].items():
+        torch.testing.assert_close(normalised, kept[1][c][0])
         torch.testing.assert_close(yy, kept[1][c][1])
 
 
@@ -204,5 +236,5 @@ def test_pairs_are_fixed_once_per_session_and_again_after_a_new_session() -> Non
     add_pairs(backend, store, names, 4, s, exact, backend.zeros((CLIENTS, M)), params)
     assert backend.fixed_count == before + 2 * CLIENTS
     buffers = [store.buffers[c] for c in names]
-    y = torch.stack([torch.stack([backend.reveal(p.y) for p in pairs]) for pairs in buffers])
+    y = torch.stack([torch.stack([y_hat(backend, p) for p in pairs]) for pairs in buffers])
     torch.testing.assert_close(backend.reveal(stored_gram(backend, buffers)), y @ y.transpose(1, 2))

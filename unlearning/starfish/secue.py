@@ -18,8 +18,10 @@ pair has entered; the new row of YᵀY is computed when the pair enters (its dia
 is the curvature check's squared norm, a scalar product of the rows fixed for it). Per
 round the bound of safeguard 2 uses cᵀGc (no m-sized square), its shared bit is multiplied into the 1 + 2k coefficients
 (exact, a bit), and one secret product Y·c_y per client expands them to length m. That
-product is a fixed-operand one (`mpc.plane.fixed_beaver`): each pair's ŷ is opened
-under a mask once, when it enters (again on its first use in a later session:
+product is a fixed-operand one (`mpc.plane.fixed_beaver`): each pair's rows are opened
+under a mask once, when it enters — ŷ after a step with ‖s‖ ≥ 1, else the raw y the
+curvature test fixed, held with the public scale 1/‖s‖ that goes on the other factor of
+each product (`unlearning.lbfgs`, "held rows") — (again on its first use in a later session:
 `current_fixed`; the handle lives on the `CurvaturePair`, never in a checkpoint), so a
 round opens only the k·n values of c_y instead of Y, and the new row of YᵀY (ŷ against
 the pairs it joins) comes from the same openings with the dealer's [B_iᵀB_j], opening nothing.
@@ -37,14 +39,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar, overload
+from collections.abc import Sequence
+from typing import Protocol
 
 import torch
 
 from mpc.backend import Backend, Fixed, Prepared, Secret
 from unlearning.fedavg import weighted_sum
 from unlearning.lbfgs import (
+    ClientRows,
     CompactForm,
     coefficients,
     compact_form,
@@ -58,8 +61,6 @@ from unlearning.lbfgs import (
 )
 from unlearning.starfish.run_log import CurvatureEntry
 from unlearning.starfish.state import CurvaturePair, PairCache
-
-T = TypeVar("T")
 
 
 class PairLog(Protocol):
@@ -119,14 +120,16 @@ def add_pairs(
     A degenerate step (‖s‖ ≤ min_step, public) gives no pair. Otherwise one bit per client
     is revealed (`unlearning.lbfgs.curvature_accepted`, `_checked_rows`) and the pair is kept
     only if it holds; it is stored normalised (ŝ = s/‖s‖, ŷ = y/‖s‖, ‖ŷ‖ ≤ κ once accepted),
-    fixed for products, with its row of YᵀY against the B − 1 pairs it joins.
-    The pair's [ŷ] is the fixed handle's sharing (`Backend.fixed_secret`): held once.
+    fixed for products, with its row of YᵀY against the B − 1 pairs it joins. ŷ is held as
+    the rows the curvature test fixed and a public scale (`CurvaturePair`): ŷ itself (scale 1)
+    after a step with ‖s‖ ≥ 1, the raw y and 1/‖s‖ after a shorter one, so every entry opens
+    its rows once. The held rows are the fixed handle's sharing (`Backend.fixed_secret`).
     """
     norm = float(torch.linalg.vector_norm(s))
     if not clients or norm <= params.min_step:
         return
     s = s.to(torch.float64)
-    accepted, new, diag = _checked_rows(backend, s, norm, backend.sub(exact, stored), params)
+    accepted, new, diag, scale = _checked_rows(backend, s, norm, backend.sub(exact, stored), params)
     for idx, client in enumerate(clients):
         state.log.curvature.append(CurvatureEntry(t, client, bool(accepted[idx])))
     keep = [idx for idx in range(len(clients)) if accepted[idx]]
@@ -134,47 +137,44 @@ def add_pairs(
         return
     stays = max(params.buffer_size - 1, 0)
     joined = {pos: _joined(state, clients[idx], stays) for pos, idx in enumerate(keep)}
-    cross = _cross_products(backend, state, new, joined)
+    cross = _cross_products(backend, state, new, scale, joined)
     s_hat = s / norm  # one tensor for every client's pair of this round
     for pos, idx in enumerate(keep):
         own = backend.index(diag, slice(pos, pos + 1))
         yy = own if pos not in cross else backend.cat([cross[pos], own], dim=0)
-        y_kept = backend.fixed_secret(new[pos])  # ŷ held once: the handle's sharing
-        pair = CurvaturePair(round=t, s=s_hat, y=y_kept, yy=yy, fixed=new[pos])
+        y_kept = backend.fixed_secret(new[pos])  # the rows held once: the handle's sharing
+        pair = CurvaturePair(round=t, s=s_hat, y=y_kept, yy=yy, fixed=new[pos], scale=scale)
         state.buffers[clients[idx]] = (state.buffers.get(clients[idx], []) + [pair])[-params.buffer_size :]
 
 
 def _checked_rows(
     backend: Backend, s: torch.Tensor, norm: float, y: Secret, params: SecUESettings
-) -> tuple[torch.Tensor, list[Fixed], Secret]:
-    """Safeguard 1 on the offered rows y (n, m), then the kept rows' ŷ fixed for products and
-    their ‖ŷ‖² (the new diagonal entries of YᵀY): (public bits (n,), handles, [‖ŷ‖²]).
+) -> tuple[torch.Tensor, list[Fixed], Secret, float]:
+    """Safeguard 1 on the offered rows y (n, m), then the kept rows fixed for products, their
+    ‖ŷ‖² (the new diagonal entries of YᵀY) and the held rows' public scale: (public bits
+    (n,), handles, [‖ŷ‖²], scale), with ŷ = scale·(the fixed rows).
 
-    The squared norm is a scalar product of fixed operands: the rows are fixed (one opening
-    of y − B, as a Beaver square would open y − A) and the dealer sends one ring element per
-    row (`Backend.fixed_dot`) where a square's pair costs n·m. With ‖s‖ ≥ 1 (public) the rows
-    are normalised first, ŷ = y/‖s‖, and the test is taken on (ŝ, ŷ): the same two
-    inequalities divided by ‖s‖², and ‖ŷ‖ ≤ ‖y‖, so nothing larger is squared than the raw
-    rows — and that one opening fixes the kept ŷ. With ‖s‖ < 1, ŷ may exceed the ring's range
-    when squared, so the test is taken on the raw y (at gradient scale) and the kept ŷ are
-    fixed in a second opening."""
+    One opening: the offered rows are fixed (y − B, as a Beaver square would open y − A) and
+    the squared norms are scalar products of fixed operands (the dealer sends one ring
+    element per row, `Backend.fixed_dot`) where a square's pair costs n·m. With ‖s‖ ≥ 1
+    (public) the rows are normalised first, ŷ = y/‖s‖, the test is taken on (ŝ, ŷ) (the
+    same two inequalities divided by ‖s‖², and ‖ŷ‖ ≤ ‖y‖, so nothing larger is squared than
+    the raw rows) and the fixed rows are ŷ (scale 1). With ‖s‖ < 1, ŷ may exceed the ring's
+    range when squared, so the test is taken on the raw y (at gradient scale), the fixed
+    rows are the raw y and the scale 1/‖s‖ goes on the other factor of every product
+    (`unlearning.lbfgs`, "held rows"); ‖ŷ‖² = ‖y‖²/‖s‖²."""
     n = y.shape[0]
     eps, kappa = params.curvature_eps, params.curvature_max
     if norm >= 1.0:
-        y_hat = backend.mul(y, 1.0 / norm)
-        del y  # the raw rows are not read again: freed before the fixing allocates 2·n·m
-        fixed = backend.fix([backend.index(y_hat, i) for i in range(n)])  # the one opening
-        squares = backend.fixed_dot(fixed, fixed)  # ‖ŷ‖²
-        accepted, _ = curvature_accepted(backend, s / norm, y_hat, eps, kappa, squares)
-        kept = [i for i in range(n) if accepted[i]]
-        return accepted, [fixed[i] for i in kept], backend.index(squares, torch.tensor(kept, dtype=torch.long))
-    raw = backend.fix([backend.index(y, i) for i in range(n)])  # opening 1: y − B
-    accepted, y2 = curvature_accepted(backend, s, y, eps, kappa, backend.fixed_dot(raw, raw))
-    del raw  # the raw rows' handles serve only ‖y‖²
-    rows = torch.tensor([i for i in range(n) if accepted[i]], dtype=torch.long)
-    y_hat = backend.mul(backend.index(y, rows), 1.0 / norm)
-    new = backend.fix([backend.index(y_hat, pos) for pos in range(len(rows))])  # opening 2: ŷ − B'
-    return accepted, new, backend.mul(backend.index(y2, rows), 1.0 / norm**2)  # ‖ŷ‖² = ‖y‖²/‖s‖²
+        s, y, scale = s / norm, backend.mul(y, 1.0 / norm), 1.0
+    else:
+        scale = 1.0 / norm
+    fixed = backend.fix([backend.index(y, i) for i in range(n)])  # the one opening
+    accepted, squares = curvature_accepted(backend, s, y, eps, kappa, backend.fixed_dot(fixed, fixed))
+    del y  # the offered rows are held by their handles from here
+    kept = [i for i in range(n) if accepted[i]]
+    squares = backend.index(squares, torch.tensor(kept, dtype=torch.long))
+    return accepted, [fixed[i] for i in kept], backend.mul(squares, scale**2) if scale != 1.0 else squares, scale
 
 
 def _joined(state: PairStore, name: str, stays: int) -> list[tuple[str, int]]:
@@ -184,15 +184,19 @@ def _joined(state: PairStore, name: str, stays: int) -> list[tuple[str, int]]:
 
 
 def _cross_products(
-    backend: Backend, state: PairStore, new: list[Fixed], joined: dict[int, list[tuple[str, int]]]
+    backend: Backend, state: PairStore, new: list[Fixed], scale: float, joined: dict[int, list[tuple[str, int]]]
 ) -> dict[int, Secret]:
-    """[ŷ_newᵀŷ] of each new pair (`new[pos]`, fixed) with the pairs it joins, oldest first:
-    scalar products of fixed operands (`Backend.fixed_dot`), nothing opened."""
+    """[ŷ_newᵀŷ] of each new pair (`new[pos]`, fixed rows of scale `scale`) with the pairs it
+    joins, oldest first: scalar products of the fixed rows (`Backend.fixed_dot`, nothing
+    opened) times the public scales of both (ŷ = scale·y)."""
     members = [(pos, member) for pos, held in joined.items() for member in held]
     if not members:
         return {}
     olds = current_fixed(backend, state, [member for _, member in members])
     dots = backend.fixed_dot([new[pos] for pos, _ in members], olds)
+    scales = torch.tensor([scale * state.buffers[name][i].scale for _, (name, i) in members], dtype=torch.float64)
+    if bool(torch.any(scales != 1.0)):
+        dots = backend.mul(dots, scales)
     out: dict[int, Secret] = {}
     start = 0
     for pos, held in joined.items():
@@ -228,8 +232,8 @@ def estimate_gradients(
         else:
             names = [clients[i] for i in members]
             g2 = _group_squares(backend, stored, norms, members, whole)
-            s_rows, y_rows, c = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
-            estimate = expand(backend, s_rows, y_rows, v / v_norm, c, base=g_group, scale=v_norm)
+            s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
+            estimate = expand(backend, s_rows, y_rows, v / v_norm, c, base=g_group, scale=v_norm, y_scale=y_scale)
         if whole:
             return estimate
         for pos, i in enumerate(members):
@@ -271,8 +275,8 @@ def estimate_update(
             continue
         g2 = _group_squares(backend, stored, norms, members, len(members) == n)
         names = [clients[i] for i in members]
-        s_rows, y_rows, c = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
-        part = expand_sum(backend, s_rows, y_rows, v / v_norm, c, v_norm * omega[members] / top)
+        s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
+        part = expand_sum(backend, s_rows, y_rows, v / v_norm, c, v_norm * omega[members] / top, y_scale)
         corrections = part if corrections is None else backend.add(corrections, part)
     return update if corrections is None else backend.add(update, backend.mul(corrections, top))
 
@@ -302,44 +306,28 @@ def _group_terms(
     v_hat: torch.Tensor,
     v_norm: float,
     params: SecUESettings,
-) -> tuple[list[Prepared], list[Fixed], Secret]:
-    """(ŝ stacks, fixed ŷ rows, bit·c) of clients holding k pairs each: H^j v = ‖v‖·[v̂, S, Y]·(bit·c)
-    (Algorithm 2, compact form; the bit is safeguard 2's, ‖Hv‖ ≤ c·‖g‖, from `g2` = [‖g‖²])."""
+) -> tuple[list[Prepared], list[Fixed], Secret, torch.Tensor | None]:
+    """(ŝ stacks, fixed held rows, bit·c, the held rows' scales) of clients holding k pairs
+    each: H^j v = ‖v‖·[v̂, S, Y]·(bit·c) (Algorithm 2, compact form; the bit is safeguard
+    2's, ‖Hv‖ ≤ c·‖g‖, from `g2` = [‖g‖²])."""
     n = len(names)
     s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
-    y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) secret each
-    form = cached_forms(backend, state, names, s, y, params.inverse)
+    y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) held rows each
+    y_scale = held_scales(state, names)
+    form = cached_forms(backend, state, names, s, y, params.inverse, y_scale)
     s_rows = [prepared_rows(backend, state, name) for name in names]
     s_public = [rows.value for rows in s_rows]  # (k, m) each: one tensor for pairs of the same rounds
-    c, yv = coefficients(backend, form, s_public, y, v_hat)
+    c, yv = coefficients(backend, form, s_public, y, v_hat, y_scale)
     hv2 = product_square(backend, form, s_public, v_hat, yv, c)
     kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
-    return s_rows, fixed_rows(backend, state, names), kept
+    return s_rows, fixed_rows(backend, state, names), kept, y_scale
 
 
-class ClientRows(Sequence[T]):
-    """Each client's rows (k, m), formed on access from its pairs and never kept: a round holds
-    one client's copy at a time instead of the n·k·m stack."""
-
-    def __init__(self, make: Callable[[int], T], n: int) -> None:
-        self._make = make
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    @overload
-    def __getitem__(self, c: int) -> T: ...
-
-    @overload
-    def __getitem__(self, c: slice) -> Sequence[T]: ...
-
-    def __getitem__(self, c: int | slice) -> T | Sequence[T]:
-        if isinstance(c, slice):
-            return [self[i] for i in range(self._n)[c]]
-        if not -self._n <= c < self._n:
-            raise IndexError(c)
-        return self._make(c % self._n)
+def held_scales(state: PairStore, names: list[str]) -> torch.Tensor | None:
+    """The public scales (n, k) of the clients' held rows (ŷ = scale·y, `CurvaturePair`);
+    None when every one is 1."""
+    scales = torch.tensor([[p.scale for p in state.buffers[name]] for name in names], dtype=torch.float64)
+    return None if bool(torch.all(scales == 1.0)) else scales
 
 
 def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
@@ -390,17 +378,24 @@ def cached_forms(
     s: Sequence[torch.Tensor],
     y: Sequence[Secret],
     inverse: str,
+    y_scale: torch.Tensor | None = None,
 ) -> CompactForm:
     """The clients' compact forms (n stacked), rebuilding the stale ones together (one SecMI batch).
 
-    `s` and `y` are the clients' rows (k, m) each; only the stale clients' are stacked."""
+    `s` and `y` are the clients' rows (k, m) each (y held, ŷ = y_scale ⊙ y); only the stale
+    clients' are stacked."""
     rounds = {c: tuple(p.round for p in state.buffers[c]) for c in names}
     stale = [i for i, c in enumerate(names) if c not in state.forms or state.forms[c].rounds != rounds[c]]
     if stale:
         s_stale = torch.stack([s[i] for i in stale])
         y_stale = backend.stack([y[i] for i in stale])
         yy = stored_gram(backend, [state.buffers[names[i]] for i in stale])
-        fresh = compact_form(backend, s_stale, y_stale, gram(backend, y_stale) if yy is None else yy, inverse)
+        scale = None if y_scale is None else y_scale[stale]
+        if yy is None:  # an older checkpoint: YᵀY of the held rows, in ŷ's units
+            yy = gram(backend, y_stale)
+            if scale is not None:
+                yy = backend.mul(yy, scale.unsqueeze(2) * scale.unsqueeze(1))
+        fresh = compact_form(backend, s_stale, y_stale, yy, inverse, scale)
         state.log.inverses += len(stale)
         for row, i in enumerate(stale):
             state.forms[names[i]] = PairCache(

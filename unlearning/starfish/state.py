@@ -7,16 +7,18 @@ persist without pickle,
   of the release rule, the run log);
 * `public_tensors()` — public tensors by name (the model M̂_t, the L-BFGS model differences);
 * `secrets()` — backend `Secret`s by name (thresholds [δ^j], this party's anchored-noise key,
-  L-BFGS gradient differences [y],
+  L-BFGS gradient differences [y] as held (ŷ = scale·y),
   the held update [U] while the release rule keeps one secret, the L-BFGS Gram entries and
   each client's cached compact form, so a resumed run reuses the very K⁻¹ of the
   interrupted one).
 
-`StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it. Version 3
-stores each round's ŝ once (`pairs/s/<round>`: every client's pair of a round has the same
-ŝ, and the pairs share one tensor); version 2 stored it per pair (`buffer/<client>/<k>/s`)
-and is still read, as is version 1 (`ranked`, rank order, no held update; version 2 on
-stores the selected rounds as a set sorted by index, `selected`, and the held update).
+`StarfishState.from_parts(public_json, public_tensors, secrets)` rebuilds it. Version 4
+stores each pair's public scale (`scales`: its [y] may be the raw rows, ŷ = scale·y);
+older versions held normalised rows (scale 1). Version 3 stores each round's ŝ once
+(`pairs/s/<round>`: every client's pair of a round has the same ŝ, and the pairs share one
+tensor); version 2 stored it per pair (`buffer/<client>/<k>/s`) and is still read, as is
+version 1 (`ranked`, rank order, no held update; version 2 on stores the selected rounds
+as a set sorted by index, `selected`, and the held update).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from unlearning.starfish.run_log import StarfishLog
 from unlearning.starfish.state_parts import held_secret, public_model, reading, release_json, restore_release
 from unlearning.strategy import ResumableState
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 #: versions `from_parts` reads
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -45,18 +47,23 @@ class CurvaturePair:
 
     Scaling a pair by a positive constant leaves the BFGS matrix unchanged (both rank-one
     terms are homogeneous of degree 0 in (s, y)), and unit ‖ŝ‖ keeps the 2B×2B system
-    well scaled in fixed point.
+    well scaled in fixed point. ŷ is held as rows `y` and a public `scale`, ŷ = scale·y:
+    the normalised rows and 1 after a step with ‖s‖ ≥ 1, the raw rows and 1/‖s‖ after a
+    shorter one (`unlearning.starfish.secue.add_pairs`), applied to the other factor of
+    each product (`unlearning.lbfgs`, "held rows").
     """
 
     round: int
     s: torch.Tensor
-    y: Secret
+    y: Secret  #: the held rows (ŷ = scale·y)
     #: [ŷ_iᵀŷ] for the (up to B−1) pairs before it in the buffer when it entered, oldest
     #: first, then ‖ŷ‖²: the new row of YᵀY (None in a checkpoint that predates it)
     yy: Secret | None = None
     #: ŷ fixed for the products Y·c_y (`Backend.fix`; not persisted: valid in one session,
     #: fixed again when missing or stale, `unlearning.starfish.secue.current_fixed`)
     fixed: Fixed | None = field(default=None, compare=False)
+    #: the public factor of the held rows: 1/‖s‖ when they are raw (a step shorter than 1), else 1
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -172,9 +179,11 @@ class StarfishState(ResumableState):
 
 
 def pairs_public(buffers: Mapping[str, list[CurvaturePair]], forms: Mapping[str, PairCache]) -> dict[str, Any]:
-    """The public facts of the L-BFGS buffers and cached compact forms: the round of every pair."""
+    """The public facts of the L-BFGS buffers and cached compact forms: the round and the
+    held rows' scale of every pair."""
     return {
         "buffers": {c: [p.round for p in pairs] for c, pairs in buffers.items()},
+        "scales": {c: [p.scale for p in pairs] for c, pairs in buffers.items()},
         "forms": {c: list(form.rounds) for c, form in forms.items()},
     }
 
@@ -202,7 +211,8 @@ def restore_pairs(
     public: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], secrets: Mapping[str, Secret]
 ) -> tuple[dict[str, list[CurvaturePair]], dict[str, PairCache]]:
     """The buffers and compact forms `pairs_public`, `pairs_tensors` and `pairs_secrets` stored
-    (raises KeyError for a missing part)."""
+    (raises KeyError for a missing part; a layout without scales held normalised rows: 1)."""
+    scales = public.get("scales", {})
     buffers = {
         c: [
             CurvaturePair(
@@ -210,6 +220,7 @@ def restore_pairs(
                 s=tensors[f"pairs/s/{int(r)}"] if f"pairs/s/{int(r)}" in tensors else tensors[f"buffer/{c}/{k}/s"],
                 y=secrets[f"buffer/{c}/{k}/y"],
                 yy=secrets.get(f"buffer/{c}/{k}/yy"),
+                scale=float(scales[c][k]) if c in scales else 1.0,
             )
             for k, r in enumerate(rounds)
         ]
