@@ -376,11 +376,15 @@ def curvature_accepted(
     and [‖y‖²] (n,), which the caller reuses for the new Gram entry ‖ŷ‖².
     """
     s = s.to(torch.float64)
+    n = y.shape[0]
     curvature = backend.dot(y, s)  # (n,) yᵀs, local
     y2 = squared_norms(backend, y) if y2 is None else y2
-    positive = backend.ge(curvature, max(float(eps), CURVATURE_FLOOR) * float(torch.dot(s, s)))
-    cautious = backend.ge(backend.mul(curvature, float(kappa)), y2)
-    return backend.reveal(backend.mul(positive, cautious)) > 0.5, y2
+    floor = max(float(eps), CURVATURE_FLOOR) * float(torch.dot(s, s))
+    # both tests as one comparison with 0 (2n values, one SecGE's rounds): yᵀs − ε'·sᵀs, κ·yᵀs − ‖y‖²
+    margins = backend.cat([backend.sub(curvature, floor), backend.sub(backend.mul(curvature, float(kappa)), y2)])
+    bits = backend.ge(margins, 0.0)
+    both = backend.mul(backend.index(bits, slice(0, n)), backend.index(bits, slice(n, 2 * n)))
+    return backend.reveal(both) > 0.5, y2
 
 
 def correction_kept(backend: Backend, hv2: Secret, g2: Secret, bound: float, v_norm: float) -> Secret:
