@@ -116,12 +116,17 @@ class ClientRows(Sequence[T]):
         return self._make(c % self._n)
 
 
+def unit_scale(scale: torch.Tensor | None) -> bool:
+    """Whether held rows with these public scales are ŷ itself (no scale, or every λ = 1)."""
+    return scale is None or bool(torch.all(scale == 1.0))
+
+
 def held_operand(rows: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
     """The public rows (r, m) as the operand of a local product with one client's held rows
     y (k, m), ŷ_j = scale_j·y_j: (r, 1, m) when the scale is None or all 1, else (r, k, m)
     with [i, j] = scale_j·rows_i, so that the product gives rows_iᵀŷ_j (module docstring)."""
     rows = rows.reshape(rows.shape[0], 1, -1)
-    if scale is None or bool(torch.all(scale == 1.0)):
+    if unit_scale(scale):
         return rows
     return rows * scale.to(rows.dtype).reshape(1, -1, 1)
 
@@ -212,7 +217,7 @@ def coefficients(
 
     def v_operand(c: int) -> Prepared:
         scale = None if y_scale is None else y_scale[c]
-        key = () if scale is None or bool(torch.all(scale == 1.0)) else tuple(scale.tolist())
+        key = () if unit_scale(scale) else tuple(scale.tolist())
         if key not in operands:
             operands[key] = backend.prepare(held_operand(v_hat.reshape(1, -1), scale))
         return operands[key]
@@ -323,7 +328,7 @@ def expand_sum(
 def _held_coefficients(backend: Backend, c_y: Secret, y_scale: torch.Tensor | None, shape: tuple[int, ...]) -> Secret:
     """The coefficients (n, k) of ŷ as those of the held rows, λ ⊙ c_y (Y·c_y = Y_held·(λ ⊙ c_y):
     n·k values, one truncation), reshaped to `shape` for the fixed-operand product."""
-    if y_scale is not None and not bool(torch.all(y_scale == 1.0)):
+    if not unit_scale(y_scale):
         c_y = backend.mul(c_y, y_scale.to(torch.float64))
     return backend.reshape(c_y, shape)
 

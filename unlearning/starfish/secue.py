@@ -58,6 +58,7 @@ from unlearning.lbfgs import (
     gram,
     product_square,
     squared_norms,
+    unit_scale,
 )
 from unlearning.starfish.run_log import CurvatureEntry
 from unlearning.starfish.state import CurvaturePair, PairCache
@@ -195,7 +196,7 @@ def _cross_products(
     olds = current_fixed(backend, state, [member for _, member in members])
     dots = backend.fixed_dot([new[pos] for pos, _ in members], olds)
     scales = torch.tensor([scale * state.buffers[name][i].scale for _, (name, i) in members], dtype=torch.float64)
-    if bool(torch.any(scales != 1.0)):
+    if not unit_scale(scales):
         dots = backend.mul(dots, scales)
     out: dict[int, Secret] = {}
     start = 0
@@ -327,7 +328,7 @@ def held_scales(state: PairStore, names: list[str]) -> torch.Tensor | None:
     """The public scales (n, k) of the clients' held rows (ŷ = scale·y, `CurvaturePair`);
     None when every one is 1."""
     scales = torch.tensor([[p.scale for p in state.buffers[name]] for name in names], dtype=torch.float64)
-    return None if bool(torch.all(scales == 1.0)) else scales
+    return None if unit_scale(scales) else scales
 
 
 def fixed_rows(backend: Backend, state: PairStore, names: list[str]) -> list[Fixed]:
