@@ -141,7 +141,7 @@ class EvaluationConfig:
 
     enabled: bool = True
     #: how long the clients have to answer after the tasks are posted
-    deadline_s: float = 30.0
+    deadline_s: float = 120.0
     #: N: every count of an answer is at most N (a larger answer is refused)
     max_eval_samples: int = 100_000
     #: the operator's probe, passed to the clients' callback ("" = none), e.g. "class:7"

@@ -69,4 +69,5 @@ def check_flower_log(output: str, job_id: str) -> None:
         f"Starfish: erasure certificate of job {job_id} verified",
         "Starfish round 4 committed: 3 members",
     ):
-        assert line in output, f"{line!r} missing from Flower's output:\n{output[-3000:]}"
+        starfish = "\n".join(text for text in output.splitlines() if "Starfish" in text)
+        assert line in output, f"{line!r} missing from Flower's output; its Starfish lines:\n{starfish[-4000:]}"

@@ -31,7 +31,7 @@ from helpers.stage2_fixtures import STAGE2_PARAMS, TASK_TIMEOUT_S, TrainedServic
 pytestmark = pytest.mark.timeout(400)
 CLIENTS = [f"c{i}" for i in range(5)]
 HONEST = ["c1", "c2", "c3"]
-DEADLINE_S = 15.0
+DEADLINE_S = 30.0  # the tasks stay listed (and answerable) this long: slack for a loaded host
 
 
 @pytest.fixture(scope="module")
