@@ -263,8 +263,13 @@ def expand(
     base: Secret | None = None,
     scale: float | None = None,
     y_scale: torch.Tensor | None = None,
+    cols: torch.Tensor | None = None,
 ) -> Secret:
     """[v̂, S, Y]·c (n, m), or base + scale·[v̂, S, Y]·c; `y_rows` hold ŷ = y_scale ⊙ y.
+    `cols`: only these public coordinates, (n, |cols|) (`base` given on them), for a few
+    sampled ones: Y(cols)·c_y is then one Beaver product of the held rows' columns as
+    secrets (`Backend.fixed_secret`), n·k·(|cols| + 1) values opened and a dealer triple of
+    that size instead of the fixed-operand product's m-sized pair per client.
 
     The scale goes into the coefficients (c ← scale·c: n·(2k+1) values, one truncation
     each) instead of into m-sized rows. Y·c_y is one fixed-operand product for the batch
@@ -278,14 +283,20 @@ def expand(
     if scale is not None:
         c = backend.mul(c, scale)
     c_y = _held_coefficients(backend, backend.index(c, (slice(None), slice(1 + k, 1 + 2 * k))), y_scale, (n, 1, k))
-    secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
+    if cols is None:
+        secret_part = backend.reshape(backend.fixed_matmul(c_y, y_rows, (n, k, m)), (n, m))
+    else:
+        picked = backend.stack([backend.index(backend.fixed_secret(row), cols) for row in y_rows])
+        secret_part = backend.reshape(
+            backend.matmul(c_y, backend.reshape(picked, (n, k, cols.numel()))), (n, cols.numel())
+        )
     c_public = backend.index(c, (slice(None), slice(0, 1 + k)))
     rows: list[Secret] = []
     stack_of: Public | None = None
     for i in range(n):
         if s_rows[i] is not stack_of:  # one stack held at a time; consecutive clients sharing S_c share it
             stack_of = s_rows[i]
-            stack = public_stack(backend, v_hat, stack_of)
+            stack = public_stack(backend, v_hat, stack_of, cols)
         one = slice(i, i + 1)
         row = backend.add(backend.matmul(backend.index(c_public, one), stack), backend.index(secret_part, one))
         rows.append(row if base is None else backend.add(backend.index(base, one), row))
@@ -333,10 +344,12 @@ def _held_coefficients(backend: Backend, c_y: Secret, y_scale: torch.Tensor | No
     return backend.reshape(c_y, shape)
 
 
-def public_stack(backend: Backend, v_hat: torch.Tensor, s_rows: Public) -> Prepared:
-    """[v̂; S] ((k + 1, m)) prepared for products: the public operand of the expansion."""
+def public_stack(backend: Backend, v_hat: torch.Tensor, s_rows: Public, cols: torch.Tensor | None = None) -> Prepared:
+    """[v̂; S] ((k + 1, m)), or its columns `cols`, prepared for products: the public operand
+    of the expansion."""
     s = s_rows.value if isinstance(s_rows, Prepared) else torch.as_tensor(s_rows)
-    return backend.prepare(torch.cat([v_hat.reshape(1, -1).to(s.dtype), s.reshape(-1, v_hat.numel())]))
+    stack = torch.cat([v_hat.reshape(1, -1).to(s.dtype), s.reshape(-1, v_hat.numel())])
+    return backend.prepare(stack if cols is None else stack[:, cols])
 
 
 def fix_rows(backend: Backend, y: Secret) -> list[Fixed]:

@@ -34,15 +34,16 @@ import torch
 from mpc.backend import Backend, Secret
 from unlearning.fedavg import capped_fedavg_weights, fedavg_weights
 from unlearning.starfish.anchor_noise import NoiseDraw, new_noise_key, secret_gaussian
-from unlearning.starfish.correction import ask_exact, check_sample, flags_for, replace_rows
+from unlearning.starfish.correction import ask_exact, check_sample, client_thresholds, flags_for, replace_rows
 from unlearning.starfish.params import StarfishParams
 from unlearning.starfish.recovery import recovery_round, recovery_schedule
 from unlearning.starfish.release import anchor_round, classify
 from unlearning.starfish.release_gate import Gate, Step, drop_pending, release, sum_update
 from unlearning.starfish.run_log import FlagEntry, RoundEntry, StarfishLog
 from unlearning.starfish.run_report import build_report
+from unlearning.starfish.sample_first import kept_update, sample_first_flags
 from unlearning.starfish.secrs import RoundSelector, SecRSSelector
-from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update
+from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update, round_terms
 from unlearning.starfish.state import StarfishState
 from unlearning.starfish.thresholds import determine_thresholds
 from unlearning.strategy import Strategy, UnlearnContext, UnlearningError, UnlearnResult, check_resume, run_request
@@ -184,6 +185,9 @@ class StarfishStrategy(Strategy[StarfishParams]):
         elif t % interval != 0 and gate.privacy is None:  # nothing reads the rows (no SecTC, no clipping)
             kind, answered = "estimate", set()
             update = self._estimate_sum(ctx, params, state, step, list(coefficients.values()), interval)
+        elif gate.privacy is None and (sample := check_sample(state.model.numel(), params.check_sample, t)) is not None:
+            kind = "check"  # t % interval == 0; SecTC reads the rows only where it compares them
+            update, answered = self._sampled_check(ctx, params, state, step, list(coefficients.values()), sample)
         else:
             kind = "check" if t % interval == 0 else "estimate"
             gradients, answered = self._estimate(ctx, params, state, step, check=t % interval == 0)
@@ -281,16 +285,53 @@ class StarfishStrategy(Strategy[StarfishParams]):
         with backend.step("TC"):
             sample = check_sample(state.model.numel(), params.check_sample, step.t)
             flags = flags_for(backend, state, step.participants, gradients, sample)
-        state.log.flags.append(FlagEntry(step.t, step.r, dict(zip(step.participants, flags, strict=True))))
-        flagged = [c for c, f in zip(step.participants, flags, strict=True) if f]
-        if not flagged:
+        answers = self._correct(ctx, state, step, flags)
+        if not answers:
             return gradients, set()
-        ctx.progress("correction", step.t, total, f"{len(flagged)} flagged")
-        with backend.step("correction"):
-            answers = self._ask(ctx, state, step.t, step.r, flagged, "correction")
         with backend.step("UE"):
             gradients = self._apply_answers(backend, state, params, step, gradients, answers)
         return gradients, set(answers) - step.keep_estimates
+
+    def _sampled_check(
+        self,
+        ctx: UnlearnContext,
+        params: StarfishParams,
+        state: StarfishState,
+        step: _Replay,
+        coefficients: list[float],
+        sample: torch.Tensor,
+    ) -> tuple[Secret, set[str]]:
+        """A check round whose rows nothing else reads (no DP clipping), SecTC's sample first
+        (`sample_first`): the estimates are formed only where compared, the update directly
+        (no m-sized estimate of a client whose answer replaces it). Returns the update and
+        the clients whose row is an exact answer."""
+        backend = ctx.backend
+        total = len(state.selected)
+        ctx.progress("estimate", step.t, total, f"round {step.r}")
+        with backend.step("UE"), backend.fixed_repeats(False):
+            terms = round_terms(backend, state, step.participants, step.stored, step.v, params, step.norms)
+        ctx.progress("threshold_check", step.t, total, f"{len(step.participants)} clients")
+        deltas = client_thresholds(backend, state, step.participants)
+        flags = sample_first_flags(backend, terms, step.stored, step.v, deltas, sample)
+        answers = self._correct(ctx, state, step, flags)
+        published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
+        with backend.step("UE"):
+            update = kept_update(backend, terms, step.stored, step.v, step.participants, coefficients, published)
+            self._add_pairs(backend, state, params, step, answers)
+        return update, set(published)
+
+    def _correct(
+        self, ctx: UnlearnContext, state: StarfishState, step: _Replay, flags: Sequence[bool]
+    ) -> dict[str, Secret]:
+        """Log the round's SecTC flags and ask the flagged clients for exact gradients
+        (Algorithm 4 lines 17–18); the answers received."""
+        state.log.flags.append(FlagEntry(step.t, step.r, dict(zip(step.participants, flags, strict=True))))
+        flagged = [c for c, f in zip(step.participants, flags, strict=True) if f]
+        if not flagged:
+            return {}
+        ctx.progress("correction", step.t, len(state.selected), f"{len(flagged)} flagged")
+        with ctx.backend.step("correction"):
+            return self._ask(ctx, state, step.t, step.r, flagged, "correction")
 
     # ------------------------------------------------------------------ helpers
     def _ask(
@@ -308,18 +349,26 @@ class StarfishStrategy(Strategy[StarfishParams]):
         gradients: Secret,
         answers: Mapping[str, Secret],
     ) -> Secret:
-        """Exact answers become L-BFGS pairs (s = v, y = exact − stored) and replace the estimates
-        (except for `step.keep_estimates`). The last unlearning round offers no pair: no later
-        round would use it."""
+        """Exact answers become L-BFGS pairs (`_add_pairs`) and replace the estimates (except
+        for `step.keep_estimates`)."""
         if not answers:
             return gradients
-        if step.t < len(state.selected):
-            answered = [c for c in step.participants if c in answers]
-            rows = torch.tensor([step.participants.index(c) for c in answered], dtype=torch.long)
-            exact = backend.stack([answers[c] for c in answered], dim=0)
-            add_pairs(backend, state, answered, step.t, step.v, exact, backend.index(step.stored, rows), params)
+        self._add_pairs(backend, state, params, step, answers)
         published = {c: a for c, a in answers.items() if c not in step.keep_estimates}
         return replace_rows(backend, gradients, step.participants, published) if published else gradients
+
+    @staticmethod
+    def _add_pairs(
+        backend: Backend, state: StarfishState, params: StarfishParams, step: _Replay, answers: Mapping[str, Secret]
+    ) -> None:
+        """Exact answers become L-BFGS pairs (s = v, y = exact − stored). The last unlearning
+        round offers no pair: no later round would use it."""
+        if not answers or step.t >= len(state.selected):
+            return
+        answered = [c for c in step.participants if c in answers]
+        rows = torch.tensor([step.participants.index(c) for c in answered], dtype=torch.long)
+        exact = backend.stack([answers[c] for c in answered], dim=0)
+        add_pairs(backend, state, answered, step.t, step.v, exact, backend.index(step.stored, rows), params)
 
 
 def _participants(ctx: UnlearnContext, state: StarfishState, t: int) -> list[str]:

@@ -28,7 +28,10 @@ the pairs it joins) comes from the same openings with the dealer's [B_iᵀB_j], 
 
 Where nothing reads a client's row (an estimate round without SecTC or DP), only the update
 U_t = Σ_j ω_j ĝ_t^j is formed (`estimate_update`, `lbfgs.expand_sum`): the product is
-[c_y,1 … c_y,n]·[Y_1; …; Y_n], whose dealer pair has m elements instead of n·m.
+[c_y,1 … c_y,n]·[Y_1; …; Y_n], whose dealer pair has m elements instead of n·m. A round's
+terms (`round_terms`: per buffer-length group, bit·c and the operands) are computed once and
+then expanded to rows (`expand_terms`, for some clients or some public columns) or summed
+(`sum_terms`), so a check round forms rows only where SecTC compares them (`sample_first`).
 
 The functions read and write only a `PairStore` (the clients' pair buffers, their
 cached forms and a log of inverses and curvature bits) and the `SecUESettings` below, so
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import torch
@@ -207,6 +210,124 @@ def _cross_products(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupTerms:
+    """The expansion terms of the round's clients holding k ≥ 1 pairs each (`round_terms`):
+    their positions `members` in the round, the ŝ stacks, the held rows (client-major, k per
+    client), bit·c (n_g, 1 + 2k) and the rows' scales, with H^j v = ‖v‖·[v̂, S_j, Y_j]·c_j."""
+
+    members: list[int]
+    s_rows: list[Prepared]
+    y_rows: list[Fixed]
+    c: Secret
+    y_scale: torch.Tensor | None
+
+    def among(self, backend: Backend, positions: Collection[int]) -> GroupTerms | None:
+        """The terms of the members at `positions` only (None when none is)."""
+        keep = [i for i, p in enumerate(self.members) if p in positions]
+        if len(keep) == len(self.members):
+            return self
+        if not keep:
+            return None
+        k = len(self.y_rows) // len(self.members)
+        return GroupTerms(
+            [self.members[i] for i in keep],
+            [self.s_rows[i] for i in keep],
+            [self.y_rows[i * k + j] for i in keep for j in range(k)],
+            backend.index(self.c, torch.tensor(keep, dtype=torch.long)),
+            None if self.y_scale is None else self.y_scale[keep],
+        )
+
+
+def round_terms(
+    backend: Backend,
+    state: PairStore,
+    clients: Sequence[str],
+    stored: Secret,
+    v: torch.Tensor,
+    params: SecUESettings,
+    norms: Secret | None = None,
+) -> list[GroupTerms]:
+    """The terms of each group of `clients` (rows of `stored`) holding k ≥ 1 pairs; none when
+    ‖v‖ ≤ min_step (every estimate is then g_r^j). `norms`: the clients' reported [‖g_r^j‖]
+    (n,), used for the ‖Hv‖ bound when given."""
+    n, _ = stored.shape
+    v = v.to(torch.float64)
+    v_norm = float(torch.linalg.vector_norm(v))
+    if v_norm <= params.min_step:
+        return []
+    terms = []
+    for k, members in _by_buffer_length(state, clients).items():
+        if k == 0:
+            continue
+        g2 = _group_squares(backend, stored, norms, members, len(members) == n)
+        names = [clients[i] for i in members]
+        s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
+        terms.append(GroupTerms(members, s_rows, y_rows, c, y_scale))
+    return terms
+
+
+def expand_terms(
+    backend: Backend,
+    terms: Sequence[GroupTerms],
+    stored: Secret,
+    v: torch.Tensor,
+    positions: Sequence[int] | None = None,
+    cols: torch.Tensor | None = None,
+) -> Secret:
+    """[ĝ^j] = [g_r^j] + H^j v of the clients at the increasing `positions` (all rows of
+    `stored`: None) on the public coordinates `cols` (all: None): (len, |cols|). A client
+    in no group keeps g_r^j."""
+    rows = list(range(stored.shape[0])) if positions is None else list(positions)
+    v = v.to(torch.float64)
+    v_norm = float(torch.linalg.vector_norm(v))
+    base = stored if positions is None else backend.index(stored, torch.tensor(rows, dtype=torch.long))
+    if cols is not None:
+        base = backend.index(base, (slice(None), cols))
+    groups = [g for g in (t.among(backend, set(rows)) for t in terms) if g is not None]
+    at = {p: i for i, p in enumerate(rows)}
+    out: dict[int, Secret] = {}
+    for g in groups:
+        whole = len(g.members) == len(rows)  # one group: no copies of the rows
+        g_base = base if whole else backend.index(base, torch.tensor([at[p] for p in g.members], dtype=torch.long))
+        estimate = expand(
+            backend, g.s_rows, g.y_rows, v / v_norm, g.c, base=g_base, scale=v_norm, y_scale=g.y_scale, cols=cols
+        )
+        if whole:
+            return estimate
+        for pos, p in enumerate(g.members):
+            out[at[p]] = backend.index(estimate, slice(pos, pos + 1))
+    if not out:
+        return base
+    return backend.cat([out.get(i, backend.index(base, slice(i, i + 1))) for i in range(len(rows))], dim=0)
+
+
+def sum_terms(
+    backend: Backend, terms: Sequence[GroupTerms], stored: Secret, v: torch.Tensor, weights: Sequence[float]
+) -> Secret:
+    """[Σ_j ω_j ĝ^j] (m,) for public weights ω_j (one per row of `stored`), formed without the
+    rows: Σ_j ω_j g_r^j is local; each group adds ω_max·Σ_j [v̂, S_j, Y_j]·(‖v‖·(ω_j/ω_max)·c_j)
+    by `lbfgs.expand_sum` (one fixed-operand product of m elements instead of n·m). The
+    ratio ω_j/ω_max ≤ 1 keeps the scaled coefficients at the magnitude of ‖v‖·c (fixed-point
+    precision); ω_max multiplies the m-sized sum once. A client of weight 0 adds nothing."""
+    n, _ = stored.shape
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} weights for {n} clients")
+    v = v.to(torch.float64)
+    v_norm = float(torch.linalg.vector_norm(v))
+    omega = torch.tensor([float(w) for w in weights], dtype=torch.float64)
+    update = weighted_sum(backend, stored, weights)
+    top = float(omega.abs().max()) if n else 0.0
+    weighted = {i for i in range(n) if omega[i] != 0.0}
+    corrections: Secret | None = None
+    for g in (t.among(backend, weighted) for t in terms):
+        if g is None:
+            continue
+        part = expand_sum(backend, g.s_rows, g.y_rows, v / v_norm, g.c, v_norm * omega[g.members] / top, g.y_scale)
+        corrections = part if corrections is None else backend.add(corrections, part)
+    return update if corrections is None else backend.add(update, backend.mul(corrections, top))
+
+
 def estimate_gradients(
     backend: Backend,
     state: PairStore,
@@ -221,25 +342,7 @@ def estimate_gradients(
     Clients are batched by buffer length; a client with no accepted pair keeps g_r^j.
     `norms`: the clients' reported [‖g_r^j‖] (n,), used for the ‖Hv‖ bound when given.
     """
-    n, _ = stored.shape
-    v = v.to(torch.float64)
-    v_norm = float(torch.linalg.vector_norm(v))
-    rows: dict[int, Secret] = {}
-    for k, members in _by_buffer_length(state, clients).items():
-        whole = len(members) == n  # one group: no copies of the (n, m) rows
-        g_group = stored if whole else backend.index(stored, torch.tensor(members, dtype=torch.long))
-        if k == 0 or v_norm <= params.min_step:
-            estimate = g_group
-        else:
-            names = [clients[i] for i in members]
-            g2 = _group_squares(backend, stored, norms, members, whole)
-            s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
-            estimate = expand(backend, s_rows, y_rows, v / v_norm, c, base=g_group, scale=v_norm, y_scale=y_scale)
-        if whole:
-            return estimate
-        for pos, i in enumerate(members):
-            rows[i] = backend.index(estimate, slice(pos, pos + 1))
-    return backend.cat([rows[i] for i in range(n)], dim=0)
+    return expand_terms(backend, round_terms(backend, state, clients, stored, v, params, norms), stored, v)
 
 
 def estimate_update(
@@ -253,33 +356,11 @@ def estimate_update(
     norms: Secret | None = None,
 ) -> Secret:
     """[Σ_j ω_j ĝ^j] (m,) for public weights ω_j (Algorithm 2 and 4, line 19's sum, without DP):
-    the weighted sum of `estimate_gradients`' rows, formed without them.
-
-    Σ_j ω_j g_r^j is local; each group of clients with k pairs adds
-    ω_max·Σ_j [v̂, S_j, Y_j]·(‖v‖·(ω_j/ω_max)·bit_j·c_j) by `lbfgs.expand_sum` (one
-    fixed-operand product of m elements instead of n·m). The ratio ω_j/ω_max ≤ 1 keeps the
-    scaled coefficients at the magnitude of ‖v‖·c (fixed-point precision); ω_max multiplies
-    the m-sized sum once."""
-    n, _ = stored.shape
-    if len(weights) != n:
-        raise ValueError(f"{len(weights)} weights for {n} clients")
-    v = v.to(torch.float64)
-    v_norm = float(torch.linalg.vector_norm(v))
-    omega = torch.tensor([float(w) for w in weights], dtype=torch.float64)
-    update = weighted_sum(backend, stored, weights)
-    top = float(omega.abs().max()) if n else 0.0
-    if v_norm <= params.min_step or top == 0.0:
-        return update
-    corrections: Secret | None = None
-    for k, members in _by_buffer_length(state, clients).items():
-        if k == 0:
-            continue
-        g2 = _group_squares(backend, stored, norms, members, len(members) == n)
-        names = [clients[i] for i in members]
-        s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
-        part = expand_sum(backend, s_rows, y_rows, v / v_norm, c, v_norm * omega[members] / top, y_scale)
-        corrections = part if corrections is None else backend.add(corrections, part)
-    return update if corrections is None else backend.add(update, backend.mul(corrections, top))
+    the weighted sum of `estimate_gradients`' rows, formed without them (`sum_terms`)."""
+    if len(weights) != stored.shape[0]:
+        raise ValueError(f"{len(weights)} weights for {stored.shape[0]} clients")
+    terms = round_terms(backend, state, clients, stored, v, params, norms) if any(weights) else []
+    return sum_terms(backend, terms, stored, v, weights)
 
 
 def _by_buffer_length(state: PairStore, clients: Sequence[str]) -> dict[int, list[int]]:
