@@ -162,3 +162,7 @@ def test_a_link_that_is_not_the_profile_is_reported():
     }
     problems = link_problems(record)
     assert len(problems) == 2 and "minimum RTT" in problems[0] and "throughput" in problems[1]
+    lan = {"profile": {"rtt_ms": 0.5, "rate_mbit": 1000.0}, "measured": {"rtt_ms_min": 0.492, "throughput_mbit": 940.0}}
+    assert link_problems(lan) == []  # a delay line's jitter of a few per cent is the profile
+    lan["measured"]["rtt_ms_min"] = 0.46
+    assert link_problems(lan) == ["minimum RTT 0.46 ms outside [0.475, 1.55] ms"]
