@@ -356,9 +356,8 @@ def estimate_update(
     norms: Secret | None = None,
 ) -> Secret:
     """[Σ_j ω_j ĝ^j] (m,) for public weights ω_j (Algorithm 2 and 4, line 19's sum, without DP):
-    the weighted sum of `estimate_gradients`' rows, formed without them (`sum_terms`)."""
-    if len(weights) != stored.shape[0]:
-        raise ValueError(f"{len(weights)} weights for {stored.shape[0]} clients")
+    the weighted sum of `estimate_gradients`' rows, formed without them (`sum_terms`, which
+    checks one weight per client)."""
     terms = round_terms(backend, state, clients, stored, v, params, norms) if any(weights) else []
     return sum_terms(backend, terms, stored, v, weights)
 
