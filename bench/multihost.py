@@ -9,6 +9,11 @@ warm-up and correction tasks — runs three times from the same saved history:
 * `lan`: 1 Gbit/s links, 0.5 ms round trip between hosts;
 * `wan`: 100 Mbit/s links, 40 ms round trip between hosts.
 
+The clients' host stands for every client's own host: its one link carries as many links'
+rate as there are clients (`Emulation(stands_for=…)`), each client's path to a party has the
+profile's round trip, and a party's link is the profile's, so the clients' uploads and
+downloads are limited by the parties' links as they would be with one link per client.
+
 Each profile's links are measured (TCP RTT and throughput party0 → party1) before the job
 runs, and the measurement is stored beside the job's figures: admin-observed wall time,
 party 0's ledger (online bytes and rounds, offline bytes, per step), CPU seconds of every
@@ -64,6 +69,7 @@ class Bench:
 
         self.root, self.cfg = root, cfg
         clients = [c.client_id for c in build_federation(cfg.simulation()).clients]
+        self.n_clients = len(clients)
         self.recipe = render(root / "deployment", clients, _overrides(cfg))
         self.config_path = root / "demo.json"
         self.config_path.write_text(json.dumps(cfg.as_dict()))
@@ -112,7 +118,7 @@ class Bench:
         with Lab(self.addresses, single_host=profile_name == "loopback") as lab:
             emu = None
             if not lab.single_host:
-                emu = Emulation(lab, self.root / f"links-{profile_name}")
+                emu = Emulation(lab, self.root / f"links-{profile_name}", stands_for={"clients": self.n_clients})
                 record["link"] = emu.calibrate(PROFILES[profile_name], "party0", "party1", nbytes=PROBE_BYTES)
                 record["link"]["problems"] = link_problems(record["link"])
                 if record["link"]["problems"]:  # an emulation that is not the profile measures nothing
@@ -192,6 +198,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "quick": quick,
             "path": "deploy/ recipe on network namespaces (harness.netlab): dealer service, party0, party1 and the "
             "clients each on their own host; MPC plane TLS 1.3; admin RPC from the clients' host",
+            "clients_link": "the clients' host has one profile link per client (rate × clients, the profile's delay)",
         }
     )
     CACHE_DIR.mkdir(parents=True, exist_ok=True)

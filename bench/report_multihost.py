@@ -29,7 +29,8 @@ def _multihost(lines: list[str], res: dict[str, Any], quick: bool) -> None:
         "clients each on their own host, the same saved Stage I history for every run; links shaped with `tbf` and "
         "delayed by a user-space delay line on each link (the kernel has no `netem`), measured party0 → party1 "
         "before each job. "
-        f"Selected rounds identical across the three runs: {'yes' if f['same_selection'] else 'NO'}.\n"
+        + _clients_link(res["meta"])
+        + f"Selected rounds identical across the three runs: {'yes' if f['same_selection'] else 'NO'}.\n"
     )
     _table(lines, runs, f["paper_lan"], quick)
     cores = res["meta"]["machine"]["cores"]
@@ -42,6 +43,16 @@ def _multihost(lines: list[str], res: dict[str, Any], quick: bool) -> None:
         )
     _latency(lines, f["latency"], runs)
     lines.append(f"\n![multihost]({_plot(res, quick)})\n")
+
+
+def _clients_link(meta: dict[str, Any]) -> str:
+    """How the clients' host was linked (older runs put every client behind one profile link)."""
+    if "clients_link" in meta.get("params", {}):
+        return (
+            "The clients' host stands for one host per client: its link has the profile's rate once per client "
+            "and the profile's delay, so the parties' own links limit the clients' traffic. "
+        )
+    return "All clients shared one link of the profile's rate (the clients' host had one host's link). "
 
 
 def _table(lines: list[str], runs: dict[str, Any], paper: dict[str, float], quick: bool) -> None:

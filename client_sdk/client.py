@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class Client:
         if clip_norm is not None:
             clip_to_norm(np.zeros(1), clip_norm)  # refuses a bad norm now, not at the first round
         self._metadata = (("x-starfish-client", client_id), ("x-starfish-token", token))
+        self.model_party = model_party(client_id)
         #: (open round, f, max |x|, deadline) both parties served
         self._checked_encoding: tuple[int, int, float, float] | None = None
         root = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
@@ -295,27 +297,30 @@ class Client:
             time.sleep(poll_s)
 
     def fetch_model(self, round_index: int | None = None) -> GlobalModel:
-        """Download M_i (latest when None) from party0 and its header from party1; the content
-        must hash to the value party0 announces, and party1 must announce the same hash."""
+        """Download M_i (latest when None) from the client's `model_party` and its header from
+        the other; the content must hash to the value the serving party announces, and the
+        other party must announce the same hash."""
         request = client_pb2.GetModelRequest(round=round_index or 0, latest=round_index is None)
         header_only = client_pb2.GetModelRequest(round=request.round, latest=request.latest, header_only=True)
 
         def get(p: int):
-            if p == 0:
+            if p == self.model_party:
                 return self._call(
-                    0, lambda s: collect_model(s.GetModel(request, metadata=self._metadata, timeout=self.timeout_s))
+                    p, lambda s: collect_model(s.GetModel(request, metadata=self._metadata, timeout=self.timeout_s))
                 )
             return self._call(
-                1, lambda s: next(iter(s.GetModel(header_only, metadata=self._metadata, timeout=self.timeout_s))).header
+                p, lambda s: next(iter(s.GetModel(header_only, metadata=self._metadata, timeout=self.timeout_s))).header
             ), None
 
-        (h0, params), (h1, _) = self._both(get)
-        if h0.model_hash != h1.model_hash or h0.round != h1.round:
+        got = self._both(get)
+        (h, params), (other, _) = got[self.model_party], got[1 - self.model_party]
+        if h.model_hash != other.model_hash or h.round != other.round:
             raise errors.ModelMismatchError(
-                f"party0 serves model {h0.model_hash[:12]} (round {h0.round}), party1 "
-                f"{h1.model_hash[:12]} (round {h1.round}); refusing to train on either"
+                f"party{self.model_party} serves model {h.model_hash[:12]} (round {h.round}), "
+                f"party{1 - self.model_party} announces {other.model_hash[:12]} (round {other.round}); "
+                "refusing to train on either"
             )
-        return GlobalModel(h0.round, h0.arch, params, h0.model_hash, h0.lr)
+        return GlobalModel(h.round, h.arch, params, h.model_hash, h.lr)
 
     def upload_status(self, round_index: int, until: float | None = None) -> UploadStatus:
         """What became of this client's upload for round i, from both parties (client_sdk.status);
@@ -547,9 +552,11 @@ class Client:
 
     # -- tasks (warm-up / correction) --------------------------------------------------------
     def _task_model(self, task: TaskInfo) -> np.ndarray:
-        """The task's model from party0; its content hash must be the one both parties announced."""
+        """The task's model from the client's `model_party`; its content hash must be the one
+        both parties announced."""
+        p = self.model_party
         header, params = self._call(
-            0,
+            p,
             lambda s: collect_model(
                 s.GetTaskModel(
                     client_pb2.TaskRef(task_id=task.task_id), metadata=self._metadata, timeout=self.timeout_s
@@ -558,7 +565,7 @@ class Client:
         )
         if header.model_hash != task.model_hash:
             raise errors.ModelMismatchError(
-                f"task {task.task_id}: party0 serves model {header.model_hash[:12]}, "
+                f"task {task.task_id}: party{p} serves model {header.model_hash[:12]}, "
                 f"both parties announced {task.model_hash[:12]}"
             )
         return params
@@ -695,6 +702,12 @@ class _TaskInbox:
             if not self._ready:
                 self._cond.wait(timeout_s)
             return self._ready.pop(0) if self._ready else None
+
+
+def model_party(client_id: str) -> int:
+    """The party whose uplink carries the client's model downloads (the other sends only the
+    header): crc32 of the id mod 2, so each party serves about half the clients."""
+    return zlib.crc32(client_id.encode()) % 2
 
 
 def _check_samples(n_samples: int) -> None:

@@ -2,7 +2,10 @@
 
 `Emulation(lab).apply(profile)` wires each host's link through a delay line
 (`harness.netlab.delay_line`, run in the switch namespace) when the profile has a round-trip time,
-and caps both ends of each link with `tbf` when it has a rate. `calibrate(profile, a, b)`
+and caps both ends of each link with `tbf` when it has a rate. A namespace that stands for
+several hosts (`stands_for`: the clients' host runs every client of a federation) gets that
+many links' rate on its one link, so its hosts together have what as many links would give
+them, each with the profile's delay. `calibrate(profile, a, b)`
 measures the undelayed path between hosts a and b first, sets the per-hop delay so that the
 total round trip is the profile's, then measures again: the returned record (target,
 per-hop delay, measured RTT and throughput, the qdiscs and each delay line's counters) is
@@ -30,10 +33,16 @@ READY_TIMEOUT_S = 30.0
 
 
 class Emulation:
-    """Delay lines and shaping on the links of `lab`; delay-line counters go to `stats_dir`."""
+    """Delay lines and shaping on the links of `lab`; delay-line counters go to `stats_dir`;
+    `stands_for` maps a host to the number of hosts it stands for (default 1)."""
 
-    def __init__(self, lab: Lab, stats_dir: Path) -> None:
+    def __init__(self, lab: Lab, stats_dir: Path, stands_for: dict[str, int] | None = None) -> None:
         self.lab = lab
+        self.stands_for = dict(stands_for or {})
+        if unknown := set(self.stands_for) - set(lab.hosts):
+            raise LabError(f"no host {sorted(unknown)} in the lab")
+        if any(n < 1 for n in self.stands_for.values()):
+            raise LabError(f"a host stands for at least one host: {self.stands_for}")
         self.stats_dir = Path(stats_dir)
         self.stats_dir.mkdir(parents=True, exist_ok=True)
         self.profile: LinkProfile = DIRECT
@@ -54,8 +63,15 @@ class Emulation:
             if delayed:
                 self._start_line(h.name)
             self.lab.set_delayed(h.name, delayed)
-            shape(h.ns, HOST_IFACE, profile.rate_mbit, profile.rtt_ms)
-            shape(self.lab.switch, h.link, profile.rate_mbit, profile.rtt_ms)
+            rate = self.rate_mbit(h.name)
+            shape(h.ns, HOST_IFACE, rate, profile.rtt_ms)
+            shape(self.lab.switch, h.link, rate, profile.rtt_ms)
+
+    def rate_mbit(self, host: str) -> float | None:
+        """The cap of `host`'s link: the profile's rate times the hosts it stands for."""
+        if self.profile.rate_mbit is None:
+            return None
+        return self.profile.rate_mbit * self.stands_for.get(host, 1)
 
     def _start_line(self, host: str) -> None:
         h = self.lab.hosts[host]
@@ -142,6 +158,7 @@ class Emulation:
         else:
             self.apply(profile)
         record["hop_delay_us"] = self.hop_delay_us
+        record["link_rates_mbit"] = {name: self.rate_mbit(name) for name in self.lab.hosts}
         record["measured"] = self.measure(a, b, nbytes=nbytes)
         h = self.lab.hosts[a]
         record["qdisc"] = {"host": qdisc(h.ns, HOST_IFACE), "switch": qdisc(self.lab.switch, h.link)}

@@ -19,7 +19,9 @@ from client_sdk import (
     l2_norm,
     tolerance_threshold,
 )
+from client_sdk.client import model_party
 from mpc.fixedpoint import reconstruct
+from proto.wire import model_hash
 from server.store import Store
 
 pytestmark = pytest.mark.timeout(300)
@@ -112,12 +114,27 @@ def test_unreachable_party_is_named(sdk_parties):
     c.close()
 
 
-def test_model_served_differently_by_the_parties_is_refused(sdk_parties, sdk_twin):
-    creds = sdk_parties.creds["clients"]["a0"]
-    c = Client("a0", creds, sdk_parties.address(0), sdk_twin.address(1), sdk_parties.ca_cert)
-    with pytest.raises(ModelMismatchError, match="refusing"):
+@pytest.mark.parametrize("cid, serving", [("a0", 1), ("a4", 0)])
+def test_model_served_differently_by_the_parties_is_refused(sdk_parties, sdk_twin, cid, serving):
+    """The body comes from the client's model party (spread by client id), the header from the
+    other; a twin party1 holding another M_0 is caught either way."""
+    creds = sdk_parties.creds["clients"][cid]
+    c = Client(cid, creds, sdk_parties.address(0), sdk_twin.address(1), sdk_parties.ca_cert)
+    assert c.model_party == serving
+    served = {0: model_hash("toy", np.zeros(M, dtype=np.float32)), 1: model_hash("toy", np.ones(M, dtype=np.float32))}
+    with pytest.raises(ModelMismatchError, match=f"party{serving} serves model {served[serving][:12]}.*refusing"):
         c.fetch_model(0)
     c.close()
+
+
+def test_model_downloads_are_spread_over_the_parties(sdk_parties):
+    """Each party's uplink serves about half the clients; either way the client gets M_0."""
+    assert 80 <= sum(model_party(f"client-{i:03d}") for i in range(200)) <= 120
+    for cid in ("a0", "a4"):
+        creds = sdk_parties.creds["clients"][cid]
+        with Client(cid, creds, sdk_parties.address(0), sdk_parties.address(1), sdk_parties.ca_cert) as c:
+            model = c.fetch_model(0)
+        assert model.round == 0 and np.array_equal(model.params, np.zeros(M, dtype=np.float32))
 
 
 def test_sdk_imports_without_torch(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 from harness.netlab.capture import Capture, tcpdump_missing
 from harness.netlab.emulation import Emulation, link_problems
 from harness.netlab.flows import find, read_streams
-from harness.netlab.lab import Lab, LabError, namespaces, sweep
-from harness.netlab.shaping import LinkProfile
+from harness.netlab.lab import HOST_IFACE, Lab, LabError, namespaces, sweep
+from harness.netlab.shaping import LinkProfile, qdisc
 from harness.netlab.tls_records import only_hellos_in_clear, parse_records, server_hello_version
 from mpc.plane.certificate_authority import make_certs
 
@@ -95,6 +95,21 @@ def test_delay_and_rate_really_apply(tmp_path):
     assert "tbf" in record["qdisc"]["host"] and "rate 40Mbit" in record["qdisc"]["switch"]
     assert counters["alpha"]["a_to_b"]["bytes"] >= 6_000_000
     assert counters["alpha"]["a_to_b"]["dropped"] == 0
+
+
+def test_a_host_standing_for_several_gets_their_links_rate(tmp_path):
+    """beta and gamma stand for 3 hosts each: between them 3 links' rate, with alpha one link's."""
+    profile = LinkProfile("test", rate_mbit=40.0)
+    with Lab(HOSTS) as lab:
+        with pytest.raises(LabError, match="no host"):
+            Emulation(lab, tmp_path, stands_for={"delta": 2})
+        emu = Emulation(lab, tmp_path, stands_for={"beta": 3, "gamma": 3})
+        emu.apply(profile)
+        assert {h: emu.rate_mbit(h) for h in HOSTS} == {"alpha": 40.0, "beta": 120.0, "gamma": 120.0}
+        assert "rate 120Mbit" in qdisc(lab.hosts["gamma"].ns, HOST_IFACE)
+        wide = emu.measure("gamma", "beta", pings=3, nbytes=6_000_000)["throughput_mbit"]
+        narrow = emu.measure("alpha", "beta", pings=3, nbytes=3_000_000)["throughput_mbit"]
+    assert narrow <= 40.0 * 1.05 < 60.0 < wide <= 120.0 * 1.05
 
 
 def test_a_link_taken_down_cuts_its_host_off(tmp_path):
