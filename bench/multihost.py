@@ -14,8 +14,8 @@ rate as there are clients (`Emulation(stands_for=…)`), each client's path to a
 profile's round trip, and a party's link is the profile's, so the clients' uploads and
 downloads are limited by the parties' links as they would be with one link per client.
 
-Each profile's links are measured (TCP RTT and throughput party0 → party1) before the job
-runs, and the measurement is stored beside the job's figures: admin-observed wall time,
+Each profile's links are measured (TCP RTT and throughput party0 → party1, once the previous
+job's load has decayed) before the job runs, and the measurement is stored beside the job's figures: admin-observed wall time,
 party 0's ledger (online bytes and rounds, offline bytes, per step), CPU seconds of every
 process of the run, and the load average (each job is filed once the one-minute load has
 decayed to 1 per core, `bench.env.wait_for_quiet`). A step is latency-bound on a link when its
@@ -119,7 +119,9 @@ class Bench:
             emu = None
             if not lab.single_host:
                 emu = Emulation(lab, self.root / f"links-{profile_name}", stands_for={"clients": self.n_clients})
+                calm_s = wait_for_quiet()  # a delay line measured beside the previous job's load lags
                 record["link"] = emu.calibrate(PROFILES[profile_name], "party0", "party1", nbytes=PROBE_BYTES)
+                record["link"]["quiet_wait_s"] = calm_s
                 record["link"]["problems"] = link_problems(record["link"])
                 if record["link"]["problems"]:  # an emulation that is not the profile measures nothing
                     raise RuntimeError(f"the {profile_name} link is not as specified: {record['link']['problems']}")

@@ -17,7 +17,7 @@ from mpc.backend import Backend
 from mpc.cluster import TwoPartyCluster
 from mpc.plain_backend import PlainBackend
 from unlearning.starfish.params import StarfishParams
-from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update
+from unlearning.starfish.secue import add_pairs, estimate_gradients, estimate_update, round_terms
 
 WEIGHTS = [0.05, 0.3, 0.02, 0.1]  #: η·FedAvg weights of the CLIENTS + 1 clients (c3 holds no pair)
 PARAMS = StarfishParams(buffer_size=2, hv_bound=1e6)
@@ -118,3 +118,34 @@ def test_a_pair_entry_opens_its_rows_once_whatever_the_step(cluster: TwoPartyClu
         assert got[label]["offline"] < 8 * ENTRY_N * ENTRY_M // 2, got[label]["offline"]
         # one opening of the offered rows (m int64 each way per row) and the test's few scalars
         assert 2 * 8 * ENTRY_N * ENTRY_M <= got[label]["online"] < 2 * 8 * (ENTRY_N + 1) * ENTRY_M
+
+
+def round_counts(backend: Backend, rank: int = 0) -> dict[str, int]:
+    """Online rounds of `round_terms` for clients in two buffer-length groups and in one, and
+    of one comparison (safeguard 2's `ge`) on its own."""
+    store = PairState()
+    fill(backend, store, PARAMS, 1, seed=11)  # type: ignore[arg-type]
+    uneven_buffers(backend, store, PARAMS, 11, [True, False, True])  # type: ignore[arg-type]  # c0, c2: 2 pairs
+    gen = torch.Generator().manual_seed(12)
+    g = backend.share(torch.randn(CLIENTS + 1, M, generator=gen, dtype=torch.float64) * 0.1, src=0)
+    v = torch.randn(M, generator=gen, dtype=torch.float64) * 0.2
+    two, one = ["c0", "c1", "c2", "c3"], ["c0", "c2", "c3"]
+    for names in (two, one):  # builds the cached compact forms (SecMI) outside the ledger
+        round_terms(backend, store, names, backend.index(g, slice(0, len(names))), v, PARAMS)
+    with backend.own_ledger() as ledger:
+        for label, names in (("two", two), ("one", one)):
+            with backend.step(label):
+                terms = round_terms(backend, store, names, backend.index(g, slice(0, len(names))), v, PARAMS)
+                assert len(terms) == (2 if names is two else 1)
+        with backend.step("compare"):
+            backend.ge(backend.index(g, (slice(None), 0)), backend.index(g, (slice(None), 1)))
+    return {label: cost["online_rounds"] for label, cost in ledger.to_dict().items()}
+
+
+@pytest.mark.timeout(180)
+def test_a_round_compares_every_group_at_once(cluster: TwoPartyCluster) -> None:
+    """Safeguard 2 runs one comparison for all buffer-length groups: a second group adds its
+    small products' rounds, not another comparison's."""
+    got, other = cluster.run(round_counts)
+    assert got == other
+    assert got["two"] - got["one"] < got["compare"], got

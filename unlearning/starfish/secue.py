@@ -250,20 +250,32 @@ def round_terms(
 ) -> list[GroupTerms]:
     """The terms of each group of `clients` (rows of `stored`) holding k ≥ 1 pairs; none when
     ‖v‖ ≤ min_step (every estimate is then g_r^j). `norms`: the clients' reported [‖g_r^j‖]
-    (n,), used for the ‖Hv‖ bound when given."""
+    (n,), used for the ‖Hv‖ bound when given. The groups' squared norms are taken together
+    and safeguard 2 compares every group's clients in one comparison (its rounds once per
+    round, not once per group)."""
     n, _ = stored.shape
     v = v.to(torch.float64)
     v_norm = float(torch.linalg.vector_norm(v))
     if v_norm <= params.min_step:
         return []
-    terms = []
-    for k, members in _by_buffer_length(state, clients).items():
-        if k == 0:
-            continue
-        g2 = _group_squares(backend, stored, norms, members, len(members) == n)
+    groups = [(k, members) for k, members in _by_buffer_length(state, clients).items() if k > 0]
+    if not groups:
+        return []
+    held = sorted(p for _, members in groups for p in members)
+    g2 = _group_squares(backend, stored, norms, held, len(held) == n)
+    at = {p: i for i, p in enumerate(held)}
+    parts = []
+    for _, members in groups:
         names = [clients[i] for i in members]
-        s_rows, y_rows, c, y_scale = _group_terms(backend, state, names, g2, v / v_norm, v_norm, params)
-        terms.append(GroupTerms(members, s_rows, y_rows, c, y_scale))
+        parts.append(_group_terms(backend, state, names, v / v_norm, params))
+    hv2 = backend.cat([part.hv2 for part in parts], dim=0)
+    order = torch.tensor([at[p] for _, members in groups for p in members], dtype=torch.long)
+    bits = correction_kept(backend, hv2, backend.index(g2, order), params.hv_bound, v_norm)
+    terms, start = [], 0
+    for (_, members), part in zip(groups, parts, strict=True):
+        bit = backend.reshape(backend.index(bits, slice(start, start + len(members))), (len(members), 1))
+        start += len(members)
+        terms.append(GroupTerms(members, part.s_rows, part.y_rows, backend.mul(part.c, bit), part.y_scale))
     return terms
 
 
@@ -379,18 +391,23 @@ def _group_squares(backend: Backend, stored: Secret, norms: Secret | None, membe
     return backend.square(norms if whole else backend.index(norms, pick))
 
 
+@dataclasses.dataclass(frozen=True)
+class _GroupParts:
+    """A group's operands before safeguard 2: ŝ stacks, fixed held rows, c (n_g, 1 + 2k),
+    the held rows' scales and ‖H v̂‖² (n_g,)."""
+
+    s_rows: list[Prepared]
+    y_rows: list[Fixed]
+    c: Secret
+    y_scale: torch.Tensor | None
+    hv2: Secret
+
+
 def _group_terms(
-    backend: Backend,
-    state: PairStore,
-    names: list[str],
-    g2: Secret,
-    v_hat: torch.Tensor,
-    v_norm: float,
-    params: SecUESettings,
-) -> tuple[list[Prepared], list[Fixed], Secret, torch.Tensor | None]:
-    """(ŝ stacks, fixed held rows, bit·c, the held rows' scales) of clients holding k pairs
-    each: H^j v = ‖v‖·[v̂, S, Y]·(bit·c) (Algorithm 2, compact form; the bit is safeguard
-    2's, ‖Hv‖ ≤ c·‖g‖, from `g2` = [‖g‖²])."""
+    backend: Backend, state: PairStore, names: list[str], v_hat: torch.Tensor, params: SecUESettings
+) -> _GroupParts:
+    """The operands of clients holding k pairs each: H^j v = ‖v‖·[v̂, S, Y]·c (Algorithm 2,
+    compact form) and ‖H v̂‖² = cᵀGc for safeguard 2's bound ‖Hv‖ ≤ c·‖g‖ (`round_terms`)."""
     n = len(names)
     s = ClientRows(lambda c: torch.stack([p.s for p in state.buffers[names[c]]]), n)  # (k, m) public each
     y = ClientRows(lambda c: backend.stack([p.y for p in state.buffers[names[c]]]), n)  # (k, m) held rows each
@@ -400,8 +417,7 @@ def _group_terms(
     s_public = [rows.value for rows in s_rows]  # (k, m) each: one tensor for pairs of the same rounds
     c, yv = coefficients(backend, form, s_public, y, v_hat, y_scale)
     hv2 = product_square(backend, form, s_public, v_hat, yv, c)
-    kept = backend.mul(c, backend.reshape(correction_kept(backend, hv2, g2, params.hv_bound, v_norm), (n, 1)))
-    return s_rows, fixed_rows(backend, state, names), kept, y_scale
+    return _GroupParts(s_rows, fixed_rows(backend, state, names), c, y_scale, hv2)
 
 
 def held_scales(state: PairStore, names: list[str]) -> torch.Tensor | None:
