@@ -18,8 +18,8 @@ Each profile's links are measured (TCP RTT and throughput party0 → party1, onc
 job's load has decayed) before the job runs, and the measurement is stored beside the job's
 figures: admin-observed wall time, party 0's ledger (online bytes and rounds, offline bytes,
 per step), CPU seconds of every process of the run, and the load average (each job is filed
-once the one-minute load has decayed to 1 per core, `bench.env.wait_for_quiet`). A step is latency-bound on a link when its
-online rounds × RTT is a large part of its wall time there.
+once the one-minute load has decayed to 1 per core, `bench.env.wait_for_quiet`). A step is
+latency-bound on a link when its online rounds × RTT is a large part of its wall time there.
 
 `python -m bench multihost [--quick]`; quick: 8×8 digits, small MLP, 20 clients, 6
 rounds (minutes). Needs root and iproute2 (network namespaces); refuses to run without them.
