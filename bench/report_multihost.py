@@ -124,9 +124,9 @@ def _latency(lines: list[str], latency: dict[str, Any], runs: dict[str, Any]) ->
         "as one message (a sort's comparators of a stage, every remaining client's values in a UE round), so the "
         "rounds per call are each computation's depth and do not grow with the number of clients. What batching "
         "can still remove is the depth between openings that do not depend on each other within a call (merged, "
-        "they cost one RTT instead of several); the bytes stay the same. RS's depth grows as O(log² T) with the "
-        "stored rounds (the bitonic network of SecSrt), UE's is fixed per unlearning round, and unlearning rounds "
-        "run one after another.\n"
+        "they cost one RTT instead of several); the bytes stay the same. RS's depth is constant up to 128 stored "
+        "rounds (SecTop ranks every pair of rounds in one comparison call; a sorting network's depth grows as "
+        "O(log² T)), UE's is fixed per unlearning round, and unlearning rounds run one after another.\n"
     )
 
 

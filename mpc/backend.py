@@ -9,7 +9,7 @@
 
 `Backend` is `mpc.primitives.Primitives` (the operations each backend implements, see
 there) with the composite protocols of `mpc/protocols/` bound as methods: SecGE2/3/4,
-SecSel, SecMax, SecSrt, SecMI, SecTC, SecMul3, SecSP, SecClip. Both backends therefore run the same
+SecSel, SecMax, SecSrt, SecTop, SecMI, SecTC, SecMul3, SecSP, SecClip. Both backends therefore run the same
 network of comparisons and agree exactly on orders, selections and flags. The layering
 has no loop: primitives ← protocols ← backend ← plain_backend, crypten_backend.
 """
@@ -28,6 +28,7 @@ from mpc.protocols.secsel import sec_sel
 from mpc.protocols.secsp import sec_sp
 from mpc.protocols.secsrt import sec_sort_desc
 from mpc.protocols.sectc import sec_tc
+from mpc.protocols.sectop import sec_top_set
 
 __all__ = ["Backend", "Fixed", "Prepared", "Public", "Secret"]
 
@@ -85,6 +86,11 @@ class Backend(Primitives):
         (Appendix C). Returns (sorted keys, sorted payload).
         """
         return sec_sort_desc(self, keys, payload, method)
+
+    def top_set(self, keys: Secret, k: int, method: str = "ge") -> tuple[int, ...]:
+        """SecTop: the positions of the k rows with the largest keys, opened as a set in row
+        order (`protocols/sectop.py`); keys as for `sort_desc`, ties to the lower row."""
+        return sec_top_set(self, keys, k, method)
 
     def inverse(self, k: Secret, method: str = "secmi", iterations: int | None = None) -> Secret:
         """Inverse of a batch of small square matrices (..., d, d) (`protocols/secmi.py`).

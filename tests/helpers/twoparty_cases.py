@@ -109,6 +109,19 @@ def sort(
     return backend.reveal(sk), backend.reveal(sp), backend.ledger.to_dict()["sort"]
 
 
+def top_set(
+    backend: CrypTenBackend, rank: int, keys: torch.Tensor, k: int, method: str
+) -> tuple[tuple[int, ...], dict[str, Any], dict[str, Any]]:
+    """SecTop's opened set and its cost, then the cost of sorting the same keys (SecSrt)."""
+    shared = backend.share(keys, src=0)
+    with backend.step("top"):
+        chosen = backend.top_set(shared, k, method)
+    with backend.step("sort"):
+        backend.sort_desc(shared, backend.zeros((keys.shape[0],)), method)
+    costs = backend.ledger.to_dict()
+    return chosen, costs["top"], costs["sort"]
+
+
 def maximum(backend: CrypTenBackend, rank: int, x: torch.Tensor, dim: int) -> torch.Tensor:
     return backend.reveal(backend.max(backend.share(x, src=1), dim))
 

@@ -212,6 +212,20 @@ def test_sort_ge2_exact(cluster, data):
 
 
 @MPC_SETTINGS
+@given(st.sampled_from([3, 8, 20, 40]).flatmap(lambda n: st.tuples(vec(grid(-10, 4), n), st.integers(1, n - 1))))
+def test_top_set_equals_plaintext_in_fewer_rounds_than_a_sort(cluster, data):
+    """SecRS's top T′ set under 2PC: the plaintext backend's rows (zero-score rows tie to the
+    earlier ones), in fewer online rounds than the sorting network over the same keys."""
+    u, k = data
+    u[::3] = 0.0  # rounds without the target: u = 0, v = 1
+    v = torch.where(u == 0, torch.ones_like(u), u.abs() + 0.5)
+    uv = torch.stack([u, v], 1)
+    chosen, top_cost, sort_cost = cluster.run(cases.top_set, uv, k, "ge2")[0]
+    assert tuple(chosen) == P.top_set(sh(uv), k, "ge2")
+    assert top_cost["online_rounds"] < sort_cost["online_rounds"]
+
+
+@MPC_SETTINGS
 @given(st.integers(1, 9), st.integers(1, 6), st.integers(0, 1), st.data())
 def test_max_exact(cluster, rows, cols, dim, data):
     x = data.draw(vec(grid(-12, 10), rows * cols)).reshape(rows, cols)

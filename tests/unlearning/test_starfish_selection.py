@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mpc.plain_backend import PlainBackend
 from unlearning.history import InMemoryHistory, RoundInfo
-from unlearning.starfish.secrs import open_as_set, select_rounds
+from unlearning.starfish.secrs import select_rounds
 
 CLIENTS = ("t0", "t1", "r0", "r1")
 
@@ -158,12 +158,3 @@ def test_null_global_step_scores_zero(comparison: str, alt: bool) -> None:
     with_null = select_rounds(backend, history, ["t0"], len(positive) + 1, comparison, alt)
     assert above_zero.rounds == tuple(sorted(positive))
     assert with_null.rounds == tuple(sorted(positive | {3}))  # the null round sits at score 0
-
-
-@settings(max_examples=20, deadline=None)
-@given(rounds=st.lists(st.integers(1, 64), min_size=1, max_size=12, unique=True))
-def test_selected_set_is_opened_in_round_order(rounds: list[int]) -> None:
-    """Whatever order the secret indices come in, the opened tuple is the sorted set."""
-    backend = PlainBackend()
-    secret = backend.share(torch.tensor(rounds, dtype=torch.float64))
-    assert open_as_set(backend, secret) == tuple(sorted(rounds))

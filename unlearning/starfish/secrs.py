@@ -23,11 +23,14 @@ no client-reported norm, so selection for several targets always takes the SecRS
 (with the Method 1 or Method 2 comparison chosen as for one target). A round in which no
 target took part, or whose global step is null (M_i = M_{i−1}), scores 0.
 
-The round index travels as an obliviously swapped payload; only the SET of the top
-T′ = ⌈σT⌉ indices is revealed (Algorithm 1 lines 19–22). **Deviation**: lines 19–22 open
-the top T′ payload entries in rank order, which tells who aligned best with the targets; we
-first sort those T′ secret indices by themselves (one more SecSrt of T′ rows, SecGE on
-integers) and open them in round order, so the revealed tuple is a function of the set alone.
+Only the SET of the top T′ = ⌈σT⌉ rounds is revealed, in round order (`Backend.top_set`,
+`mpc/protocols/sectop.py`). **Deviations**: lines 19–22 open the top T′ payload entries in
+rank order, which tells who aligned best with the targets; the set alone is opened instead.
+And the order comes from every pairwise comparison at once (one call of the same SecGE2,
+SecGE, SecGE4 or SecGE3, then ranks and one comparison with T′) rather than the SecSrt
+network of lines 8/15, which needs O(log² T) comparison rounds; above
+`sectop.PAIRWISE_MAX_ROWS` stored rounds the network sorts the rounds and the top T′
+indices are sorted by themselves before they are opened. Ties go to the earlier round.
 """
 
 from __future__ import annotations
@@ -141,32 +144,18 @@ def select_rounds(
     """
     if comparison not in ("method1", "method2"):
         raise ValueError(f"unknown round-selection comparison {comparison!r}")
-    T = history.num_rounds
     alt = alt or len(targets) > 1
     u, v = _pair_scores(backend, history, targets, alt)
-    payload = backend.add(backend.zeros((T,)), torch.arange(1, T + 1, dtype=torch.float64))
     if alt:
         w = backend.ge(u, 0.0)  # w_i = [u_i ≥ 0]
         a = backend.mul(u, u)  # a_i = u_i²
         if comparison == "method1":
-            _, order = backend.sort_desc(backend.stack([w, a, v], dim=1), payload, method="ge4")
+            keys, method = backend.stack([w, a, v], dim=1), "ge4"
         else:
-            _, order = backend.sort_desc(backend.stack([w, backend.div(a, v)], dim=1), payload, method="ge3")
+            keys, method = backend.stack([w, backend.div(a, v)], dim=1), "ge3"
     elif comparison == "method1":
-        _, order = backend.sort_desc(backend.stack([u, v], dim=1), payload, method="ge2")
+        keys, method = backend.stack([u, v], dim=1), "ge2"
     else:
-        _, order = backend.sort_desc(backend.div(u, v), payload, method="ge")
-    top = backend.index(backend.reshape(order, (T,)), slice(0, selected_count))
-    return Selection(rounds=open_as_set(backend, top), method=f"alt-{comparison}" if alt else comparison)
-
-
-def open_as_set(backend: Backend, indices: Secret) -> tuple[int, ...]:
-    """Open secret distinct round indices (k,) as a sorted tuple: their order is never revealed.
-
-    The indices are first sorted by themselves (SecSrt with SecGE, descending; exact on
-    integers), so the opened sequence depends only on the set.
-    """
-    if indices.shape[0] > 1:
-        _, indices = backend.sort_desc(indices, indices, method="ge")
-    opened = backend.reveal(backend.reshape(indices, (indices.shape[0],)))
-    return tuple(sorted(int(round(float(x))) for x in opened))
+        keys, method = backend.div(u, v), "ge"
+    chosen = backend.top_set(keys, selected_count, method)
+    return Selection(rounds=tuple(i + 1 for i in chosen), method=f"alt-{comparison}" if alt else comparison)
