@@ -3,7 +3,8 @@
 A dealer and two party processes (`mpc.cluster.TwoPartyCluster`, loopback, one torch
 thread each) run every protocol of `mpc/protocols/` on `CrypTenBackend`:
 SecMul, SecGE, SecGE2, SecDiv, SecMax at 1e5 and 1e6 elements; SecSrt of 64 (u, v) pairs
-with SecGE2 and of 64 keys with SecGE; SecMI and Newton–Schulz on 4×4 matrices (one, and
+with SecGE2 and of 64 keys with SecGE, and SecTop (the top 39 of the same 64 rows, SecRS's
+σ = 0.6) with each; SecMI and Newton–Schulz on 4×4 matrices (one, and
 a batch of 19 = one per remaining client); SecTC on 19 clients × 582,026 coordinates
 (the paper's MNIST CNN), in full and with the public-sample-first pass.
 
@@ -23,6 +24,7 @@ pairs with SecGE2 ≤ 5 s.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from typing import Any
 
@@ -34,6 +36,7 @@ from mpc.cluster import ClusterConfig, TwoPartyCluster
 MNIST_CNN_PARAMS = 582_026
 REMAINING_CLIENTS = 19
 SORT_PAIRS = 64
+TOP_FRACTION = 0.6
 TARGETS_S = {"SecTC 19x582026": 10.0, "SecSrt 64 pairs (SecGE2)": 5.0}
 PAPER_ABY_S = {"SecTC 19x582026": 689.0 + 104.0}
 """Paper (ABY, LAN, MNIST): TC 689 s offline + 104 s online."""
@@ -82,18 +85,8 @@ def _measure(backend: Any, op: str, size: Any, seed: int) -> dict[str, Any]:
             inv = backend.inverse(sk, "secmi" if op == "SecMI" else "newton")
         err = float((backend.reveal(inv) - torch.linalg.inv(k)).abs().max())
         extra = {"max_abs_error": err}
-    elif op.startswith("SecSrt"):
-        gen = torch.Generator().manual_seed(seed)
-        u = torch.randn(size, generator=gen, dtype=torch.float64)
-        v = torch.rand(size, generator=gen, dtype=torch.float64) + 0.1
-        method = "ge2" if op.endswith("GE2") else "ge"
-        keys = torch.stack([u, v], 1) if method == "ge2" else u / v
-        sk, sp = backend.share(keys, src=0), backend.share(torch.arange(size, dtype=torch.float64), src=1)
-        with backend.step(op):
-            _, perm = backend.sort_desc(sk, sp, method)
-        order = backend.reveal(perm).long()
-        ratio = (u / v)[order]
-        extra = {"sorted_correctly": bool((ratio[:-1] >= ratio[1:] - 1e-3).all())}
+    elif op.startswith(("SecSrt", "SecTop")):
+        extra = _order(backend, op, size, seed)
     else:
         data = _inputs("vec", size, seed)
         x, y = backend.share(data["x"], src=0), backend.share(data["y"], src=1)
@@ -115,13 +108,35 @@ def _measure(backend: Any, op: str, size: Any, seed: int) -> dict[str, Any]:
     return {"op": op, "size": list(size) if isinstance(size, tuple) else size, **cost, **extra}
 
 
+def _order(backend: Any, op: str, size: int, seed: int) -> dict[str, Any]:
+    """SecSrt of `size` rows, or SecTop of the top ⌈0.6·size⌉, by SecGE2 on (u, v) or SecGE on u/v."""
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.randn(size, generator=gen, dtype=torch.float64)
+    v = torch.rand(size, generator=gen, dtype=torch.float64) + 0.1
+    method = "ge2" if op.endswith("GE2") else "ge"
+    keys = torch.stack([u, v], 1) if method == "ge2" else u / v
+    sk, ratio = backend.share(keys, src=0), u / v
+    if op.startswith("SecTop"):
+        k = math.ceil(TOP_FRACTION * size)
+        with backend.step(op):
+            chosen = backend.top_set(sk, k, method)
+        inside = torch.zeros(size, dtype=torch.bool)
+        inside[list(chosen)] = True
+        return {"chose_the_top": len(chosen) == k and bool(ratio[inside].min() >= ratio[~inside].max() - 1e-3)}
+    sp = backend.share(torch.arange(size, dtype=torch.float64), src=1)
+    with backend.step(op):
+        _, perm = backend.sort_desc(sk, sp, method)
+    ordered = ratio[backend.reveal(perm).long()]
+    return {"sorted_correctly": bool((ordered[:-1] >= ordered[1:] - 1e-3).all())}
+
+
 def plan(quick: bool) -> list[tuple[str, Any]]:
     sizes = [10_000, 100_000] if quick else [100_000, 1_000_000]
     tc_m = MNIST_CNN_PARAMS // 10 if quick else MNIST_CNN_PARAMS
     items: list[tuple[str, Any]] = []
     for op in ("SecMul", "SecGE", "SecGE2", "SecDiv", "SecMax"):
         items += [(op, n) for n in sizes]
-    items += [("SecSrt GE2", SORT_PAIRS), ("SecSrt GE", SORT_PAIRS)]
+    items += [(op, SORT_PAIRS) for op in ("SecSrt GE2", "SecSrt GE", "SecTop GE2", "SecTop GE")]
     items += [
         ("SecMI", (1, 4)),
         ("SecMI", (REMAINING_CLIENTS, 4)),
