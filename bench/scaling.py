@@ -16,7 +16,9 @@ n − 1 remaining clients, Starfish's default parameters:
 * setup — one two-element SecMax first, so the session's first comparison (connections to the
   peer and the dealer) is charged to no step;
 * TD — [δ^j] = SecMax over T rounds for the n − 1 clients (Algorithm 4 step 1);
-* RS — SecRS with the comparison the defaults use at that T (Method 1 iff T ≤ T_δ = 64);
+* RS — SecRS choosing ⌈0.6·T⌉ rounds (`RS_SIGMA`, the demo's σ) with the comparison the
+  defaults use at that T (Method 1 iff T ≤ T_δ = 64); at the defaults' σ = 1 every stored
+  round is replayed, the set is public and SecTop compares nothing;
 * UE-first — the first SecUE round after the buffers changed (every client's compact form
   rebuilt: one SecMI batch) with the FedAvg reveal, B = 2 pairs per client;
 * UE — the steady SecUE round (same buffers, a new step v) with the FedAvg reveal;
@@ -32,6 +34,7 @@ turns the points into fits and the whole-job composite.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -60,6 +63,8 @@ QUICK_GRID: tuple[tuple[str, tuple[int, ...], dict[str, int], bool], ...] = (
     ("T", (6, 12), {"m": 2_000, "n": 4}, False),
 )
 STEPS = ("TD", "RS", "UE-first", "UE", "TC", "TC-sample")
+RS_SIGMA = 0.6
+"""The share of the stored rounds RS chooses at every point (σ = 1 would choose all, at no cost)."""
 
 
 def points(grid: tuple[tuple[str, tuple[int, ...], dict[str, int], bool], ...]) -> list[dict[str, Any]]:
@@ -94,7 +99,7 @@ def party_scaling(backend: Backend, rank: int, spec: dict[str, Any]) -> dict[str
     with backend.step("TD"):
         deltas = determine_thresholds(backend, hist, remaining)
     with backend.step("RS"):
-        select_rounds(backend, hist, [target], params.selected_count(total), params.comparison(total), alt=False)
+        select_rounds(backend, hist, [target], math.ceil(RS_SIGMA * total), params.comparison(total), alt=False)
     if spec["ue"]:
         _estimate_and_check(backend, hist, remaining, deltas, params)
     return {

@@ -5,7 +5,8 @@ Natural terms (one target, n − 1 remaining clients, model size m, T stored rou
 
 * TD ∝ (n − 1)·T — SecMax over T rounds per remaining client;
 * RS ∝ T·log²T — the bitonic network sorts T rows (Batcher: T·log T·(log T + 1)/4 comparators;
-  one target, so n does not enter). The committed grid was measured with that network; SecRS
+  one target, so n does not enter). The committed grid was measured with that network at
+  σ = 1 (all T rounds sorted); the benchmark now chooses ⌈0.6·T⌉ (`scaling.RS_SIGMA`), and SecRS
   now ranks up to 128 rounds by all T(T − 1)/2 pairwise comparisons in a constant number of
   rounds (`mpc/protocols/sectop.py`), whose bytes grow as T², so the RS fit describes the
   network until the grid is measured again;
